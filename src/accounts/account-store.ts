@@ -1,0 +1,52 @@
+// Accounts and their API keys. Only a hash of a key is ever stored; the secret exists once, at creation.
+import type { Micros } from '../catalog/snapshot.js';
+
+export interface Account {
+  id: string;
+  name: string;
+  createdAt: number;
+}
+
+export interface KeyCaps {
+  /** Spending cap over the key's whole life; undefined = none. */
+  lifetimeCap?: Micros;
+  /** Spending cap per calendar month (UTC); undefined = none. */
+  monthlyCap?: Micros;
+}
+
+export interface ApiKeyRecord extends KeyCaps {
+  id: string;
+  accountId: string;
+  name: string;
+  /** What the dashboard shows: the key's prefix and last four characters, e.g. `sk-tg-AbC…wxyz`. */
+  displayHint: string;
+  createdAt: number;
+  /** Unix ms of revocation; undefined while active. */
+  revokedAt?: number;
+}
+
+export interface CreatedKey {
+  record: ApiKeyRecord;
+  /** The full secret: returned once, never stored. */
+  secret: string;
+}
+
+export interface NewKeyOptions extends KeyCaps {
+  name?: string;
+}
+
+export interface AccountStore {
+  createAccount(name: string): Promise<Account>;
+  getAccount(accountId: string): Promise<Account | undefined>;
+  listAccounts(): Promise<Account[]>;
+  createKey(accountId: string, opts?: NewKeyOptions): Promise<CreatedKey>;
+  /** Register a secret chosen by the operator (the local run's TOLLGATE_DEMO_KEY); idempotent for the same secret. */
+  importKey(accountId: string, secret: string, opts?: NewKeyOptions): Promise<ApiKeyRecord>;
+  /** The hot-path lookup: by the SHA-256 hex of the presented secret. */
+  findKeyByHash(secretHash: string): Promise<ApiKeyRecord | undefined>;
+  getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined>;
+  listKeys(accountId: string): Promise<ApiKeyRecord[]>;
+  revokeKey(accountId: string, keyId: string): Promise<boolean>;
+  setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,135 @@
+// The ledger: where money is held and moved. Every operation on one account is atomic
+// (one Lua script in Redis; one synchronous step in memory), and every amount is integer micro-USD.
+import type { Micros } from '../catalog/snapshot.js';
+
+export type { Micros };
+
+export type RefusalReason =
+  | 'insufficient_balance'
+  | 'key_lifetime_cap_reached'
+  | 'key_monthly_cap_reached'
+  | 'key_revoked'
+  | 'unknown_key';
+
+export interface ReservationRequest {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  /** Worst-case cost of the request. */
+  amount: Micros;
+  /** The hold is returned by the reaper once this many ms have passed without settlement. */
+  holdTtlMs: number;
+  /** Unix ms; defaults to the clock. Tests pass it to cross month boundaries. */
+  now?: number;
+}
+
+export type ReservationOutcome =
+  | { admitted: true }
+  | {
+      admitted: false;
+      /** The limit that refused: the first that cannot cover `needed`. */
+      reason: RefusalReason;
+      needed: Micros;
+      /** What that limit has left (never negative). */
+      available: Micros;
+      /** The smallest of all three limits' remainders: what any request could still reserve. */
+      availableOverall: Micros;
+    };
+
+export interface TokenUsage {
+  input: number;
+  output: number;
+  /** Input tokens served from a prompt cache (a subset of `input`). */
+  cachedInput: number;
+  /** Output tokens spent reasoning (a subset of `output`). */
+  reasoning: number;
+}
+
+export type RequestStatus = 'completed' | 'client_cancelled' | 'upstream_failed' | 'refused';
+
+export interface SettlementRequest {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  usage: TokenUsage;
+  /** Actual cost computed from usage and the model's prices; the ledger charges min(cost, held). */
+  cost: Micros;
+  status: RequestStatus;
+  latencyMs: number;
+  now?: number;
+}
+
+export interface SettlementOutcome {
+  /** What was drawn from the balance. */
+  charged: Micros;
+  /** What went back to the balance and caps from the hold. */
+  released: Micros;
+  /** The request id was already settled: nothing changed. */
+  duplicate: boolean;
+  /** The hold had expired and was reaped before this settlement arrived. */
+  late: boolean;
+}
+
+export interface UsageRecord {
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  usage: TokenUsage;
+  /** What was actually charged (micro-USD). */
+  cost: Micros;
+  status: RequestStatus;
+  latencyMs: number;
+  /** Unix ms of settlement. */
+  time: number;
+  /** Set when this charge was later refunded. */
+  refunded?: boolean;
+}
+
+export interface AccountBalance {
+  /** Money on the account (credits less charges). */
+  balance: Micros;
+  /** Part of `balance` held by requests in flight. */
+  held: Micros;
+}
+
+export interface KeySpend {
+  lifetimeSpent: Micros;
+  lifetimeHeld: Micros;
+  /** Spend and holds of the calendar month (UTC) of `now`. */
+  monthSpent: Micros;
+  monthHeld: Micros;
+}
+
+export interface AuditReport {
+  accountId: string;
+  credited: Micros;
+  refunded: Micros;
+  balance: Micros;
+  /** credited + refunded - balance. */
+  drawnDown: Micros;
+  /** Sum of the cost of every usage record. */
+  usageTotal: Micros;
+  /** drawnDown - usageTotal; zero when the books agree. */
+  difference: Micros;
+  holdsOutstanding: number;
+}
+
+export interface Ledger {
+  reserve(req: ReservationRequest): Promise<ReservationOutcome>;
+  /** Charge min(cost, held), release the rest, append the usage record. Exactly once per request id. */
+  settle(req: SettlementRequest): Promise<SettlementOutcome>;
+  /** Return every hold whose deadline has passed. Returns how many were returned. */
+  reapExpired(now?: number): Promise<number>;
+  /** Add a top-up. A repeated idempotency key is a no-op that returns false. */
+  credit(accountId: string, amount: Micros, idempotencyKey: string): Promise<boolean>;
+  /** Credit back the charge of one settled request, once. Returns the amount refunded (0 if already). */
+  refund(accountId: string, requestId: string): Promise<Micros>;
+  balance(accountId: string): Promise<AccountBalance>;
+  keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend>;
+  /** Newest first; filtered to one key when keyId is given. */
+  listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]>;
+  audit(accountId: string): Promise<AuditReport>;
+  close(): Promise<void>;
+}
