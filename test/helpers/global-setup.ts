@@ -1,4 +1,5 @@
 // One redis-server for the whole run (or REDIS_URL when set); tests isolate themselves by key namespace.
+import type {} from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { startRedisServer, type RedisProcess } from './redis-server.js';
 
