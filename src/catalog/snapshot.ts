@@ -48,6 +48,8 @@ export interface CatalogUpstream {
   upstreamModel: string;
   /** Where the upstream's own API key lives; absent for upstreams that need none. */
   credentialsSecretRef?: SecretReference;
+  /** Header the credential is sent in: `authorization` (as Bearer) or `x-api-key`. */
+  credentialsHeader: 'authorization' | 'x-api-key';
   weight: number;
   timeouts: UpstreamTimeouts;
   /** False when the operator's probe marked it unhealthy; routing prefers healthy upstreams. */
