@@ -1,0 +1,518 @@
+// Prometheus metrics of the gateway. One GatewayMetrics owns its own prom-client Registry (not the
+// global one), so tests and several gateways in one process never share series.
+//
+// Hot path: every label value is bounded and every labelled child is looked up in a prebuilt table
+// (rebuilt by onCatalog), so recording costs a couple of Map lookups and the child's own increment —
+// no label objects built per call and no string concatenation. Model ids that the catalog does not
+// know are recorded as `unknown`, routes outside the configured list as `other`, statuses outside a
+// fixed list as their class (`4xx`), so no client input can grow the number of series.
+//
+// Money: cost is exported as `tollgate_cost_micro_usd_total`, whose value is integer micro-USD.
+// A Prometheus sample is a float64, which holds every integer up to 2^53 exactly (~9e9 USD), so
+// adding integer micros to it is exact; converting to USD (÷ 1e6) happens only in PromQL, at display
+// time, never on the gateway's money path.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { CatalogSnapshot, Micros } from '../catalog/snapshot.js';
+import type { WireFormat } from '../wire/format.js';
+import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
+
+export const METRIC_PREFIX = 'tollgate_';
+/** Label value for a model id the current catalog does not know (and before any catalog). */
+export const UNKNOWN_MODEL = 'unknown';
+/** Label value for an upstream name the model does not have. */
+export const UNKNOWN_UPSTREAM = 'unknown';
+/** Label value for a route outside the configured list. */
+export const OTHER_ROUTE = 'other';
+
+export const DEFAULT_ROUTES: readonly string[] = [
+  '/v1/chat/completions',
+  '/v1/messages',
+  '/v1/messages/count_tokens',
+  '/v1/models',
+];
+
+/** Seconds; ~1 ms to 10 min: a cached completion answers in ms, a long reasoning stream in minutes. */
+export const LLM_LATENCY_BUCKETS: readonly number[] = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600,
+];
+/** Seconds; 50 µs to 1 s: a Redis round trip on a healthy cluster is well under a millisecond. */
+export const LEDGER_LATENCY_BUCKETS: readonly number[] = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1,
+];
+
+export const UPSTREAM_ERROR_CLASSES = ['timeout', 'connect', '4xx', '5xx', 'stream_cut', 'malformed'] as const;
+export type UpstreamErrorClass = (typeof UPSTREAM_ERROR_CLASSES)[number];
+
+export const LEDGER_OPERATIONS = ['reserve', 'settle', 'lookup'] as const;
+export type LedgerOperation = (typeof LEDGER_OPERATIONS)[number];
+
+const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'insufficient_balance',
+  'key_lifetime_cap_reached',
+  'key_monthly_cap_reached',
+  'key_revoked',
+  'unknown_key',
+];
+const FORMATS: readonly WireFormat[] = ['openai', 'anthropic'];
+/** Statuses kept as exact codes; anything else becomes its class ("4xx"), bounding the label. */
+const EXACT_STATUSES: readonly number[] = [
+  200, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 502, 503, 504, 529,
+];
+
+/** What a reservation attempt ended as; `ReservationOutcome` from the ledger fits. */
+export type ReservationResult = { admitted: true } | { admitted: false; reason: RefusalReason };
+
+export interface GatewayMetricsOptions {
+  /** Route templates recorded by name; others are recorded as `other`. */
+  routes?: readonly string[];
+  /** Collect Node process metrics (CPU, memory, event loop lag, GC), prefixed `tollgate_`. Default true. */
+  defaultMetrics?: boolean;
+  /** Clock for the snapshot age; tests pass their own. */
+  now?: () => number;
+}
+
+export interface MetricsServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+interface CounterChild {
+  inc(value?: number): void;
+}
+interface HistogramChild {
+  observe(value: number): void;
+}
+
+/** Children of one (route, format, model). */
+interface RequestEntry {
+  duration: HistogramChild;
+  byStatus: Map<number, CounterChild>;
+  route: string;
+  format: WireFormat;
+  model: string;
+}
+
+interface UpstreamEntry {
+  duration: HistogramChild;
+  ttft: HistogramChild;
+  errors: Record<UpstreamErrorClass, CounterChild>;
+}
+
+/** Children of one model. */
+interface ModelEntry {
+  label: string;
+  tokensInput: CounterChild;
+  tokensOutput: CounterChild;
+  tokensCached: CounterChild;
+  tokensReasoning: CounterChild;
+  cost: CounterChild;
+  upstreams: Map<string, UpstreamEntry>;
+  unknownUpstream: UpstreamEntry | undefined;
+  /** route -> [openai, anthropic] */
+  requests: Map<string, [RequestEntry, RequestEntry]>;
+}
+
+function statusLabel(status: number): string {
+  if (EXACT_STATUSES.includes(status)) return String(status);
+  const cls = Math.floor(status / 100);
+  return cls >= 1 && cls <= 5 ? `${cls}xx` : 'other';
+}
+
+export class GatewayMetrics {
+  readonly registry: Registry;
+
+  private readonly routes: ReadonlySet<string>;
+  private readonly routeList: readonly string[];
+  private readonly now: () => number;
+
+  private readonly requestsTotal: Counter<'route' | 'format' | 'model' | 'status'>;
+  private readonly requestDuration: Histogram<'route' | 'format' | 'model'>;
+  private readonly upstreamDuration: Histogram<'model' | 'upstream'>;
+  private readonly upstreamTtft: Histogram<'model' | 'upstream'>;
+  private readonly upstreamErrors: Counter<'model' | 'upstream' | 'class'>;
+  private readonly tokensTotal: Counter<'model' | 'kind'>;
+  private readonly costTotal: Counter<'model'>;
+  private readonly reservationsTotal: Counter<'outcome' | 'reason'>;
+  private readonly holdsOutstanding: Gauge;
+  private readonly heldMicros: Gauge;
+  private readonly reaperHolds: Counter;
+  private readonly reaperMicros: Counter;
+  private readonly activeStreams: Gauge;
+  private readonly ledgerDuration: Histogram<'operation'>;
+  private readonly ledgerErrors: Counter<'operation'>;
+  private readonly catalogGeneration: Gauge;
+  private readonly catalogModels: Gauge;
+  private readonly catalogReady: Gauge;
+  private readonly catalogRejected: Counter;
+
+  private readonly reservationChildren: Map<string, CounterChild>;
+  private readonly admittedChild: CounterChild;
+  private readonly ledgerChildren: Record<LedgerOperation, { duration: HistogramChild; errors: CounterChild }>;
+
+  private models = new Map<string, ModelEntry>();
+  private unknownModel: ModelEntry;
+  private snapshotBuiltAt: number | undefined;
+
+  constructor(options: GatewayMetricsOptions = {}) {
+    this.registry = new Registry();
+    this.now = options.now ?? Date.now;
+    this.routeList = [...(options.routes ?? DEFAULT_ROUTES), OTHER_ROUTE];
+    this.routes = new Set(this.routeList);
+    const registers = [this.registry];
+    const p = METRIC_PREFIX;
+
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: p });
+
+    this.requestsTotal = new Counter({
+      name: `${p}requests_total`,
+      help: 'Client requests finished, by route, wire format, catalog model and HTTP status.',
+      labelNames: ['route', 'format', 'model', 'status'],
+      registers,
+    });
+    this.requestDuration = new Histogram({
+      name: `${p}request_duration_seconds`,
+      help: 'Time from request arrival to the last byte sent to the client.',
+      labelNames: ['route', 'format', 'model'],
+      buckets: [...LLM_LATENCY_BUCKETS],
+      registers,
+    });
+    this.upstreamDuration = new Histogram({
+      name: `${p}upstream_duration_seconds`,
+      help: 'Duration of one upstream call, from sending the request to the end of its body.',
+      labelNames: ['model', 'upstream'],
+      buckets: [...LLM_LATENCY_BUCKETS],
+      registers,
+    });
+    this.upstreamTtft = new Histogram({
+      name: `${p}upstream_time_to_first_token_seconds`,
+      help: 'Time from sending the upstream request to its first content token.',
+      labelNames: ['model', 'upstream'],
+      buckets: [...LLM_LATENCY_BUCKETS],
+      registers,
+    });
+    this.upstreamErrors = new Counter({
+      name: `${p}upstream_errors_total`,
+      help: 'Failed upstream calls by class: timeout, connect, 4xx, 5xx, stream_cut, malformed.',
+      labelNames: ['model', 'upstream', 'class'],
+      registers,
+    });
+    this.tokensTotal = new Counter({
+      name: `${p}tokens_total`,
+      help: 'Tokens metered, by model and kind (input, output, cached, reasoning; cached ⊂ input, reasoning ⊂ output).',
+      labelNames: ['model', 'kind'],
+      registers,
+    });
+    this.costTotal = new Counter({
+      name: `${p}cost_micro_usd_total`,
+      help: 'Cost charged, in integer micro-USD (divide by 1e6 for USD).',
+      labelNames: ['model'],
+      registers,
+    });
+    this.reservationsTotal = new Counter({
+      name: `${p}reservations_total`,
+      help: 'Reservation attempts by outcome (admitted, refused) and refusal reason (none when admitted).',
+      labelNames: ['outcome', 'reason'],
+      registers,
+    });
+    this.holdsOutstanding = new Gauge({
+      name: `${p}holds_outstanding`,
+      help: 'Holds reserved and not yet settled or returned (ledger-wide, as last sampled).',
+      registers,
+    });
+    this.heldMicros = new Gauge({
+      name: `${p}held_micro_usd`,
+      help: 'Micro-USD held by outstanding holds (ledger-wide, as last sampled).',
+      registers,
+    });
+    this.reaperHolds = new Counter({
+      name: `${p}reaper_returned_holds_total`,
+      help: 'Expired holds returned by the reaper: requests whose pod never settled them.',
+      registers,
+    });
+    this.reaperMicros = new Counter({
+      name: `${p}reaper_returned_micro_usd_total`,
+      help: 'Micro-USD released by the reaper from expired holds.',
+      registers,
+    });
+    this.activeStreams = new Gauge({
+      name: `${p}active_streams`,
+      help: 'Streaming responses currently open to clients.',
+      registers,
+    });
+    this.ledgerDuration = new Histogram({
+      name: `${p}ledger_call_duration_seconds`,
+      help: 'Duration of ledger (Redis) calls by operation.',
+      labelNames: ['operation'],
+      buckets: [...LEDGER_LATENCY_BUCKETS],
+      registers,
+    });
+    this.ledgerErrors = new Counter({
+      name: `${p}ledger_errors_total`,
+      help: 'Ledger (Redis) calls that failed, by operation.',
+      labelNames: ['operation'],
+      registers,
+    });
+    this.catalogGeneration = new Gauge({
+      name: `${p}catalog_generation`,
+      help: 'Generation of the catalog snapshot in use.',
+      registers,
+    });
+    this.catalogModels = new Gauge({
+      name: `${p}catalog_models`,
+      help: 'Models in the catalog snapshot in use.',
+      registers,
+    });
+    this.catalogReady = new Gauge({
+      name: `${p}catalog_ready`,
+      help: '1 when the gateway serves a validated catalog snapshot, else 0.',
+      registers,
+    });
+    this.catalogRejected = new Counter({
+      name: `${p}catalog_rejected_total`,
+      help: 'Catalog updates refused by validation (the previous snapshot stays in use).',
+      registers,
+    });
+    // The age is computed at scrape time, so it grows between swaps without any timer.
+    const snapshotAge = (): number | undefined =>
+      this.snapshotBuiltAt === undefined ? undefined : (this.now() - this.snapshotBuiltAt) / 1000;
+    new Gauge({
+      name: `${p}catalog_snapshot_age_seconds`,
+      help: 'Seconds since the catalog snapshot in use was built.',
+      registers,
+      collect() {
+        const age = snapshotAge();
+        if (age !== undefined) this.set(age);
+      },
+    });
+
+    this.catalogReady.set(0);
+    this.activeStreams.set(0);
+    this.holdsOutstanding.set(0);
+    this.heldMicros.set(0);
+
+    this.admittedChild = this.reservationsTotal.labels('admitted', 'none');
+    this.reservationChildren = new Map(REFUSAL_REASONS.map((r) => [r, this.reservationsTotal.labels('refused', r)]));
+    this.reservationChildren.set('other', this.reservationsTotal.labels('refused', 'other'));
+    const ledger = {} as Record<LedgerOperation, { duration: HistogramChild; errors: CounterChild }>;
+    for (const op of LEDGER_OPERATIONS) {
+      ledger[op] = { duration: this.ledgerDuration.labels(op), errors: this.ledgerErrors.labels(op) };
+    }
+    this.ledgerChildren = ledger;
+    this.unknownModel = this.buildModel(UNKNOWN_MODEL, []);
+  }
+
+  /** Swap in a new catalog snapshot: rebuilds the label tables. Call from CatalogSource.onSwap. */
+  onCatalog(snapshot: CatalogSnapshot): void {
+    const models = new Map<string, ModelEntry>();
+    for (const model of snapshot.models) {
+      const entry = this.buildModel(
+        model.id,
+        model.upstreams.map((u) => u.name),
+      );
+      models.set(model.id, entry);
+    }
+    // Aliases map to their model's entry, so a client's alias is recorded under the canonical id.
+    for (const [id, model] of snapshot.byId) {
+      const entry = models.get(model.id);
+      if (entry && !models.has(id)) models.set(id, entry);
+    }
+    this.models = models;
+    this.snapshotBuiltAt = snapshot.builtAt;
+    this.catalogGeneration.set(snapshot.generation);
+    this.catalogModels.set(snapshot.models.length);
+    this.catalogReady.set(1);
+  }
+
+  /** A catalog update failed validation; the previous snapshot keeps serving. */
+  catalogUpdateRejected(): void {
+    this.catalogRejected.inc();
+  }
+
+  /** The label a model id is recorded under: the canonical catalog id, or `unknown`. */
+  modelLabel(modelId: string | undefined): string {
+    return (modelId === undefined ? undefined : this.models.get(modelId))?.label ?? UNKNOWN_MODEL;
+  }
+
+  /** One client request finished (any status, including refusals and errors). */
+  requestFinished(route: string, format: WireFormat, modelId: string | undefined, status: number, durationMs: number): void {
+    const model = this.model(modelId);
+    const r = this.routes.has(route) ? route : OTHER_ROUTE;
+    const pair = model.requests.get(r);
+    if (pair === undefined) return; // unreachable: every known route has an entry
+    const entry = format === 'anthropic' ? pair[1] : pair[0];
+    let child = entry.byStatus.get(status);
+    if (child === undefined) {
+      child = this.requestsTotal.labels(entry.route, entry.format, entry.model, statusLabel(status));
+      // Statuses are few in practice; the cap keeps a misbehaving caller from growing the map.
+      if (entry.byStatus.size < 64) entry.byStatus.set(status, child);
+    }
+    child.inc();
+    entry.duration.observe(durationMs / 1000);
+  }
+
+  /** One upstream call finished; `ttftMs` when a first content token arrived. */
+  upstreamFinished(modelId: string | undefined, upstream: string, durationMs: number, ttftMs?: number): void {
+    const u = this.upstream(modelId, upstream);
+    u.duration.observe(durationMs / 1000);
+    if (ttftMs !== undefined) u.ttft.observe(ttftMs / 1000);
+  }
+
+  /** Time to first token alone (e.g. observed the moment it arrives, before the call ends). */
+  timeToFirstToken(modelId: string | undefined, upstream: string, ttftMs: number): void {
+    this.upstream(modelId, upstream).ttft.observe(ttftMs / 1000);
+  }
+
+  upstreamError(modelId: string | undefined, upstream: string, errorClass: UpstreamErrorClass): void {
+    const child = this.upstream(modelId, upstream).errors[errorClass];
+    // An unexpected class (a caller bug) must not throw on the hot path; it is dropped.
+    if (child !== undefined) child.inc();
+  }
+
+  /** Tokens metered for one request. */
+  tokens(modelId: string | undefined, usage: TokenUsage): void {
+    const m = this.model(modelId);
+    if (usage.input > 0) m.tokensInput.inc(usage.input);
+    if (usage.output > 0) m.tokensOutput.inc(usage.output);
+    if (usage.cachedInput > 0) m.tokensCached.inc(usage.cachedInput);
+    if (usage.reasoning > 0) m.tokensReasoning.inc(usage.reasoning);
+  }
+
+  /** Cost charged for one request, integer micro-USD (added exactly; see the file comment). */
+  cost(modelId: string | undefined, micros: Micros): void {
+    if (micros > 0 && Number.isSafeInteger(micros)) this.model(modelId).cost.inc(micros);
+  }
+
+  reservation(result: ReservationResult): void {
+    if (result.admitted) this.admittedChild.inc();
+    else (this.reservationChildren.get(result.reason) ?? this.reservationChildren.get('other'))?.inc();
+  }
+
+  /** Ledger-wide holds, as sampled (e.g. by the reaper's scan). */
+  setHolds(count: number, heldMicros: Micros): void {
+    this.holdsOutstanding.set(count);
+    this.heldMicros.set(heldMicros);
+  }
+
+  /** The reaper returned `count` expired holds worth `micros`. */
+  holdsExpired(count: number, micros: Micros = 0): void {
+    if (count > 0) this.reaperHolds.inc(count);
+    if (micros > 0 && Number.isSafeInteger(micros)) this.reaperMicros.inc(micros);
+  }
+
+  streamOpened(): void {
+    this.activeStreams.inc();
+  }
+
+  streamClosed(): void {
+    this.activeStreams.dec();
+  }
+
+  /** One ledger call; `failed` when it threw (the duration is recorded either way). */
+  ledgerCall(operation: LedgerOperation, durationMs: number, failed = false): void {
+    const c = this.ledgerChildren[operation];
+    c.duration.observe(durationMs / 1000);
+    if (failed) c.errors.inc();
+  }
+
+  /** The exposition text (what GET /metrics serves). */
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Serve GET /metrics on its own port (0 = any free port); `host` defaults to all interfaces. */
+  startServer(port: number, host?: string): Promise<MetricsServer> {
+    const server = createServer((req, res) => {
+      const path = req.url?.split('?', 1)[0];
+      if (path !== '/metrics') {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+        return;
+      }
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('method not allowed\n');
+        return;
+      }
+      this.registry.metrics().then(
+        (body) => {
+          res.writeHead(200, { 'content-type': this.registry.contentType });
+          res.end(req.method === 'HEAD' ? undefined : body);
+        },
+        (err: unknown) => {
+          res.writeHead(500, { 'content-type': 'text/plain' });
+          res.end(`metrics collection failed: ${err instanceof Error ? err.message : 'error'}\n`);
+        },
+      );
+    });
+    // Scrapers keep connections alive; close() must not wait for them.
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve({
+          port: (server.address() as AddressInfo).port,
+          close: () =>
+            new Promise<void>((done, fail) => {
+              server.close((err) => (err ? fail(err) : done()));
+              server.closeAllConnections();
+            }),
+        });
+      });
+    });
+  }
+
+  private model(modelId: string | undefined): ModelEntry {
+    return (modelId === undefined ? undefined : this.models.get(modelId)) ?? this.unknownModel;
+  }
+
+  private upstream(modelId: string | undefined, upstream: string): UpstreamEntry {
+    const m = this.model(modelId);
+    const u = m.upstreams.get(upstream) ?? m.unknownUpstream;
+    if (u !== undefined) return u;
+    m.unknownUpstream = this.buildUpstream(m.label, UNKNOWN_UPSTREAM);
+    return m.unknownUpstream;
+  }
+
+  private buildModel(label: string, upstreams: readonly string[]): ModelEntry {
+    const requests = new Map<string, [RequestEntry, RequestEntry]>();
+    for (const route of this.routeList) {
+      const [a, b] = FORMATS.map(
+        (format): RequestEntry => ({
+          duration: this.requestDuration.labels(route, format, label),
+          byStatus: new Map(),
+          route,
+          format,
+          model: label,
+        }),
+      );
+      requests.set(route, [a!, b!]);
+    }
+    return {
+      label,
+      tokensInput: this.tokensTotal.labels(label, 'input'),
+      tokensOutput: this.tokensTotal.labels(label, 'output'),
+      tokensCached: this.tokensTotal.labels(label, 'cached'),
+      tokensReasoning: this.tokensTotal.labels(label, 'reasoning'),
+      cost: this.costTotal.labels(label),
+      upstreams: new Map(upstreams.map((u) => [u, this.buildUpstream(label, u)])),
+      unknownUpstream: undefined,
+      requests,
+    };
+  }
+
+  private buildUpstream(model: string, upstream: string): UpstreamEntry {
+    const errors = {} as Record<UpstreamErrorClass, CounterChild>;
+    for (const cls of UPSTREAM_ERROR_CLASSES) errors[cls] = this.upstreamErrors.labels(model, upstream, cls);
+    return {
+      duration: this.upstreamDuration.labels(model, upstream),
+      ttft: this.upstreamTtft.labels(model, upstream),
+      errors,
+    };
+  }
+}
+
+export { statusLabel };
