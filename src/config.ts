@@ -1,0 +1,56 @@
+// Gateway configuration, read once from the environment at start-up.
+
+export interface GatewayConfig {
+  port: number;
+  host: string;
+  metricsPort: number;
+  adminPort: number;
+  /** Admin API bearer token; the admin interface is off when empty. */
+  adminToken: string;
+  /** The `<marker>` of `sk-<marker>-<random>`. */
+  keyMarker: string;
+  redisUrl: string | undefined;
+  catalogFile: string;
+  /** Largest request body accepted, in bytes (413 above it). */
+  maxBodyBytes: number;
+  /** Longest a whole upstream exchange may take; holds live this long plus a margin. */
+  requestTimeoutMs: number;
+  holdMarginMs: number;
+  reaperIntervalMs: number;
+  /** How long a key lookup is trusted before it is read again (revocation latency bound). */
+  keyCacheTtlMs: number;
+  usageMaxRecords: number;
+}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
+  }
+  return value;
+}
+
+export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const keyMarker = env.TOLLGATE_KEY_MARKER ?? 'tg';
+  if (!/^[a-z0-9]{1,12}$/.test(keyMarker)) {
+    throw new Error(`TOLLGATE_KEY_MARKER must be 1-12 lowercase letters or digits, got "${keyMarker}"`);
+  }
+  return {
+    port: int(env, 'PORT', 8080),
+    host: env.HOST ?? '127.0.0.1',
+    metricsPort: int(env, 'METRICS_PORT', 9090),
+    adminPort: int(env, 'ADMIN_PORT', 8081),
+    adminToken: env.TOLLGATE_ADMIN_TOKEN ?? '',
+    keyMarker,
+    redisUrl: env.REDIS_URL || undefined,
+    catalogFile: env.TOLLGATE_CATALOG_FILE ?? new URL('../examples/catalog.yaml', import.meta.url).pathname,
+    maxBodyBytes: int(env, 'TOLLGATE_MAX_BODY_BYTES', 32 * 1024 * 1024),
+    requestTimeoutMs: int(env, 'TOLLGATE_REQUEST_TIMEOUT_MS', 10 * 60 * 1000),
+    holdMarginMs: int(env, 'TOLLGATE_HOLD_MARGIN_MS', 60 * 1000),
+    reaperIntervalMs: int(env, 'TOLLGATE_REAPER_INTERVAL_MS', 5 * 1000),
+    keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
+    usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
+  };
+}

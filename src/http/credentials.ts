@@ -1,0 +1,63 @@
+// Finds the API key in a request and, when it cannot, says exactly what is wrong (spec 5 and 7):
+// a doubled Bearer, stray spaces, a missing scheme, a key in the wrong header. Never echoes the key.
+import type { IncomingHttpHeaders } from 'node:http';
+
+export type CredentialResult =
+  | { ok: true; secret: string; header: 'authorization' | 'x-api-key' }
+  | { ok: false; code: string; message: string };
+
+const fail = (code: string, message: string): CredentialResult => ({ ok: false, code, message });
+
+/** Headers clients put keys in by mistake (Azure style, other gateways). */
+const WRONG_HEADERS = ['api-key', 'openai-api-key', 'anthropic-api-key', 'x-goog-api-key', 'apikey', 'x-auth-token', 'token'];
+
+function inspectBearer(value: string): CredentialResult {
+  const match = /^(\S+)(\s+)([\s\S]*)$/.exec(value);
+  if (!match) {
+    if (/^bearer$/i.test(value)) return fail('missing_api_key', 'The Authorization header says "Bearer" but holds no key; send `Authorization: Bearer <key>`.');
+    return fail('invalid_authorization_header', 'The Authorization header has no scheme; send `Authorization: Bearer <key>` (the word Bearer, one space, then the key).');
+  }
+  const [, scheme = '', gap = '', rest = ''] = match;
+  if (scheme.toLowerCase() !== 'bearer') {
+    return fail('invalid_authorization_header', `The Authorization header uses the "${scheme.slice(0, 16)}" scheme; Tollgate takes \`Authorization: Bearer <key>\`.`);
+  }
+  if (/^bearer(\s|$)/i.test(rest)) {
+    return fail('invalid_api_key', 'The Authorization header says "Bearer" twice ("Bearer Bearer <key>"). Write Bearer once: if your client adds it, set only the key.');
+  }
+  if (gap !== ' ' || /\s/.test(rest)) {
+    return fail('invalid_api_key', 'The API key has stray spaces in it or around it. Send `Authorization: Bearer <key>` with exactly one space after Bearer and none inside the key.');
+  }
+  if (rest === '') return fail('missing_api_key', 'The Authorization header holds no key after "Bearer".');
+  return { ok: true, secret: rest, header: 'authorization' };
+}
+
+function inspectApiKeyHeader(value: string): CredentialResult {
+  if (/^bearer(\s|$)/i.test(value)) {
+    return fail('invalid_api_key', 'The x-api-key header takes the key alone: remove "Bearer " from it (or send `Authorization: Bearer <key>` instead).');
+  }
+  if (/\s/.test(value)) return fail('invalid_api_key', 'The API key in x-api-key has stray spaces in it; send the key exactly as it was shown.');
+  if (value === '') return fail('missing_api_key', 'The x-api-key header is empty.');
+  return { ok: true, secret: value, header: 'x-api-key' };
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export function findCredential(headers: IncomingHttpHeaders, url: string, keyPrefix: string): CredentialResult {
+  const authorization = single(headers.authorization);
+  const apiKey = single(headers['x-api-key']);
+  // Authorization wins when both are sent (Claude Code's apiKeyHelper sends both, equal).
+  if (authorization !== undefined && authorization !== '') return inspectBearer(authorization);
+  if (apiKey !== undefined) return inspectApiKeyHeader(apiKey);
+  for (const name of WRONG_HEADERS) {
+    const value = single(headers[name]);
+    if (value !== undefined && value.includes(keyPrefix)) {
+      return fail('api_key_in_wrong_header', `The key was sent in the "${name}" header, which Tollgate does not read. Send it as \`Authorization: Bearer <key>\` (or \`x-api-key: <key>\`).`);
+    }
+  }
+  if (url.includes(keyPrefix)) {
+    return fail('api_key_in_wrong_header', 'The key was sent in the URL, where it leaks into logs. Send it as `Authorization: Bearer <key>` (or `x-api-key: <key>`), then revoke this key and create a new one.');
+  }
+  return fail('missing_api_key', 'No API key was sent. Send `Authorization: Bearer <key>` (or `x-api-key: <key>`).');
+}

@@ -1,0 +1,70 @@
+// First middleware: a request id, the error format of the route, and rendering of every error
+// in that format. Nothing below it builds an error body by hand.
+import { randomUUID } from 'node:crypto';
+import type { Next } from 'koa';
+import { GatewayError } from './gateway-error.js';
+import { errorBody } from '../wire/error-body.js';
+import type { WireFormat } from '../wire/format.js';
+import type { GatewayContext } from './state.js';
+
+export interface ErrorReporter {
+  (err: unknown, ctx: GatewayContext): void;
+}
+
+function routeFormat(path: string, headers: GatewayContext['headers']): WireFormat {
+  if (path.startsWith('/v1/messages') || path.startsWith('/messages')) return 'anthropic';
+  if ((path.startsWith('/v1/models') || path.startsWith('/models')) && headers['anthropic-version'] !== undefined) {
+    return 'anthropic';
+  }
+  return 'openai';
+}
+
+/** A request id that sorts by time and is safe in URLs and headers: `req_<base36 ms><random hex>`. */
+export function newRequestId(): string {
+  return `req_${Date.now().toString(36)}${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+}
+
+export function requestContext(reportUnexpected: ErrorReporter) {
+  return async function requestContextMiddleware(ctx: GatewayContext, next: Next): Promise<void> {
+    const requestId = newRequestId();
+    ctx.state.requestId = requestId;
+    ctx.state.startedAt = performance.now();
+    ctx.state.format = routeFormat(ctx.path, ctx.headers);
+    ctx.state.route = 'unmatched';
+    ctx.set('x-request-id', requestId);
+    if (ctx.state.format === 'anthropic') ctx.set('request-id', requestId);
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined && ctx.respond !== false) {
+        throw new GatewayError(404, `Unknown endpoint ${ctx.method} ${ctx.path}. Tollgate serves POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models.`, { code: 'unknown_url' });
+      }
+    } catch (err) {
+      renderError(ctx, err, reportUnexpected);
+    }
+  };
+}
+
+export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected: ErrorReporter): void {
+  const gatewayError =
+    err instanceof GatewayError
+      ? err
+      : new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, {
+          code: 'internal_error',
+        });
+  if (!(err instanceof GatewayError)) reportUnexpected(err, ctx);
+  if (ctx.headerSent || !ctx.writable) return;
+  ctx.status = gatewayError.status;
+  ctx.type = 'application/json';
+  if (gatewayError.retryAfterSeconds !== undefined) ctx.set('retry-after', String(gatewayError.retryAfterSeconds));
+  // Client errors are final: tell the official SDKs not to retry them.
+  if (gatewayError.status < 500 && gatewayError.status !== 429) ctx.set('x-should-retry', 'false');
+  ctx.body = errorBody(ctx.state.format, {
+    status: gatewayError.status,
+    message: gatewayError.message,
+    code: gatewayError.code,
+    param: gatewayError.param,
+    details: gatewayError.details,
+  });
+  if (ctx.state.outcome) ctx.state.outcome.errorCode = gatewayError.code;
+  else ctx.state.outcome = { inputTokens: 0, outputTokens: 0, costMicros: 0, errorCode: gatewayError.code };
+}

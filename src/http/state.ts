@@ -1,0 +1,32 @@
+// What the middleware chain learns about a request, passed down on ctx.state.
+import type { ParameterizedContext } from 'koa';
+import type { WireFormat } from '../wire/format.js';
+import type { ApiKeyRecord } from '../accounts/account-store.js';
+
+export interface GatewayState {
+  requestId: string;
+  /** The wire format errors are rendered in (decided by the route, or the anthropic-version header on /v1/models). */
+  format: WireFormat;
+  /** performance.now() at arrival. */
+  startedAt: number;
+  /** Parsed JSON body of POST routes. */
+  body?: unknown;
+  /** The raw body bytes (for pass-through size accounting). */
+  rawBody?: Buffer;
+  key?: ApiKeyRecord;
+  /** The model id the client asked for, once known (logs and metrics). */
+  modelId?: string;
+  /** Route template for metrics, e.g. `/v1/chat/completions`. */
+  route: string;
+  /** Facts the exchange reports for the request log. */
+  outcome?: RequestOutcome;
+}
+
+export interface RequestOutcome {
+  inputTokens: number;
+  outputTokens: number;
+  costMicros: number;
+  errorCode?: string;
+}
+
+export type GatewayContext = ParameterizedContext<GatewayState>;

@@ -1,0 +1,234 @@
+// The metered exchange every completion endpoint shares: reserve the worst case, call an upstream
+// (retrying and falling back while nothing has reached the client), relay, and settle exactly once
+// with the actual cost — whatever happens in between.
+import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
+import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
+import { costMicros, formatUsd } from '../billing/money.js';
+import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../billing/worst-case.js';
+import { GatewayError } from '../http/gateway-error.js';
+import type { GatewayContext } from '../http/state.js';
+import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
+import type { UpstreamRouter } from '../upstream/router.js';
+import { countTokens } from '../wire/token-count.js';
+import type { WireFormat } from '../wire/format.js';
+import { clientGoneSignal } from './client-stream.js';
+import type { Relay, RelayOutcome } from './relay.js';
+import { UpstreamFailure, classifyTransportError, sendUpstream } from './upstream-request.js';
+import type { ExchangeObserver } from './observer.js';
+
+export interface ExchangeDeps {
+  ledger: Ledger;
+  router: UpstreamRouter;
+  dispatchers: UpstreamDispatchers;
+  secrets: SecretResolver;
+  observer: ExchangeObserver;
+  requestTimeoutMs: number;
+  holdMarginMs: number;
+  log: (event: string, fields: Record<string, unknown>) => void;
+}
+
+export interface ExchangePlan {
+  clientFormat: WireFormat;
+  model: CatalogModel;
+  footprint: RequestFootprint;
+  stream: boolean;
+  /** The upstream request body for one upstream, with the output limit the reservation covers. */
+  upstreamBody(upstream: CatalogUpstream, outputLimit: number): string;
+  /** Extra headers for an upstream (anthropic-version, anthropic-beta, ...). */
+  upstreamHeaders(upstream: CatalogUpstream): Record<string, string>;
+  relay(upstream: CatalogUpstream): Relay;
+  /** Prompt tokens by our own count, for when the upstream never reported usage. */
+  estimateInputTokens(): Promise<number>;
+}
+
+const REFUSAL_TEXT: Record<string, string> = {
+  insufficient_balance: 'The account balance is too low for this request',
+  key_lifetime_cap_reached: "This key's lifetime spending cap is too close to be reached for this request",
+  key_monthly_cap_reached: "This key's monthly spending cap is too close to be reached for this request",
+  key_revoked: 'This API key was revoked',
+  unknown_key: 'This API key no longer exists',
+};
+
+function refusalError(plan: ExchangePlan, reason: string, needed: number, available: number, availableOverall: number, inputTokenBound: number): GatewayError {
+  if (reason === 'key_revoked' || reason === 'unknown_key') {
+    return new GatewayError(401, `${REFUSAL_TEXT[reason]}; create a new key in the dashboard.`, { code: reason === 'key_revoked' ? 'revoked_api_key' : 'invalid_api_key' });
+  }
+  const hint = largestAffordableMaxTokens(availableOverall, inputTokenBound, plan.model);
+  const outputGiven = plan.footprint.maxOutputTokens !== undefined;
+  let advice: string;
+  if (hint > 0) {
+    advice = ` A smaller output limit would fit: max_tokens ${hint} or less.`;
+  } else if (reason === 'insufficient_balance') {
+    advice = ' Top up the balance in the dashboard.';
+  } else {
+    advice = ' Raise or clear the cap in the dashboard, or use another key.';
+  }
+  const base = `${REFUSAL_TEXT[reason] ?? 'Refused'}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no max_tokens was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
+  return new GatewayError(402, base + advice, {
+    code: reason,
+    details: {
+      needed_micro_usd: needed,
+      available_micro_usd: available,
+      needed_usd: formatUsd(needed),
+      available_usd: formatUsd(available),
+      ...(hint > 0 ? { max_tokens_hint: hint } : {}),
+    },
+  });
+}
+
+function failureToClientError(f: UpstreamFailure, model: CatalogModel): GatewayError {
+  if (f.kind === 'timeout') return new GatewayError(504, `The upstream of ${model.id} did not answer in time; try again.`, { code: 'upstream_timeout' });
+  if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
+  const s = f.upstreamStatus ?? 502;
+  if (s === 429) return new GatewayError(429, `The upstream of ${model.id} is rate limiting; retry after a moment.`, { code: 'upstream_rate_limited', retryAfterSeconds: Number(f.retryAfter) > 0 ? Number(f.retryAfter) : 1 });
+  if (s === 503 || s === 529) return new GatewayError(503, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
+  if (s >= 500) return new GatewayError(502, `The upstream of ${model.id} failed (HTTP ${s}); try again.`, { code: 'upstream_error' });
+  if (s === 401 || s === 403) {
+    // The upstream refused *our* credential: not the client's fault, and never the client's key.
+    return new GatewayError(502, `The upstream of ${model.id} refused the gateway's credentials; this is a gateway configuration problem, please contact support.`, { code: 'upstream_auth_failed' });
+  }
+  return new GatewayError(s === 404 ? 400 : s, `The upstream of ${model.id} rejected the request: ${upstreamMessage(f.upstreamBody)}`, { code: 'upstream_rejected' });
+}
+
+/** The upstream's own error message, short, from either wire format. */
+function upstreamMessage(body: string | undefined): string {
+  if (body === undefined || body === '') return 'no details given.';
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } };
+    const m = parsed.error?.message;
+    if (typeof m === 'string') return m.slice(0, 500);
+  } catch {
+    // not JSON: fall through
+  }
+  return 'no details given.';
+}
+
+function credentialHeaders(upstream: CatalogUpstream, secrets: SecretResolver): Record<string, string> {
+  if (upstream.credentialsSecretRef === undefined) return {};
+  const value = secrets.resolve(upstream.credentialsSecretRef);
+  if (value === undefined) return {};
+  return upstream.credentialsHeader === 'x-api-key' ? { 'x-api-key': value } : { authorization: `Bearer ${value}` };
+}
+
+async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<TokenUsage> {
+  if (outcome.usage !== undefined) return outcome.usage;
+  const produced = outcome.generated.length > 0;
+  if (!produced && outcome.status !== 'completed') return { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  const [input, output, reasoning] = await Promise.all([
+    outcome.reportedInputTokens !== undefined ? Promise.resolve(outcome.reportedInputTokens) : plan.estimateInputTokens(),
+    countTokens(outcome.generated),
+    countTokens(outcome.reasoningGenerated),
+  ]);
+  return { input, output, cachedInput: 0, reasoning: Math.min(reasoning, output) };
+}
+
+export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
+  const key = ctx.state.key;
+  if (key === undefined) throw new Error('runExchange needs an authenticated key');
+  const { requestId } = ctx.state;
+  const { model } = plan;
+  const bound = worstCase(plan.footprint, model);
+  const reservation = await deps.observer.timeLedger('reserve', () =>
+    deps.ledger.reserve({
+      requestId,
+      accountId: key.accountId,
+      keyId: key.id,
+      amount: bound.amount,
+      holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
+    }),
+  );
+  if (!reservation.admitted) {
+    deps.observer.reservation(reservation.reason);
+    throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);
+  }
+  deps.observer.reservation('admitted');
+
+  const client = clientGoneSignal(ctx.res);
+  const deadline = AbortSignal.timeout(deps.requestTimeoutMs);
+  const signal = AbortSignal.any([client.signal, deadline]);
+  let outcome: RelayOutcome | undefined;
+  let servedBy: CatalogUpstream | undefined;
+  const started = performance.now();
+  try {
+    let lastFailure: UpstreamFailure | undefined;
+    for (const upstream of deps.router.candidates(model)) {
+      const target = deps.dispatchers.target(upstream);
+      const call = deps.observer.upstreamStarted(model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens);
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        accept: plan.stream ? 'text/event-stream' : 'application/json',
+        'x-request-id': requestId,
+        ...plan.upstreamHeaders(upstream),
+        ...credentialHeaders(upstream, deps.secrets),
+      };
+      call.injectTraceHeaders(headers);
+      let response;
+      try {
+        response = await sendUpstream(target, upstream, plan.upstreamBody(upstream, bound.outputTokens), headers, signal);
+      } catch (err) {
+        const failure = classifyTransportError(err);
+        call.failed(failure);
+        if (failure.kind === 'aborted') {
+          outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'client_cancelled', finishReason: undefined, firstTokenAt: undefined };
+          if (deadline.aborted) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
+          return;
+        }
+        deps.router.recordFailure(model, upstream);
+        lastFailure = failure;
+        if (failure.retryable) continue;
+        break;
+      }
+      deps.router.recordSuccess(model, upstream);
+      servedBy = upstream;
+      try {
+        outcome = await plan.relay(upstream)({ ctx, response, clientGone: client.signal });
+      } catch (err) {
+        const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
+        outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
+        call.finished(outcome, started);
+        if (err instanceof GatewayError) throw err;
+        throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
+      }
+      call.finished(outcome, started);
+      return;
+    }
+    outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
+    throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model);
+  } finally {
+    const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
+    await settle(ctx, deps, plan, final, started, servedBy);
+  }
+}
+
+async function settle(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan, outcome: RelayOutcome, started: number, servedBy: CatalogUpstream | undefined): Promise<void> {
+  const key = ctx.state.key as NonNullable<GatewayContext['state']['key']>;
+  let usage: TokenUsage = { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  try {
+    usage = await settleUsage(plan, outcome);
+  } catch (err) {
+    deps.log('usage_estimate_failed', { requestId: ctx.state.requestId, error: String(err) });
+  }
+  const cost = costMicros(usage, plan.model.pricing);
+  const request = {
+    requestId: ctx.state.requestId,
+    accountId: key.accountId,
+    keyId: key.id,
+    model: plan.model.id,
+    usage,
+    cost,
+    status: outcome.status,
+    latencyMs: Math.round(performance.now() - started),
+  };
+  // A failed settlement leaves the hold to the reaper, which returns it: never a double charge.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const result = await deps.observer.timeLedger('settle', () => deps.ledger.settle(request));
+      deps.observer.settled(plan.model, servedBy, usage, result.charged, outcome);
+      ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
+      return;
+    } catch (err) {
+      deps.log('settlement_failed', { requestId: ctx.state.requestId, attempt, error: String(err) });
+      await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
+    }
+  }
+}

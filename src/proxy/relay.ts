@@ -1,0 +1,33 @@
+// What relaying one upstream response to the client produced: the upstream's own usage when it
+// reported one, else the generated text to estimate from, and how the exchange ended.
+import type { Dispatcher } from 'undici';
+import type { RequestStatus, TokenUsage } from '../billing/ledger.js';
+import type { GatewayContext } from '../http/state.js';
+
+export interface RelayOutcome {
+  /** Usage as the upstream reported it; undefined when it never arrived (cut streams). */
+  usage: TokenUsage | undefined;
+  /** Input tokens the upstream reported early (Anthropic message_start), when the final usage is missing. */
+  reportedInputTokens?: number;
+  /** Generated text pieces (answer, reasoning, tool arguments), to estimate output when usage is missing. */
+  generated: string[];
+  /** The reasoning part of `generated`. */
+  reasoningGenerated: string[];
+  status: RequestStatus;
+  finishReason: string | undefined;
+  /** performance.now() of the first generated token relayed (time to first token). */
+  firstTokenAt: number | undefined;
+}
+
+export interface RelayInput {
+  ctx: GatewayContext;
+  response: Dispatcher.ResponseData;
+  /** Fires when the client disconnects. */
+  clientGone: AbortSignal;
+}
+
+export type Relay = (input: RelayInput) => Promise<RelayOutcome>;
+
+export function emptyOutcome(status: RequestStatus): RelayOutcome {
+  return { usage: undefined, generated: [], reasoningGenerated: [], status, finishReason: undefined, firstTokenAt: undefined };
+}

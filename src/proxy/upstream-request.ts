@@ -1,0 +1,78 @@
+// One HTTP exchange with an upstream, with its timeouts, and failures sorted into the classes
+// that decide retry, fallback and the status the client sees.
+import { errors as undiciErrors, type Dispatcher } from 'undici';
+import type { CatalogUpstream } from '../catalog/snapshot.js';
+import type { UpstreamTarget } from '../upstream/dispatchers.js';
+
+export type UpstreamFailureKind = 'connect' | 'timeout' | 'status' | 'aborted';
+
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly kind: UpstreamFailureKind,
+    readonly upstreamStatus: number | undefined,
+    /** The upstream's error body (never shown to clients unsanitised). */
+    readonly upstreamBody: string | undefined,
+    message: string,
+    readonly retryAfter?: string,
+  ) {
+    super(message);
+    this.name = 'UpstreamFailure';
+  }
+
+  /** Worth trying the next upstream (or again) before anything reached the client. */
+  get retryable(): boolean {
+    if (this.kind === 'aborted') return false;
+    if (this.kind !== 'status') return true;
+    const s = this.upstreamStatus ?? 0;
+    return s === 408 || s === 429 || s >= 500;
+  }
+}
+
+export function classifyTransportError(err: unknown): UpstreamFailure {
+  if (err instanceof UpstreamFailure) return err;
+  const e = err as { name?: string; code?: string; message?: string };
+  if (e.name === 'AbortError' || e.code === 'UND_ERR_ABORTED') return new UpstreamFailure('aborted', undefined, undefined, 'request aborted');
+  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+    return new UpstreamFailure('timeout', undefined, undefined, 'upstream timed out');
+  }
+  if (err instanceof undiciErrors.ConnectTimeoutError) return new UpstreamFailure('timeout', undefined, undefined, 'upstream connect timed out');
+  return new UpstreamFailure('connect', undefined, undefined, `upstream connection failed (${e.code ?? e.name ?? 'error'})`);
+}
+
+export async function sendUpstream(
+  target: UpstreamTarget,
+  upstream: CatalogUpstream,
+  body: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Promise<Dispatcher.ResponseData> {
+  let response: Dispatcher.ResponseData;
+  try {
+    response = await target.pool.request({
+      path: target.path,
+      method: 'POST',
+      headers,
+      body,
+      signal,
+      headersTimeout: upstream.timeouts.firstByteMs,
+      bodyTimeout: upstream.timeouts.idleMs,
+    });
+  } catch (err) {
+    throw classifyTransportError(err);
+  }
+  if (response.statusCode >= 200 && response.statusCode < 300) return response;
+  let text: string | undefined;
+  try {
+    text = await response.body.text();
+  } catch {
+    text = undefined;
+  }
+  const retryAfter = response.headers['retry-after'];
+  throw new UpstreamFailure(
+    'status',
+    response.statusCode,
+    text,
+    `upstream answered ${response.statusCode}`,
+    typeof retryAfter === 'string' ? retryAfter : undefined,
+  );
+}

@@ -1,0 +1,48 @@
+// Kept-alive undici connection pools, one per upstream origin and connect timeout, created on
+// first use and reused by every request (the URL of an upstream is parsed once, not per request).
+import { Pool } from 'undici';
+import type { CatalogUpstream } from '../catalog/snapshot.js';
+
+export interface UpstreamTarget {
+  pool: Pool;
+  origin: string;
+  /** Path of the chat endpoint at this upstream, e.g. `/v1/chat/completions` or `/v1/messages`. */
+  path: string;
+  host: string;
+  port: number;
+}
+
+export class UpstreamDispatchers {
+  private readonly pools = new Map<string, Pool>();
+  private readonly targets = new WeakMap<CatalogUpstream, UpstreamTarget>();
+
+  constructor(private readonly connectionsPerOrigin = 512) {}
+
+  target(upstream: CatalogUpstream): UpstreamTarget {
+    let target = this.targets.get(upstream);
+    if (target === undefined) {
+      const url = new URL(upstream.baseUrl);
+      const basePath = url.pathname.replace(/\/+$/, '');
+      const path = upstream.format === 'openai' ? `${basePath}/chat/completions` : `${basePath}/v1/messages`;
+      const poolKey = `${url.origin}|${upstream.timeouts.connectMs}`;
+      let pool = this.pools.get(poolKey);
+      if (pool === undefined) {
+        pool = new Pool(url.origin, {
+          connections: this.connectionsPerOrigin,
+          connect: { timeout: upstream.timeouts.connectMs },
+          keepAliveTimeout: 30_000,
+        });
+        this.pools.set(poolKey, pool);
+      }
+      const port = url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+      target = { pool, origin: url.origin, path, host: url.hostname, port };
+      this.targets.set(upstream, target);
+    }
+    return target;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((p) => p.close()));
+    this.pools.clear();
+  }
+}
