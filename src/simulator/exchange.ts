@@ -1,0 +1,205 @@
+// One request/response in flight: the log record, error bodies in either wire format, and an SSE writer
+// that applies stream faults, pacing and client-abort detection in one place.
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { FaultSpec } from './faults.js';
+
+export type SimFormat = 'openai' | 'anthropic';
+
+export interface SimulatedRequest {
+  /** Sequence number within this simulator (1, 2, ...); also the `req_sim_<id>` request-id header. */
+  id: number;
+  method: string;
+  /** Path without the query string. */
+  path: string;
+  query: string;
+  headers: IncomingHttpHeaders;
+  /** Parsed JSON body (undefined when there was none or it did not parse). */
+  body: unknown;
+  model: string | undefined;
+  stream: boolean;
+  /** HTTP status sent (0 while none). */
+  status: number;
+  inputTokens: number;
+  /** Output tokens actually written to the socket (streams: per chunk, so an abort stops the count). */
+  outputTokensSent: number;
+  /** The client went away before the reply finished. */
+  aborted: boolean;
+  /** The reply was completely written. */
+  finished: boolean;
+  fault: FaultSpec | undefined;
+  startedAt: number;
+}
+
+const OPENAI_TYPES: Record<number, [string, string | null]> = {
+  400: ['invalid_request_error', null],
+  401: ['invalid_request_error', 'invalid_api_key'],
+  403: ['permission_error', null],
+  404: ['invalid_request_error', 'not_found'],
+  429: ['rate_limit_error', 'rate_limit_exceeded'],
+  503: ['service_unavailable_error', 'server_is_overloaded'],
+};
+const ANTHROPIC_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  409: 'conflict_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};
+
+export function errorBody(format: SimFormat, status: number, message: string, code?: string): unknown {
+  if (format === 'anthropic') {
+    const type = ANTHROPIC_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+    return { type: 'error', error: { type, message } };
+  }
+  const [type, defCode] = OPENAI_TYPES[status] ?? [status >= 500 ? 'server_error' : 'invalid_request_error', null];
+  return { error: { message, type, param: null, code: code ?? defCode } };
+}
+
+export function inBandError(format: SimFormat, message: string): string {
+  if (format === 'anthropic') {
+    return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message } })}\n\n`;
+  }
+  return `data: ${JSON.stringify({ error: { message, type: 'server_error', param: null, code: null } })}\n\n`;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class Exchange {
+  /** The client went away (or we cut the socket): stop generating. */
+  closed = false;
+  private cutByUs = false;
+  private chunks = 0;
+  private corked = false;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly format: SimFormat,
+    readonly record: SimulatedRequest,
+    readonly fault: FaultSpec | undefined,
+    readonly firstTokenDelayMs: number,
+    readonly tokenDelayMs: number,
+    private readonly onChange: () => void,
+  ) {
+    res.on('close', () => {
+      if (!res.writableFinished) {
+        this.closed = true;
+        if (!this.cutByUs) record.aborted = true;
+      }
+      onChange();
+    });
+    res.on('finish', () => {
+      record.finished = true;
+    });
+  }
+
+  json(status: number, body: unknown, outputTokens = 0): void {
+    if (this.closed) return;
+    const text = JSON.stringify(body);
+    this.record.status = status;
+    this.res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      ...this.idHeader(),
+    });
+    this.record.outputTokensSent += outputTokens;
+    this.res.end(text);
+  }
+
+  error(status: number, message: string, code?: string): void {
+    this.json(status, errorBody(this.format, status, message, code));
+  }
+
+  /** Destroys the socket without a reply (a dropped connection). */
+  cut(): void {
+    this.cutByUs = true;
+    this.closed = true;
+    this.res.socket?.destroy();
+  }
+
+  startStream(): void {
+    this.record.status = 200;
+    this.res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+      ...this.idHeader(),
+    });
+    // Unpaced streams are written in one burst; corking turns them into few socket writes.
+    if (this.firstTokenDelayMs === 0 && this.tokenDelayMs === 0) {
+      this.res.cork();
+      this.corked = true;
+    }
+  }
+
+  /** Writes one SSE frame that carries `tokens` output tokens; false when the stream must stop. */
+  send(frame: string, tokens: number): boolean {
+    if (this.closed) return false;
+    const f = this.fault;
+    if (f) {
+      const n = this.chunks;
+      if (f.cutAfterChunks === n) {
+        this.cut();
+        return false;
+      }
+      if (f.errorEventAfterChunks === n) {
+        this.res.write(inBandError(this.format, f.message ?? 'Simulated upstream failure'));
+        this.end();
+        return false;
+      }
+      if (f.malformedAfterChunks === n) this.res.write('data: {not json\n\n');
+    }
+    this.chunks++;
+    this.res.write(frame);
+    this.record.outputTokensSent += tokens;
+    return true;
+  }
+
+  end(): void {
+    if (this.corked) this.res.uncork();
+    this.corked = false;
+    if (!this.closed) this.res.end();
+  }
+
+  /** Pacing between tokens; flushes the burst first so the client sees what was sent so far. */
+  async pause(ms: number): Promise<void> {
+    if (ms <= 0 || this.closed) return;
+    if (this.corked) {
+      this.res.uncork();
+      this.corked = false;
+    }
+    await sleep(ms);
+  }
+
+  private idHeader(): Record<string, string> {
+    const id = `req_sim_${this.record.id}`;
+    return this.format === 'anthropic' ? { 'request-id': id } : { 'x-request-id': id };
+  }
+}
+
+/** Per-simulator settings and counters the format handlers need. */
+export interface SimContext {
+  replyTokens: number;
+  reasoningTokens: number;
+  isReasoningModel(model: string): boolean;
+  thinkingSecret: Buffer;
+  /** Unique sequence for response, tool-call and message ids. */
+  nextId(): number;
+}
+
+export type Json = { [k: string]: unknown };
+export const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A positive integer field, `undefined` when absent, or an error string. */
+export function positiveInt(body: Json, field: string): number | undefined | string {
+  const v = body[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) return `${field}: must be a positive integer`;
+  return v;
+}

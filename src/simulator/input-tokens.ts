@@ -1,0 +1,87 @@
+// Honest input-token counts. Per the gateway's reservation bound (UTF-8 bytes of text, tool definitions and
+// tool arguments, +16 per message, +1,600 per image), every term here must stay at or below its counterpart:
+// a token is at least one byte, 4 <= 16 per message, 85 <= 1,600 per image.
+import { countTokens } from './tokenizer.js';
+
+export const TOKENS_PER_MESSAGE = 4;
+export const TOKENS_PER_IMAGE = 85;
+
+type Json = { [k: string]: unknown };
+const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+
+function toolsTokens(tools: unknown): number {
+  if (!Array.isArray(tools)) return 0;
+  let n = 0;
+  for (const t of tools) n += countTokens(JSON.stringify(t));
+  return n;
+}
+
+/** OpenAI content: a string or text / refusal / image_url parts. */
+function openaiContent(content: unknown): number {
+  if (typeof content === 'string') return countTokens(content);
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const part of content) {
+    if (!isObj(part)) continue;
+    if (part.type === 'text') n += countTokens(str(part.text));
+    else if (part.type === 'refusal') n += countTokens(str(part.refusal));
+    else if (part.type === 'image_url') n += TOKENS_PER_IMAGE;
+  }
+  return n;
+}
+
+export function openaiInputTokens(body: Json): number {
+  let n = toolsTokens(body.tools);
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages) {
+    n += TOKENS_PER_MESSAGE;
+    if (!isObj(m)) continue;
+    n += openaiContent(m.content);
+    if (Array.isArray(m.tool_calls)) {
+      for (const c of m.tool_calls) if (isObj(c) && isObj(c.function)) n += countTokens(str(c.function.arguments));
+    }
+  }
+  return n;
+}
+
+/** Anthropic content: a string or blocks (text, image, tool_use, tool_result, thinking, text documents). */
+function anthropicContent(content: unknown): number {
+  if (typeof content === 'string') return countTokens(content);
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const b of content) {
+    if (!isObj(b)) continue;
+    switch (b.type) {
+      case 'text':
+        n += countTokens(str(b.text));
+        break;
+      case 'image':
+        n += TOKENS_PER_IMAGE;
+        break;
+      case 'tool_use':
+        n += countTokens(JSON.stringify(b.input ?? {}));
+        break;
+      case 'tool_result':
+        n += anthropicContent(b.content);
+        break;
+      case 'thinking':
+        n += countTokens(str(b.thinking));
+        break;
+      case 'document':
+        if (isObj(b.source) && b.source.type === 'text') n += countTokens(str(b.source.data));
+        break;
+    }
+  }
+  return n;
+}
+
+export function anthropicInputTokens(body: Json): number {
+  let n = toolsTokens(body.tools) + anthropicContent(body.system);
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages) {
+    n += TOKENS_PER_MESSAGE;
+    if (isObj(m)) n += anthropicContent(m.content);
+  }
+  return n;
+}
