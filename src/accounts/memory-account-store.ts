@@ -1,0 +1,100 @@
+// Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import { generateApiKey, hashApiKey, keyDisplayHint } from './api-key.js';
+import { newAccountId, newKeyId } from './ids.js';
+import { checkCaps, checkImportedSecret } from './validation.js';
+import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
+
+const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r });
+
+export class MemoryAccountStore implements AccountStore {
+  constructor(
+    private readonly state: MemoryState,
+    private readonly marker: string,
+    private readonly now: () => number,
+  ) {}
+
+  async createAccount(name: string): Promise<Account> {
+    const account: Account = { id: newAccountId(), name, createdAt: this.now() };
+    this.state.accounts.set(account.id, newMemoryAccount(account));
+    return { ...account };
+  }
+
+  async getAccount(accountId: string): Promise<Account | undefined> {
+    const a = this.state.accounts.get(accountId);
+    return a ? { ...a.account } : undefined;
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    return [...this.state.accounts.values()].map((a) => ({ ...a.account }));
+  }
+
+  async createKey(accountId: string, opts: NewKeyOptions = {}): Promise<CreatedKey> {
+    const secret = generateApiKey(this.marker);
+    return { record: this.storeKey(accountId, secret, opts), secret };
+  }
+
+  async importKey(accountId: string, secret: string, opts: NewKeyOptions = {}): Promise<ApiKeyRecord> {
+    checkImportedSecret(secret, this.marker);
+    const ref = this.state.keyHash.get(hashApiKey(secret));
+    if (ref) {
+      if (ref.accountId !== accountId) throw new Error('The imported API key already belongs to another account.');
+      const existing = this.state.accounts.get(accountId)?.keys.get(ref.keyId);
+      if (existing) return copy(existing.record);
+    }
+    return this.storeKey(accountId, secret, opts);
+  }
+
+  private storeKey(accountId: string, secret: string, opts: NewKeyOptions): ApiKeyRecord {
+    checkCaps(opts);
+    const acct = this.state.accounts.get(accountId);
+    if (!acct) throw new Error(`unknown account ${accountId}`);
+    const record: ApiKeyRecord = {
+      id: newKeyId(),
+      accountId,
+      name: opts.name ?? '',
+      displayHint: keyDisplayHint(secret),
+      createdAt: this.now(),
+    };
+    if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
+    if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
+    acct.keys.set(record.id, { record, lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    this.state.keyHash.set(hashApiKey(secret), { accountId, keyId: record.id });
+    return copy(record);
+  }
+
+  async findKeyByHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
+    const ref = this.state.keyHash.get(secretHash);
+    return ref ? this.getKey(ref.accountId, ref.keyId) : undefined;
+  }
+
+  async getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {
+    const k = this.state.accounts.get(accountId)?.keys.get(keyId);
+    return k ? copy(k.record) : undefined;
+  }
+
+  async listKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    const keys = this.state.accounts.get(accountId)?.keys;
+    return keys ? [...keys.values()].map((k) => copy(k.record)) : [];
+  }
+
+  async revokeKey(accountId: string, keyId: string): Promise<boolean> {
+    const k = this.state.accounts.get(accountId)?.keys.get(keyId);
+    if (!k) return false;
+    k.record.revokedAt ??= this.now();
+    return true;
+  }
+
+  async setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
+    checkCaps(caps);
+    const k = this.state.accounts.get(accountId)?.keys.get(keyId);
+    if (!k) return false;
+    if (caps.lifetimeCap === undefined) delete k.record.lifetimeCap;
+    else k.record.lifetimeCap = caps.lifetimeCap;
+    if (caps.monthlyCap === undefined) delete k.record.monthlyCap;
+    else k.record.monthlyCap = caps.monthlyCap;
+    return true;
+  }
+
+  async close(): Promise<void> {}
+}

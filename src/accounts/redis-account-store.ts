@@ -1,0 +1,159 @@
+// Accounts and keys in Redis. A key's record is a hash under its account's hash tag, so the reserve
+// script reads revocation and caps in the same atomic step as the balance.
+import type { Redis } from 'ioredis';
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import { generateApiKey, hashApiKey, keyDisplayHint } from './api-key.js';
+import { newAccountId, newKeyId } from './ids.js';
+import { checkCaps, checkImportedSecret } from './validation.js';
+import type { RedisKeys } from '../billing/redis-keys.js';
+
+export interface RedisAccountStoreOptions {
+  redis: Redis;
+  keys: RedisKeys;
+  keyMarker: string;
+  now: () => number;
+}
+
+function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
+  if (!h.id || !h.accountId) return undefined;
+  const rec: ApiKeyRecord = {
+    id: h.id,
+    accountId: h.accountId,
+    name: h.name ?? '',
+    displayHint: h.hint ?? '',
+    createdAt: Number(h.createdAt),
+  };
+  if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
+  if (h.lifetimeCap !== undefined) rec.lifetimeCap = Number(h.lifetimeCap);
+  if (h.monthlyCap !== undefined) rec.monthlyCap = Number(h.monthlyCap);
+  return rec;
+}
+
+export class RedisAccountStore implements AccountStore {
+  private readonly redis: Redis;
+  private readonly k: RedisKeys;
+  private readonly marker: string;
+  private readonly now: () => number;
+
+  constructor(opts: RedisAccountStoreOptions) {
+    this.redis = opts.redis;
+    this.k = opts.keys;
+    this.marker = opts.keyMarker;
+    this.now = opts.now;
+  }
+
+  async createAccount(name: string): Promise<Account> {
+    const account: Account = { id: newAccountId(), name, createdAt: this.now() };
+    await this.redis.hset(this.k.account(account.id), 'id', account.id, 'name', name, 'createdAt', String(account.createdAt));
+    await this.redis.zadd(this.k.accountList(), account.createdAt, account.id);
+    return account;
+  }
+
+  async getAccount(accountId: string): Promise<Account | undefined> {
+    const [id, name, createdAt] = await this.redis.hmget(this.k.account(accountId), 'id', 'name', 'createdAt');
+    if (!id) return undefined;
+    return { id, name: name ?? '', createdAt: Number(createdAt) };
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const ids = await this.redis.zrange(this.k.accountList(), 0, -1);
+    const found = await Promise.all(ids.map((id) => this.getAccount(id)));
+    return found.filter((a): a is Account => a !== undefined);
+  }
+
+  async createKey(accountId: string, opts: NewKeyOptions = {}): Promise<CreatedKey> {
+    const secret = generateApiKey(this.marker);
+    const record = await this.storeKey(accountId, secret, opts);
+    return { record, secret };
+  }
+
+  async importKey(accountId: string, secret: string, opts: NewKeyOptions = {}): Promise<ApiKeyRecord> {
+    checkImportedSecret(secret, this.marker);
+    const existing = await this.findKeyByHash(hashApiKey(secret));
+    if (existing) {
+      if (existing.accountId !== accountId) throw new Error('The imported API key already belongs to another account.');
+      return existing;
+    }
+    return this.storeKey(accountId, secret, opts);
+  }
+
+  private async storeKey(accountId: string, secret: string, opts: NewKeyOptions): Promise<ApiKeyRecord> {
+    checkCaps(opts);
+    if (!(await this.getAccount(accountId))) throw new Error(`unknown account ${accountId}`);
+    const record: ApiKeyRecord = {
+      id: newKeyId(),
+      accountId,
+      name: opts.name ?? '',
+      displayHint: keyDisplayHint(secret),
+      createdAt: this.now(),
+    };
+    if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
+    if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
+    const fields: string[] = ['id', record.id, 'accountId', accountId, 'name', record.name, 'hint', record.displayHint];
+    fields.push('createdAt', String(record.createdAt));
+    if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
+    if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+    // The record first, the lookup last: a lookup never points at a record that is not there yet.
+    await this.redis
+      .multi()
+      .hset(this.k.key(accountId, record.id), ...fields)
+      .zadd(this.k.keys(accountId), record.createdAt, record.id)
+      .exec();
+    const claimed = await this.redis.set(this.k.keyHash(hashApiKey(secret)), `${accountId} ${record.id}`, 'NX');
+    if (claimed !== 'OK') {
+      // Only an import racing another import of the same secret gets here; the record is unreachable.
+      await this.redis.multi().del(this.k.key(accountId, record.id)).zrem(this.k.keys(accountId), record.id).exec();
+      throw new Error('The API key is already registered.');
+    }
+    return record;
+  }
+
+  async findKeyByHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
+    const ref = await this.redis.get(this.k.keyHash(secretHash));
+    if (!ref) return undefined;
+    const sep = ref.indexOf(' ');
+    return this.getKey(ref.slice(0, sep), ref.slice(sep + 1));
+  }
+
+  async getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {
+    return toRecord(await this.redis.hgetall(this.k.key(accountId, keyId)));
+  }
+
+  async listKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    const ids = await this.redis.zrange(this.k.keys(accountId), 0, -1);
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hgetall(this.k.key(accountId, id));
+    const results = (await pipeline.exec()) ?? [];
+    const out: ApiKeyRecord[] = [];
+    for (const [err, value] of results) {
+      if (err) throw err;
+      const rec = toRecord(value as Record<string, string>);
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
+  async revokeKey(accountId: string, keyId: string): Promise<boolean> {
+    const key = this.k.key(accountId, keyId);
+    if (!(await this.redis.hexists(key, 'id'))) return false;
+    // HSETNX: revoking twice keeps the first revocation time.
+    await this.redis.hsetnx(key, 'revokedAt', String(this.now()));
+    return true;
+  }
+
+  async setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
+    checkCaps(caps);
+    const key = this.k.key(accountId, keyId);
+    if (!(await this.redis.hexists(key, 'id'))) return false;
+    const m = this.redis.multi();
+    if (caps.lifetimeCap === undefined) m.hdel(key, 'lifetimeCap');
+    else m.hset(key, 'lifetimeCap', String(caps.lifetimeCap));
+    if (caps.monthlyCap === undefined) m.hdel(key, 'monthlyCap');
+    else m.hset(key, 'monthlyCap', String(caps.monthlyCap));
+    await m.exec();
+    return true;
+  }
+
+  /** The caller owns the Redis connection. */
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,14 @@
+-- Credit back what one settled request was charged, once, and append a refund record to the usage stream.
+-- The key's spend is left as it was: the key did spend; the refund is a matter of the balance.
+-- KEYS: 1 account, 2 settled marker, 3 usage stream; ARGV: 1 request id, 2 now
+-- Returns the amount refunded (0 when unknown, already refunded or nothing was charged).
+local function s(n) return string.format('%d', n) end
+local m = redis.call('HMGET', KEYS[2], 'charged', 'refunded', 'keyId')
+if not m[1] or m[2] then return 0 end
+local charged = tonumber(m[1])
+redis.call('HSET', KEYS[2], 'refunded', '1')
+if charged <= 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], 'balance', s(charged))
+redis.call('HINCRBY', KEYS[1], 'refunded', s(charged))
+redis.call('XADD', KEYS[3], '*', 't', 'r', 'rid', ARGV[1], 'key', m[3], 'cost', s(charged), 'time', ARGV[2])
+return charged

@@ -1,0 +1,48 @@
+-- Admit or refuse one reservation, atomically over the account balance and the key's two caps.
+-- KEYS: 1 account hash, 2 key hash, 3 hold hash, 4 holds zset (all under one account hash tag)
+-- ARGV: 1 amount, 2 deadline (unix ms), 3 month (YYYY-MM, UTC, computed by the caller), 4 request id
+-- Returns {1} admitted, or {0, reason, needed, available, availableOverall}.
+-- All values are integers below 2^53; numbers go back to Redis through %d so they never print as 1e+15.
+local function s(n) return string.format('%d', n) end
+local function num(v) return tonumber(v) or 0 end
+
+local amount = tonumber(ARGV[1])
+local deadline = tonumber(ARGV[2])
+local month = ARGV[3]
+
+-- A retried reserve of a request already held is admitted once.
+if redis.call('EXISTS', KEYS[3]) == 1 then return {1} end
+
+local k = redis.call('HMGET', KEYS[2], 'id', 'revokedAt', 'lifetimeCap', 'monthlyCap',
+  'lifetimeSpent', 'lifetimeHeld', 'ms:' .. month, 'mh:' .. month)
+if not k[1] then return {0, 'unknown_key', amount, 0, 0} end
+if k[2] then return {0, 'key_revoked', amount, 0, 0} end
+
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held')
+local balanceLeft = num(a[1]) - num(a[2])
+if balanceLeft < 0 then balanceLeft = 0 end
+local overall = balanceLeft
+
+local lifetimeLeft = nil
+if k[3] then
+  lifetimeLeft = num(k[3]) - num(k[5]) - num(k[6])
+  if lifetimeLeft < 0 then lifetimeLeft = 0 end
+  if lifetimeLeft < overall then overall = lifetimeLeft end
+end
+local monthLeft = nil
+if k[4] then
+  monthLeft = num(k[4]) - num(k[7]) - num(k[8])
+  if monthLeft < 0 then monthLeft = 0 end
+  if monthLeft < overall then overall = monthLeft end
+end
+
+if amount > balanceLeft then return {0, 'insufficient_balance', amount, balanceLeft, overall} end
+if lifetimeLeft and amount > lifetimeLeft then return {0, 'key_lifetime_cap_reached', amount, lifetimeLeft, overall} end
+if monthLeft and amount > monthLeft then return {0, 'key_monthly_cap_reached', amount, monthLeft, overall} end
+
+redis.call('HINCRBY', KEYS[1], 'held', s(amount))
+redis.call('HINCRBY', KEYS[2], 'lifetimeHeld', s(amount))
+redis.call('HINCRBY', KEYS[2], 'mh:' .. month, s(amount))
+redis.call('HSET', KEYS[3], 'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline))
+redis.call('ZADD', KEYS[4], s(deadline), ARGV[4])
+return {1}

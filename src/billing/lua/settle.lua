@@ -1,0 +1,83 @@
+-- Settle one request exactly once: charge min(cost, held), release the rest, append the usage record.
+-- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream
+-- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
+--       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold
+-- Returns {charged, released, duplicate (0/1), late (0/1)}.
+local function s(n) return string.format('%d', n) end
+local function num(v) return tonumber(v) or 0 end
+
+local cost = tonumber(ARGV[1])
+if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 1, 0} end
+
+local charge, released, late, month
+local h = redis.call('HMGET', KEYS[3], 'amount', 'keyId', 'month')
+if h[1] then
+  if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
+  local held = num(h[1])
+  month = h[3]
+  charge = cost
+  if charge > held then charge = held end
+  released = held - charge
+  late = 0
+  redis.call('HINCRBY', KEYS[1], 'held', s(-held))
+  redis.call('HINCRBY', KEYS[1], 'balance', s(-charge))
+  redis.call('HINCRBY', KEYS[2], 'lifetimeHeld', s(-held))
+  redis.call('HINCRBY', KEYS[2], 'mh:' .. month, s(-held))
+  redis.call('DEL', KEYS[3])
+  redis.call('ZREM', KEYS[4], ARGV[2])
+else
+  local r = redis.call('HMGET', KEYS[6], 'amount', 'keyId', 'month')
+  -- Neither held nor reaped: settled so long ago that its marker expired (or never reserved). Nothing to do.
+  if not r[1] then return {0, 0, 1, 0} end
+  if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
+  month = r[3]
+  late = 1
+  released = 0
+  -- The hold is gone, so other requests may have used its room: take only what is still free.
+  charge = cost
+  if num(r[1]) < charge then charge = num(r[1]) end
+  local a = redis.call('HMGET', KEYS[1], 'balance', 'held')
+  local free = num(a[1]) - num(a[2])
+  if free < charge then charge = free end
+  local k = redis.call('HMGET', KEYS[2], 'lifetimeCap', 'monthlyCap', 'lifetimeSpent', 'lifetimeHeld',
+    'ms:' .. month, 'mh:' .. month)
+  if k[1] then
+    free = num(k[1]) - num(k[3]) - num(k[4])
+    if free < charge then charge = free end
+  end
+  if k[2] then
+    free = num(k[2]) - num(k[5]) - num(k[6])
+    if free < charge then charge = free end
+  end
+  if charge < 0 then charge = 0 end
+  redis.call('HINCRBY', KEYS[1], 'balance', s(-charge))
+  redis.call('DEL', KEYS[6])
+end
+
+redis.call('HINCRBY', KEYS[2], 'lifetimeSpent', s(charge))
+redis.call('HINCRBY', KEYS[2], 'ms:' .. month, s(charge))
+redis.call('HSET', KEYS[5], 'charged', s(charge), 'keyId', ARGV[3])
+redis.call('EXPIRE', KEYS[5], ARGV[12])
+redis.call('XADD', KEYS[7], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
+  'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge),
+  'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11])
+
+-- Keep the stream bounded without losing the books: the cost of what is trimmed moves to a counter.
+local len = redis.call('XLEN', KEYS[7])
+if len > tonumber(ARGV[14]) then
+  local excess = len - tonumber(ARGV[13])
+  local old = redis.call('XRANGE', KEYS[7], '-', '+', 'COUNT', s(excess))
+  local archived = 0
+  for _, e in ipairs(old) do
+    local f = e[2]
+    local isUsage, c = false, 0
+    for i = 1, #f, 2 do
+      if f[i] == 't' and f[i + 1] == 'u' then isUsage = true end
+      if f[i] == 'cost' then c = num(f[i + 1]) end
+    end
+    if isUsage then archived = archived + c end
+    redis.call('XDEL', KEYS[7], e[1])
+  end
+  redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
+end
+return {charge, released, 0, late}

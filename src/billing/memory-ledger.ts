@@ -1,0 +1,252 @@
+// The ledger in process memory. Each method does its work synchronously before its first await, so
+// concurrent calls never interleave inside one: the same atomicity the Lua scripts have in Redis.
+import type {
+  AccountBalance,
+  AuditReport,
+  KeySpend,
+  Ledger,
+  ReservationOutcome,
+  ReservationRequest,
+  SettlementOutcome,
+  SettlementRequest,
+  UsageRecord,
+} from './ledger.js';
+import { checkAmount, checkPositiveAmount, trimThreshold } from './ledger-common.js';
+import type { MemoryAccount, MemoryKey, MemoryState } from './memory-state.js';
+import { utcMonth } from './month.js';
+
+const get = (m: Map<string, number>, k: string): number => m.get(k) ?? 0;
+const add = (m: Map<string, number>, k: string, d: number): void => {
+  m.set(k, get(m, k) + d);
+};
+const nonNeg = (v: number): number => (v < 0 ? 0 : v);
+
+export interface MemoryLedgerOptions {
+  usageMaxRecords: number;
+  now: () => number;
+}
+
+export class MemoryLedger implements Ledger {
+  constructor(
+    private readonly state: MemoryState,
+    private readonly opts: MemoryLedgerOptions,
+  ) {}
+
+  async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    checkAmount(req.amount, 'reservation amount');
+    const now = req.now ?? this.opts.now();
+    const month = utcMonth(now);
+    const amount = req.amount;
+    const acct = this.state.accounts.get(req.accountId);
+    if (acct?.holds.has(req.requestId)) return { admitted: true };
+    const key = acct?.keys.get(req.keyId);
+    if (!acct || !key) return { admitted: false, reason: 'unknown_key', needed: amount, available: 0, availableOverall: 0 };
+    if (key.record.revokedAt !== undefined) {
+      return { admitted: false, reason: 'key_revoked', needed: amount, available: 0, availableOverall: 0 };
+    }
+    const balanceLeft = nonNeg(acct.balance - acct.held);
+    let overall = balanceLeft;
+    let lifetimeLeft: number | undefined;
+    let monthLeft: number | undefined;
+    if (key.record.lifetimeCap !== undefined) {
+      lifetimeLeft = nonNeg(key.record.lifetimeCap - key.lifetimeSpent - key.lifetimeHeld);
+      overall = Math.min(overall, lifetimeLeft);
+    }
+    if (key.record.monthlyCap !== undefined) {
+      monthLeft = nonNeg(key.record.monthlyCap - get(key.monthSpent, month) - get(key.monthHeld, month));
+      overall = Math.min(overall, monthLeft);
+    }
+    const refuse = (reason: 'insufficient_balance' | 'key_lifetime_cap_reached' | 'key_monthly_cap_reached', available: number): ReservationOutcome => ({
+      admitted: false,
+      reason,
+      needed: amount,
+      available,
+      availableOverall: overall,
+    });
+    if (amount > balanceLeft) return refuse('insufficient_balance', balanceLeft);
+    if (lifetimeLeft !== undefined && amount > lifetimeLeft) return refuse('key_lifetime_cap_reached', lifetimeLeft);
+    if (monthLeft !== undefined && amount > monthLeft) return refuse('key_monthly_cap_reached', monthLeft);
+    acct.held += amount;
+    key.lifetimeHeld += amount;
+    add(key.monthHeld, month, amount);
+    acct.holds.set(req.requestId, { amount, keyId: req.keyId, month, deadline: now + req.holdTtlMs });
+    return { admitted: true };
+  }
+
+  async settle(req: SettlementRequest): Promise<SettlementOutcome> {
+    checkAmount(req.cost, 'cost');
+    const duplicate: SettlementOutcome = { charged: 0, released: 0, duplicate: true, late: false };
+    const acct = this.state.accounts.get(req.accountId);
+    if (!acct || acct.settled.has(req.requestId)) return duplicate;
+    const hold = acct.holds.get(req.requestId);
+    let charge: number;
+    let released = 0;
+    let late = false;
+    let month: string;
+    let key: MemoryKey | undefined;
+    if (hold) {
+      if (hold.keyId !== req.keyId) throw new Error('hold belongs to another key');
+      key = acct.keys.get(hold.keyId);
+      month = hold.month;
+      charge = Math.min(req.cost, hold.amount);
+      released = hold.amount - charge;
+      acct.held -= hold.amount;
+      acct.balance -= charge;
+      if (key) {
+        key.lifetimeHeld -= hold.amount;
+        add(key.monthHeld, month, -hold.amount);
+      }
+      acct.holds.delete(req.requestId);
+    } else {
+      const reaped = acct.reaped.get(req.requestId);
+      if (!reaped) return duplicate;
+      if (reaped.keyId !== req.keyId) throw new Error('reaped hold belongs to another key');
+      key = acct.keys.get(reaped.keyId);
+      month = reaped.month;
+      late = true;
+      // The hold is gone, so other requests may have used its room: take only what is still free.
+      charge = Math.min(req.cost, reaped.amount, acct.balance - acct.held);
+      if (key?.record.lifetimeCap !== undefined) {
+        charge = Math.min(charge, key.record.lifetimeCap - key.lifetimeSpent - key.lifetimeHeld);
+      }
+      if (key?.record.monthlyCap !== undefined) {
+        charge = Math.min(charge, key.record.monthlyCap - get(key.monthSpent, month) - get(key.monthHeld, month));
+      }
+      charge = nonNeg(charge);
+      acct.balance -= charge;
+      acct.reaped.delete(req.requestId);
+    }
+    if (key) {
+      key.lifetimeSpent += charge;
+      add(key.monthSpent, month, charge);
+    }
+    acct.settled.set(req.requestId, { charged: charge, keyId: req.keyId, refunded: false });
+    acct.usage.push({
+      kind: 'usage',
+      record: {
+        requestId: req.requestId,
+        accountId: req.accountId,
+        keyId: req.keyId,
+        model: req.model,
+        usage: { ...req.usage },
+        cost: charge,
+        status: req.status,
+        latencyMs: Math.max(0, Math.round(req.latencyMs)),
+        time: req.now ?? this.opts.now(),
+      },
+    });
+    this.trim(acct);
+    return { charged: charge, released, duplicate: false, late };
+  }
+
+  private trim(acct: MemoryAccount): void {
+    const max = this.opts.usageMaxRecords;
+    if (acct.usage.length <= trimThreshold(max)) return;
+    const removed = acct.usage.splice(0, acct.usage.length - max);
+    for (const e of removed) if (e.kind === 'usage') acct.usageArchived += e.record.cost;
+  }
+
+  async reapExpired(nowArg?: number): Promise<number> {
+    const now = nowArg ?? this.opts.now();
+    let count = 0;
+    for (const acct of this.state.accounts.values()) {
+      for (const [rid, hold] of acct.holds) {
+        if (hold.deadline > now) continue;
+        acct.held -= hold.amount;
+        const key = acct.keys.get(hold.keyId);
+        if (key) {
+          key.lifetimeHeld -= hold.amount;
+          add(key.monthHeld, hold.month, -hold.amount);
+        }
+        acct.reaped.set(rid, { amount: hold.amount, keyId: hold.keyId, month: hold.month });
+        acct.holds.delete(rid);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  async credit(accountId: string, amount: number, idempotencyKey: string): Promise<boolean> {
+    checkPositiveAmount(amount, 'credit amount');
+    if (!idempotencyKey) throw new Error('credit needs an idempotency key');
+    const acct = this.state.accounts.get(accountId);
+    if (!acct) throw new Error(`unknown account ${accountId}`);
+    if (acct.credits.has(idempotencyKey)) return false;
+    acct.credits.add(idempotencyKey);
+    acct.balance += amount;
+    acct.credited += amount;
+    return true;
+  }
+
+  async refund(accountId: string, requestId: string): Promise<number> {
+    const acct = this.state.accounts.get(accountId);
+    const s = acct?.settled.get(requestId);
+    if (!acct || !s || s.refunded) return 0;
+    s.refunded = true;
+    if (s.charged <= 0) return 0;
+    acct.balance += s.charged;
+    acct.refunded += s.charged;
+    acct.usage.push({ kind: 'refund', requestId, amount: s.charged });
+    return s.charged;
+  }
+
+  async balance(accountId: string): Promise<AccountBalance> {
+    const acct = this.state.accounts.get(accountId);
+    return { balance: acct?.balance ?? 0, held: acct?.held ?? 0 };
+  }
+
+  async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+    const key = this.state.accounts.get(accountId)?.keys.get(keyId);
+    const month = utcMonth(nowArg ?? this.opts.now());
+    if (!key) return { lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: 0, monthHeld: 0 };
+    return {
+      lifetimeSpent: key.lifetimeSpent,
+      lifetimeHeld: key.lifetimeHeld,
+      monthSpent: get(key.monthSpent, month),
+      monthHeld: get(key.monthHeld, month),
+    };
+  }
+
+  async listUsage(accountId: string, opts: { keyId?: string; limit?: number } = {}): Promise<UsageRecord[]> {
+    const acct = this.state.accounts.get(accountId);
+    if (!acct) return [];
+    const limit = opts.limit ?? 100;
+    const refunded = new Set<string>();
+    const out: UsageRecord[] = [];
+    for (let i = acct.usage.length - 1; i >= 0 && out.length < limit; i--) {
+      const e = acct.usage[i];
+      if (!e) continue;
+      if (e.kind === 'refund') {
+        refunded.add(e.requestId);
+        continue;
+      }
+      if (opts.keyId !== undefined && e.record.keyId !== opts.keyId) continue;
+      const rec: UsageRecord = { ...e.record, usage: { ...e.record.usage } };
+      if (refunded.has(rec.requestId)) rec.refunded = true;
+      out.push(rec);
+    }
+    return out;
+  }
+
+  async audit(accountId: string): Promise<AuditReport> {
+    const acct = this.state.accounts.get(accountId);
+    const credited = acct?.credited ?? 0;
+    const refunded = acct?.refunded ?? 0;
+    const balance = acct?.balance ?? 0;
+    let usageTotal = acct?.usageArchived ?? 0;
+    for (const e of acct?.usage ?? []) if (e.kind === 'usage') usageTotal += e.record.cost;
+    const drawnDown = credited + refunded - balance;
+    return {
+      accountId,
+      credited,
+      refunded,
+      balance,
+      drawnDown,
+      usageTotal,
+      difference: drawnDown - usageTotal,
+      holdsOutstanding: acct?.holds.size ?? 0,
+    };
+  }
+
+  async close(): Promise<void> {}
+}

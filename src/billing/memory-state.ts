@@ -1,0 +1,64 @@
+// The in-memory backend's state, shared by its account store and its ledger (as Redis is shared by
+// theirs): the ledger reads key caps and revocation that the account store writes.
+import type { Account, ApiKeyRecord } from '../accounts/account-store.js';
+import type { UsageRecord } from './ledger.js';
+
+export interface MemoryHold {
+  amount: number;
+  keyId: string;
+  month: string;
+  deadline: number;
+}
+
+export interface MemoryKey {
+  record: ApiKeyRecord;
+  lifetimeSpent: number;
+  lifetimeHeld: number;
+  monthSpent: Map<string, number>;
+  monthHeld: Map<string, number>;
+}
+
+export type MemoryUsageEntry = { kind: 'usage'; record: UsageRecord } | { kind: 'refund'; requestId: string; amount: number };
+
+export interface MemoryAccount {
+  account: Account;
+  balance: number;
+  held: number;
+  credited: number;
+  refunded: number;
+  /** Cost of usage records trimmed from `usage`. */
+  usageArchived: number;
+  keys: Map<string, MemoryKey>;
+  holds: Map<string, MemoryHold>;
+  settled: Map<string, { charged: number; keyId: string; refunded: boolean }>;
+  reaped: Map<string, { amount: number; keyId: string; month: string }>;
+  /** Oldest first. */
+  usage: MemoryUsageEntry[];
+  credits: Set<string>;
+}
+
+export interface MemoryState {
+  accounts: Map<string, MemoryAccount>;
+  keyHash: Map<string, { accountId: string; keyId: string }>;
+}
+
+export function newMemoryState(): MemoryState {
+  return { accounts: new Map(), keyHash: new Map() };
+}
+
+export function newMemoryAccount(account: Account): MemoryAccount {
+  return {
+    account,
+    balance: 0,
+    held: 0,
+    credited: 0,
+    refunded: 0,
+    usageArchived: 0,
+    keys: new Map(),
+    holds: new Map(),
+    settled: new Map(),
+    reaped: new Map(),
+    usage: [],
+    credits: new Set(),
+  };
+}

@@ -1,0 +1,54 @@
+// Cost arithmetic in integer micro-USD. Prices are µUSD per 1,000,000 tokens, so a token count times a
+// price is in "µUSD · 1e-6"; sums are exact in BigInt and rounded up once, at the end.
+import type { Micros, ModelPricing } from '../catalog/snapshot.js';
+import type { TokenUsage } from './ledger.js';
+
+export const TOKENS_PER_PRICE_UNIT = 1_000_000n;
+
+/** ceil(n / d) for non-negative BigInts. */
+export function ceilDiv(n: bigint, d: bigint): bigint {
+  return (n + d - 1n) / d;
+}
+
+/** A BigInt amount as a Micros number; refuses anything a double cannot hold exactly. */
+export function toMicros(v: bigint): Micros {
+  if (v < 0n || v > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new RangeError(`amount out of range for micro-USD: ${v}`);
+  }
+  return Number(v);
+}
+
+function tokenCount(n: number, what: string): bigint {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${what} must be a non-negative integer, got ${n}`);
+  return BigInt(n);
+}
+
+/**
+ * What a request cost. `cachedInput` is part of `input` and `reasoning` part of `output`, so each token is
+ * priced once: cached input at the cached price (else the input price), reasoning at the reasoning price
+ * (else the output price). A subset larger than its whole (a buggy upstream) is clamped to the whole.
+ */
+export function costMicros(usage: TokenUsage, pricing: ModelPricing): Micros {
+  const input = tokenCount(usage.input, 'input tokens');
+  const output = tokenCount(usage.output, 'output tokens');
+  let cached = tokenCount(usage.cachedInput, 'cached input tokens');
+  let reasoning = tokenCount(usage.reasoning, 'reasoning tokens');
+  if (cached > input) cached = input;
+  if (reasoning > output) reasoning = output;
+  const pIn = BigInt(pricing.input);
+  const pOut = BigInt(pricing.output);
+  const pCached = BigInt(pricing.cachedInput ?? pricing.input);
+  const pReasoning = BigInt(pricing.reasoning ?? pricing.output);
+  const scaled = (input - cached) * pIn + cached * pCached + (output - reasoning) * pOut + reasoning * pReasoning;
+  return toMicros(ceilDiv(scaled, TOKENS_PER_PRICE_UNIT));
+}
+
+/** Micro-USD as a decimal USD string with six places, e.g. 1234567 -> "1.234567". Exact: integer ops only. */
+export function formatUsd(micros: Micros): string {
+  if (!Number.isSafeInteger(micros)) throw new RangeError(`not an integer amount of micro-USD: ${micros}`);
+  const v = BigInt(micros);
+  const abs = v < 0n ? -v : v;
+  const whole = abs / 1_000_000n;
+  const frac = (abs % 1_000_000n).toString().padStart(6, '0');
+  return `${v < 0n ? '-' : ''}${whole}.${frac}`;
+}

@@ -1,0 +1,38 @@
+// Redis key names. Everything one script touches lives under the account's hash tag `{<accountId>}`,
+// so every script runs on one slot of a Redis Cluster. Only the key-hash lookup, the account list and
+// the reaper index are global (plain single-key commands, never inside a script).
+export interface RedisKeys {
+  account(accountId: string): string;
+  key(accountId: string, keyId: string): string;
+  keys(accountId: string): string;
+  hold(accountId: string, requestId: string): string;
+  holds(accountId: string): string;
+  settled(accountId: string, requestId: string): string;
+  reaped(accountId: string, requestId: string): string;
+  usage(accountId: string): string;
+  credit(accountId: string, idempotencyKey: string): string;
+  /** SHA-256 of a secret -> "<accountId> <keyId>". */
+  keyHash(secretHash: string): string;
+  /** Zset of account ids by creation time. */
+  accountList(): string;
+  /** Zset of account ids scored by (a lower bound of) their earliest hold deadline. */
+  reapIndex(): string;
+}
+
+export function redisKeys(namespace: string): RedisKeys {
+  const tag = (accountId: string): string => `${namespace}:{${accountId}}:`;
+  return {
+    account: (a) => `${tag(a)}account`,
+    key: (a, k) => `${tag(a)}key:${k}`,
+    keys: (a) => `${tag(a)}keys`,
+    hold: (a, r) => `${tag(a)}hold:${r}`,
+    holds: (a) => `${tag(a)}holds`,
+    settled: (a, r) => `${tag(a)}settled:${r}`,
+    reaped: (a, r) => `${tag(a)}reaped:${r}`,
+    usage: (a) => `${tag(a)}usage`,
+    credit: (a, i) => `${tag(a)}credit:${i}`,
+    keyHash: (h) => `${namespace}:keyhash:${h}`,
+    accountList: () => `${namespace}:accounts`,
+    reapIndex: () => `${namespace}:reap-index`,
+  };
+}

@@ -1,0 +1,259 @@
+// The ledger in Redis: every money movement is one Lua script over one account's keys.
+import type { Redis } from 'ioredis';
+import type {
+  AccountBalance,
+  AuditReport,
+  KeySpend,
+  Ledger,
+  RefusalReason,
+  ReservationOutcome,
+  ReservationRequest,
+  SettlementOutcome,
+  SettlementRequest,
+  UsageRecord,
+} from './ledger.js';
+import { utcMonth } from './month.js';
+import type { RedisKeys } from './redis-keys.js';
+import { isNoScript, ScriptRunner } from './scripts.js';
+import { checkAmount, checkPositiveAmount, trimThreshold, usageFromFields } from './ledger-common.js';
+
+export interface RedisLedgerOptions {
+  redis: Redis;
+  keys: RedisKeys;
+  usageMaxRecords: number;
+  markerTtlSeconds: number;
+  now: () => number;
+}
+
+/** Holds the reaper returns per script call (bounds the script's run time). */
+const REAP_BATCH = 100;
+/** Accounts the reaper visits per index read. */
+const REAP_ACCOUNTS_BATCH = 100;
+/** Stream entries read per page when listing usage. */
+const USAGE_PAGE = 500;
+
+export class RedisLedger implements Ledger {
+  private readonly redis: Redis;
+  private readonly k: RedisKeys;
+  private readonly scripts: ScriptRunner;
+  private readonly opts: RedisLedgerOptions;
+
+  constructor(opts: RedisLedgerOptions) {
+    this.opts = opts;
+    this.redis = opts.redis;
+    this.k = opts.keys;
+    this.scripts = new ScriptRunner(opts.redis);
+  }
+
+  preload(): Promise<void> {
+    return this.scripts.preload();
+  }
+
+  /**
+   * One round trip: the reserve script and, in the same pipeline, the reaper index entry for the
+   * account (ZADD LT keeps the earliest deadline; a refused reserve leaves at most a stale entry the
+   * reaper clears).
+   */
+  async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    checkAmount(req.amount, 'reservation amount');
+    const now = req.now ?? this.opts.now();
+    const deadline = now + req.holdTtlMs;
+    const a = req.accountId;
+    const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a)];
+    const args = [String(req.amount), String(deadline), utcMonth(now), req.requestId];
+    for (let attempt = 0; ; attempt++) {
+      const p = this.redis.pipeline();
+      this.scripts.queue(p, 'reserve', keys, args);
+      p.zadd(this.k.reapIndex(), 'LT', deadline, a);
+      const results = (await p.exec()) ?? [];
+      const [err, reply] = results[0] ?? [new Error('empty pipeline reply'), null];
+      if (err) {
+        if (attempt === 0 && isNoScript(err)) {
+          await this.scripts.reload('reserve');
+          continue;
+        }
+        throw err;
+      }
+      const r = reply as [number, string?, number?, number?, number?];
+      if (r[0] === 1) return { admitted: true };
+      return {
+        admitted: false,
+        reason: r[1] as RefusalReason,
+        needed: Number(r[2]),
+        available: Number(r[3]),
+        availableOverall: Number(r[4]),
+      };
+    }
+  }
+
+  /** One round trip: the settle script. */
+  async settle(req: SettlementRequest): Promise<SettlementOutcome> {
+    checkAmount(req.cost, 'cost');
+    const a = req.accountId;
+    const r = await this.scripts.run<[number, number, number, number]>(
+      'settle',
+      [
+        this.k.account(a),
+        this.k.key(a, req.keyId),
+        this.k.hold(a, req.requestId),
+        this.k.holds(a),
+        this.k.settled(a, req.requestId),
+        this.k.reaped(a, req.requestId),
+        this.k.usage(a),
+      ],
+      [
+        String(req.cost),
+        req.requestId,
+        req.keyId,
+        req.model,
+        String(req.usage.input),
+        String(req.usage.output),
+        String(req.usage.cachedInput),
+        String(req.usage.reasoning),
+        req.status,
+        String(Math.max(0, Math.round(req.latencyMs))),
+        String(req.now ?? this.opts.now()),
+        String(this.opts.markerTtlSeconds),
+        String(this.opts.usageMaxRecords),
+        String(trimThreshold(this.opts.usageMaxRecords)),
+      ],
+    );
+    return { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
+  }
+
+  async reapExpired(nowArg?: number): Promise<number> {
+    const now = nowArg ?? this.opts.now();
+    let total = 0;
+    const visited = new Set<string>();
+    for (;;) {
+      const due = await this.redis.zrangebyscore(this.k.reapIndex(), '-inf', now, 'LIMIT', 0, REAP_ACCOUNTS_BATCH);
+      const fresh = due.filter((a) => !visited.has(a));
+      if (fresh.length === 0) return total;
+      for (const accountId of fresh) {
+        visited.add(accountId);
+        total += await this.reapAccount(accountId, now);
+      }
+    }
+  }
+
+  /** Reaps one account's due holds, then re-files the account in the index by its next deadline. */
+  private async reapAccount(accountId: string, now: number): Promise<number> {
+    const a = accountId;
+    let count = 0;
+    let next = -1;
+    for (;;) {
+      const rids = await this.redis.zrangebyscore(this.k.holds(a), '-inf', now, 'LIMIT', 0, REAP_BATCH);
+      if (rids.length === 0) {
+        const first = await this.redis.zrange(this.k.holds(a), 0, 0, 'WITHSCORES');
+        next = first[1] === undefined ? -1 : Number(first[1]);
+        break;
+      }
+      const p = this.redis.pipeline();
+      for (const rid of rids) p.hget(this.k.hold(a, rid), 'keyId');
+      const keyIds = ((await p.exec()) ?? []).map(([, v]) => (typeof v === 'string' ? v : ''));
+      const keys = [this.k.account(a), this.k.holds(a)];
+      const args: string[] = [String(now), String(this.opts.markerTtlSeconds)];
+      rids.forEach((rid, i) => {
+        const keyId = keyIds[i] ?? '';
+        keys.push(this.k.hold(a, rid), this.k.key(a, keyId), this.k.reaped(a, rid));
+        args.push(rid, keyId);
+      });
+      const [n, nextDeadline] = await this.scripts.run<[number, number]>('reap', keys, args);
+      count += n;
+      next = nextDeadline;
+      if (rids.length < REAP_BATCH) break;
+    }
+    // Re-file the account: by its next deadline, or out of the index. A reserve that lands between the
+    // script and this update is caught by the re-read below (its own ZADD LT may have come earlier).
+    if (next >= 0) await this.redis.zadd(this.k.reapIndex(), next, a);
+    else await this.redis.zrem(this.k.reapIndex(), a);
+    const first = await this.redis.zrange(this.k.holds(a), 0, 0, 'WITHSCORES');
+    if (first[1] !== undefined) await this.redis.zadd(this.k.reapIndex(), 'LT', Number(first[1]), a);
+    return count;
+  }
+
+  async credit(accountId: string, amount: number, idempotencyKey: string): Promise<boolean> {
+    checkPositiveAmount(amount, 'credit amount');
+    if (!idempotencyKey) throw new Error('credit needs an idempotency key');
+    const r = await this.scripts.run<number>(
+      'credit',
+      [this.k.account(accountId), this.k.credit(accountId, idempotencyKey)],
+      [String(amount), String(this.opts.now())],
+    );
+    if (r === -1) throw new Error(`unknown account ${accountId}`);
+    return r === 1;
+  }
+
+  async refund(accountId: string, requestId: string): Promise<number> {
+    return this.scripts.run<number>(
+      'refund',
+      [this.k.account(accountId), this.k.settled(accountId, requestId), this.k.usage(accountId)],
+      [requestId, String(this.opts.now())],
+    );
+  }
+
+  async balance(accountId: string): Promise<AccountBalance> {
+    const [balance, held] = await this.redis.hmget(this.k.account(accountId), 'balance', 'held');
+    return { balance: Number(balance ?? 0), held: Number(held ?? 0) };
+  }
+
+  async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+    const month = utcMonth(nowArg ?? this.opts.now());
+    const v = await this.redis.hmget(this.k.key(accountId, keyId), 'lifetimeSpent', 'lifetimeHeld', `ms:${month}`, `mh:${month}`);
+    return {
+      lifetimeSpent: Number(v[0] ?? 0),
+      lifetimeHeld: Number(v[1] ?? 0),
+      monthSpent: Number(v[2] ?? 0),
+      monthHeld: Number(v[3] ?? 0),
+    };
+  }
+
+  /** Newest first. Refund records are newer than what they refund, so a backwards scan sees them first. */
+  async listUsage(accountId: string, opts: { keyId?: string; limit?: number } = {}): Promise<UsageRecord[]> {
+    const limit = opts.limit ?? 100;
+    const out: UsageRecord[] = [];
+    const refunded = new Set<string>();
+    let end = '+';
+    while (out.length < limit) {
+      const page = await this.redis.xrevrange(this.k.usage(accountId), end, '-', 'COUNT', USAGE_PAGE);
+      for (const [, flat] of page) {
+        const f: Record<string, string> = {};
+        for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
+        if (f.t === 'r') {
+          if (f.rid) refunded.add(f.rid);
+          continue;
+        }
+        if (opts.keyId !== undefined && f.key !== opts.keyId) continue;
+        const rec = usageFromFields(accountId, f);
+        if (refunded.has(rec.requestId)) rec.refunded = true;
+        out.push(rec);
+        if (out.length === limit) break;
+      }
+      if (page.length < USAGE_PAGE) break;
+      end = `(${page[page.length - 1]?.[0] ?? '0-0'}`;
+    }
+    return out;
+  }
+
+  async audit(accountId: string): Promise<AuditReport> {
+    const [credited, refunded, balance, usageTotal, holds] = await this.scripts.run<number[]>(
+      'audit',
+      [this.k.account(accountId), this.k.usage(accountId), this.k.holds(accountId)],
+      [],
+    );
+    const drawnDown = Number(credited) + Number(refunded) - Number(balance);
+    return {
+      accountId,
+      credited: Number(credited),
+      refunded: Number(refunded),
+      balance: Number(balance),
+      drawnDown,
+      usageTotal: Number(usageTotal),
+      difference: drawnDown - Number(usageTotal),
+      holdsOutstanding: Number(holds),
+    };
+  }
+
+  /** The caller owns the Redis connection. */
+  async close(): Promise<void> {}
+}

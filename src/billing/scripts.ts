@@ -1,0 +1,59 @@
+// The ledger's Lua scripts: read once at startup, run by EVALSHA, reloaded when Redis answers NOSCRIPT
+// (after a restart or failover the script cache is empty).
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { ChainableCommander, Redis } from 'ioredis';
+
+export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit';
+const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit'];
+
+interface LoadedScript {
+  source: string;
+  sha: string;
+}
+
+function load(name: ScriptName): LoadedScript {
+  const source = readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
+  return { source, sha: createHash('sha1').update(source).digest('hex') };
+}
+
+// Read once per process; the files are part of the build.
+const SCRIPTS: Record<ScriptName, LoadedScript> = Object.fromEntries(NAMES.map((n) => [n, load(n)])) as Record<
+  ScriptName,
+  LoadedScript
+>;
+
+export function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
+}
+
+export type ScriptArg = string | number;
+
+export class ScriptRunner {
+  constructor(private readonly redis: Redis) {}
+
+  /** Loads every script into the server's cache; EVALSHA then never misses in the common case. */
+  async preload(): Promise<void> {
+    await Promise.all(NAMES.map((n) => this.redis.script('LOAD', SCRIPTS[n].source)));
+  }
+
+  async run<T>(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<T> {
+    const script = SCRIPTS[name];
+    try {
+      return (await this.redis.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
+    } catch (err) {
+      if (!isNoScript(err)) throw err;
+      await this.redis.script('LOAD', script.source);
+      return (await this.redis.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
+    }
+  }
+
+  /** Queues an EVALSHA on a pipeline; the caller retries the pipeline after `reload()` on NOSCRIPT. */
+  queue(pipeline: ChainableCommander, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): void {
+    pipeline.evalsha(SCRIPTS[name].sha, keys.length, ...keys, ...args);
+  }
+
+  async reload(name: ScriptName): Promise<void> {
+    await this.redis.script('LOAD', SCRIPTS[name].source);
+  }
+}
