@@ -1,0 +1,71 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { ModelPricing } from '../../src/catalog/snapshot.js';
+import { costMicros, formatUsd } from '../../src/billing/money.js';
+
+const pricing = (p: Partial<ModelPricing>): ModelPricing => ({
+  input: 0,
+  output: 0,
+  display: { input: '0', output: '0' },
+  ...p,
+});
+
+describe('costMicros', () => {
+  it('prices input and output per million tokens, rounding up once', () => {
+    // 1000 tokens at $3/M = 3000 µUSD; 500 at $15/M = 7500 µUSD.
+    expect(costMicros({ input: 1000, output: 500, cachedInput: 0, reasoning: 0 }, pricing({ input: 3_000_000, output: 15_000_000 }))).toBe(10_500);
+    // 1 token at $0.10/M = 0.1 µUSD -> 1 µUSD (rounded up at the end, not per part).
+    expect(costMicros({ input: 1, output: 1, cachedInput: 0, reasoning: 0 }, pricing({ input: 100_000, output: 100_000 }))).toBe(1);
+    expect(costMicros({ input: 0, output: 0, cachedInput: 0, reasoning: 0 }, pricing({ input: 5, output: 5 }))).toBe(0);
+  });
+
+  it('prices cached input and reasoning as subsets, each token once', () => {
+    const p = pricing({ input: 2_000_000, output: 10_000_000, cachedInput: 500_000, reasoning: 20_000_000 });
+    // 600 uncached*2 + 400 cached*0.5 + 100 plain out*10 + 200 reasoning*20 (µUSD per token / 1e6 ... in whole µUSD)
+    expect(costMicros({ input: 1000, output: 300, cachedInput: 400, reasoning: 200 }, p)).toBe(1200 + 200 + 1000 + 4000);
+    // Without cached/reasoning prices they cost input/output.
+    const q = pricing({ input: 2_000_000, output: 10_000_000 });
+    expect(costMicros({ input: 1000, output: 300, cachedInput: 400, reasoning: 200 }, q)).toBe(2000 + 3000);
+  });
+
+  it('is exact where doubles are not (huge counts, odd prices)', () => {
+    const p = pricing({ input: 999_999_999, output: 1 });
+    // 9e6 tokens * 999,999,999 = 8,999,999,991,000,000 (> 2^53 as the intermediate) / 1e6 = 8,999,999,991 exactly.
+    expect(costMicros({ input: 9_000_000, output: 0, cachedInput: 0, reasoning: 0 }, p)).toBe(8_999_999_991);
+    expect(costMicros({ input: 9_000_001, output: 0, cachedInput: 0, reasoning: 0 }, p)).toBe(9_000_000_991);
+  });
+
+  it('agrees with a BigInt reference for random usage', () => {
+    fc.assert(
+      fc.property(
+        fc.nat(2_000_000), fc.nat(2_000_000), fc.nat(2_000_000), fc.nat(2_000_000),
+        fc.nat(100_000_000), fc.nat(100_000_000), fc.option(fc.nat(100_000_000), { nil: undefined }), fc.option(fc.nat(100_000_000), { nil: undefined }),
+        (input, cachedRaw, output, reasoningRaw, pin, pout, pc, pr) => {
+          const cached = cachedRaw % (input + 1);
+          const reasoning = reasoningRaw % (output + 1);
+          const p = pricing({ input: pin, output: pout, cachedInput: pc, reasoning: pr });
+          const scaled =
+            BigInt(input - cached) * BigInt(pin) + BigInt(cached) * BigInt(pc ?? pin) +
+            BigInt(output - reasoning) * BigInt(pout) + BigInt(reasoning) * BigInt(pr ?? pout);
+          const expected = scaled / 1_000_000n + (scaled % 1_000_000n === 0n ? 0n : 1n);
+          expect(costMicros({ input, output, cachedInput: cached, reasoning }, p)).toBe(Number(expected));
+        },
+      ),
+    );
+  });
+
+  it('refuses negative or fractional token counts', () => {
+    expect(() => costMicros({ input: -1, output: 0, cachedInput: 0, reasoning: 0 }, pricing({}))).toThrow(RangeError);
+    expect(() => costMicros({ input: 1.5, output: 0, cachedInput: 0, reasoning: 0 }, pricing({}))).toThrow(RangeError);
+  });
+});
+
+describe('formatUsd', () => {
+  it('formats micro-USD with six decimals exactly', () => {
+    expect(formatUsd(1_234_567)).toBe('1.234567');
+    expect(formatUsd(5)).toBe('0.000005');
+    expect(formatUsd(0)).toBe('0.000000');
+    expect(formatUsd(-2_500_000)).toBe('-2.500000');
+    expect(formatUsd(9_007_199_254_740_991)).toBe('9007199254.740991');
+  });
+});
