@@ -1,0 +1,135 @@
+// Structured JSON logs (pino), one line per finished request plus whatever the gateway logs itself.
+//
+// Secrets: credential-carrying fields are removed by pino's path redaction, and, as a last line of
+// defence for text we do not control (an upstream's error message echoing a key, a stack trace),
+// every line is scrubbed of anything that looks like an API key (`sk-…`) or a bearer token before it
+// is written. Request lines are built from a fixed list of fields, so nothing else slips in.
+//
+// Not blocking the hot path: the default destination is sonic-boom in asynchronous mode with a
+// buffer (minLength), so a log call is a JSON serialization and a string append; the write happens
+// later. `flush()` drains it (call on shutdown).
+import { pino } from 'pino';
+import type { DestinationStream, Level, Logger } from 'pino';
+import type { Micros } from '../catalog/snapshot.js';
+
+export const REDACTED = '[REDACTED]';
+
+/** Field paths removed from every log object (pino/fast-redact syntax; wildcards cover one level). */
+export const REDACT_PATHS: readonly string[] = [
+  'authorization',
+  'Authorization',
+  '["x-api-key"]',
+  'apiKey',
+  'api_key',
+  'secret',
+  'password',
+  'headers.authorization',
+  'headers.Authorization',
+  'headers["x-api-key"]',
+  'headers.cookie',
+  '*.authorization',
+  '*.Authorization',
+  '*["x-api-key"]',
+  '*.apiKey',
+  '*.api_key',
+  '*.secret',
+  '*.headers.authorization',
+  '*.headers.Authorization',
+  '*.headers["x-api-key"]',
+  '*.headers.cookie',
+];
+
+// Our keys look like `sk-<marker>-<random>`, upstream keys like `sk-proj-…` or `sk-ant-…`; six or more
+// key characters after a word-boundary `sk-` (so "task-list" and the like are left alone).
+const KEY_PATTERN = /\bsk-[A-Za-z0-9_-]{6,}/g;
+const BEARER_PATTERN = /\b(Bearer)\s+[^\s",\\]+/gi;
+
+/** Replaces anything that looks like an API key or a bearer token. */
+export function scrubSecrets(line: string): string {
+  // `includes` first: most lines contain neither, and a substring search is cheaper than a regex.
+  if (line.includes('sk-')) line = line.replace(KEY_PATTERN, `sk-${REDACTED}`);
+  if (line.includes('earer')) line = line.replace(BEARER_PATTERN, `$1 ${REDACTED}`);
+  return line;
+}
+
+export interface RequestLogEntry {
+  requestId: string;
+  keyId?: string;
+  accountId?: string;
+  model?: string;
+  route: string;
+  status: number;
+  inputTokens?: number;
+  outputTokens?: number;
+  /** Cost charged, integer micro-USD. */
+  cost?: Micros;
+  latencyMs: number;
+  errorCode?: string;
+  /** Trace id of the request span, for jumping from a log line to its trace. */
+  traceId?: string;
+}
+
+export interface LoggerOptions {
+  /** Default: LOG_LEVEL, else `info`. */
+  level?: string;
+  /** Where lines go. Default: stdout through an asynchronous, buffered sonic-boom. */
+  destination?: DestinationStream;
+  /** Fixed fields on every line. */
+  base?: Record<string, string>;
+}
+
+export interface TollgateLogger {
+  /** The pino logger, for everything other than request lines (redaction applies). */
+  readonly log: Logger;
+  logRequest(entry: RequestLogEntry): void;
+  /** Writes out buffered lines. */
+  flush(): Promise<void>;
+}
+
+const LEVELS: ReadonlySet<string> = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+function levelOf(value: string | undefined): Level | 'silent' {
+  const v = value?.trim().toLowerCase();
+  return v !== undefined && LEVELS.has(v) ? (v as Level | 'silent') : 'info';
+}
+
+export function createLogger(options: LoggerOptions = {}): TollgateLogger {
+  const destination =
+    options.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  const log = pino(
+    {
+      level: levelOf(options.level ?? process.env.LOG_LEVEL),
+      base: options.base ?? { service: 'tollgate-gateway' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: [...REDACT_PATHS], censor: REDACTED },
+      hooks: { streamWrite: scrubSecrets },
+    },
+    destination,
+  );
+
+  return {
+    log,
+    logRequest(e: RequestLogEntry): void {
+      // An explicit object: only these fields are ever logged for a request.
+      const line = {
+        requestId: e.requestId,
+        keyId: e.keyId,
+        accountId: e.accountId,
+        model: e.model,
+        route: e.route,
+        status: e.status,
+        inputTokens: e.inputTokens,
+        outputTokens: e.outputTokens,
+        costMicroUsd: e.cost,
+        latencyMs: e.latencyMs,
+        errorCode: e.errorCode,
+        traceId: e.traceId,
+      };
+      if (e.status >= 500) log.warn(line, 'request');
+      else log.info(line, 'request');
+    },
+    flush(): Promise<void> {
+      return new Promise((resolve) => log.flush(() => resolve()));
+    },
+  };
+}
