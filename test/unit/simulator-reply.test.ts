@@ -159,7 +159,7 @@ describe('simulator input tokens never exceed the gateway reservation bound', ()
   });
 
   const anthropicBlock = fc.oneof(
-    text.map((t) => ({ type: 'text', text: t })),
+    text.map((t) => ({ type: 'text' as const, text: t })),
     fc.constant({ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } }),
     fc.record({ type: fc.constant('tool_use'), id: fc.constant('toolu_1'), name: fc.constant('f'), input: fc.dictionary(fc.string({ maxLength: 8 }), text) }),
     fc.record({ type: fc.constant('tool_result'), tool_use_id: fc.constant('toolu_1'), content: text }),
