@@ -1,0 +1,75 @@
+/** Usage conversion (wire-formats C.6): OpenAI prompt_tokens include cache; Anthropic input_tokens do not. */
+import type { NormalizedUsage } from './internal.js';
+import { isRecord, num } from './json.js';
+
+export type { NormalizedUsage } from './internal.js';
+
+export function usageFromOpenAI(u: unknown): NormalizedUsage {
+  if (!isRecord(u)) return { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 };
+  const pd = isRecord(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
+  const cd = isRecord(u.completion_tokens_details) ? u.completion_tokens_details : {};
+  return {
+    input: num(u.prompt_tokens) ?? 0,
+    cachedInput: num(pd.cached_tokens) ?? 0,
+    cacheWrite: num(pd.cache_write_tokens) ?? 0,
+    output: num(u.completion_tokens) ?? 0,
+    reasoning: num(cd.reasoning_tokens) ?? 0,
+  };
+}
+
+export function usageToOpenAI(u: NormalizedUsage): Record<string, unknown> {
+  return {
+    prompt_tokens: u.input,
+    completion_tokens: u.output,
+    total_tokens: u.input + u.output,
+    prompt_tokens_details: { cached_tokens: u.cachedInput, ...(u.cacheWrite > 0 ? { cache_write_tokens: u.cacheWrite } : {}) },
+    completion_tokens_details: { reasoning_tokens: u.reasoning },
+  };
+}
+
+/** Raw Anthropic counters; each one is the last non-null value seen (stream usage is cumulative). */
+export interface AnthropicUsageCounters {
+  input_tokens?: number;
+  output_tokens?: number;
+  cache_read_input_tokens?: number;
+  cache_creation_input_tokens?: number;
+  thinking_tokens?: number;
+}
+
+/** Overwrites every counter present (non-null) in `u`; never adds. */
+export function mergeAnthropicUsage(into: AnthropicUsageCounters, u: unknown): void {
+  if (!isRecord(u)) return;
+  for (const key of ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'] as const) {
+    const v = num(u[key]);
+    if (v !== undefined) into[key] = v;
+  }
+  const thinking = isRecord(u.output_tokens_details) ? num(u.output_tokens_details.thinking_tokens) : undefined;
+  if (thinking !== undefined) into.thinking_tokens = thinking;
+}
+
+export function usageFromAnthropicCounters(c: AnthropicUsageCounters): NormalizedUsage {
+  const cachedInput = c.cache_read_input_tokens ?? 0;
+  const cacheWrite = c.cache_creation_input_tokens ?? 0;
+  return {
+    input: (c.input_tokens ?? 0) + cachedInput + cacheWrite,
+    cachedInput,
+    cacheWrite,
+    output: c.output_tokens ?? 0,
+    reasoning: c.thinking_tokens ?? 0,
+  };
+}
+
+export function usageFromAnthropic(u: unknown): NormalizedUsage {
+  const c: AnthropicUsageCounters = {};
+  mergeAnthropicUsage(c, u);
+  return usageFromAnthropicCounters(c);
+}
+
+export function usageToAnthropic(u: NormalizedUsage): Record<string, number> {
+  return {
+    input_tokens: Math.max(0, u.input - u.cachedInput - u.cacheWrite),
+    output_tokens: u.output,
+    cache_creation_input_tokens: u.cacheWrite,
+    cache_read_input_tokens: u.cachedInput,
+  };
+}
