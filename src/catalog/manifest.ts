@@ -62,8 +62,10 @@ export function parseCatalogManifests(text: string, source: string): CatalogVali
       });
       continue;
     }
-    if (doc.contents === null) continue;
-    const result = validateCatalogObject(doc.toJS({ maxAliasCount: 100 }), source);
+    const value: unknown = doc.toJS({ maxAliasCount: 100 });
+    // An empty document (between two `---`, or a trailing one) is no catalog, not an error.
+    if (value === null || value === undefined) continue;
+    const result = validateCatalogObject(value, source);
     if (!result.ok) {
       for (const e of result.errors) {
         const line = lineOf(doc, e.path, lines);
