@@ -1,0 +1,186 @@
+// The operator assembled: informers on ModelCatalogs and Secrets keep warm caches on every replica;
+// only the elected leader runs the work queue. Any catalog or Secret change enqueues the catalogs of
+// its namespace (duplicate ids and credential checks span catalogs), and every reconcile asks to be
+// called again when its next probe is due.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesListObject,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import { startInformer, type Informer } from '../src/catalog/kube-informer.js';
+import { CATALOG_GROUP, CATALOG_PLURAL, CATALOG_VERSION } from '../src/catalog/kube-source.js';
+import type { ModelCatalogResource } from '../src/catalog/types.js';
+import { createEventRecorder } from './events.js';
+import { LeaderElector } from './leader.js';
+import { probeUpstream } from './probe.js';
+import { WorkQueue } from './queue.js';
+import { Reconciler } from './reconcile.js';
+
+export interface OperatorOptions {
+  kubeConfig: KubeConfig;
+  /** Namespace to watch; undefined or '' watches all namespaces (needs a ClusterRole). */
+  watchNamespace?: string;
+  /** Namespace of the leader-election Lease. */
+  leaseNamespace: string;
+  leaseName?: string;
+  /** This replica's identity in the Lease (the pod name). */
+  identity: string;
+  probeIntervalMs?: number;
+  probeTimeoutMs?: number;
+  statusRefreshMs?: number;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  workers?: number;
+  /** Port for /healthz and /readyz; 0 picks a free one; undefined serves none. */
+  healthPort?: number;
+  healthHost?: string;
+  log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface OperatorHandle {
+  isLeader(): boolean;
+  /** Resolves once both caches hold their first list. */
+  readonly synced: Promise<void>;
+  /** The bound health port, when serving. */
+  readonly healthPort: number | undefined;
+  /** Stops everything. release=false simulates a crash (the Lease is left to expire). */
+  stop(opts?: { release?: boolean }): Promise<void>;
+}
+
+function errorText(err: unknown): string {
+  const e = err as { code?: number; body?: { message?: string }; message?: string };
+  if (e.code !== undefined && e.body?.message) return `HTTP ${e.code}: ${e.body.message}`;
+  return e.message ?? String(err);
+}
+
+export async function startOperator(opts: OperatorOptions): Promise<OperatorHandle> {
+  const log = opts.log ?? ((level, message, fields) => console[level === 'info' ? 'log' : level](JSON.stringify({ level, message, ...fields })));
+  const kc = opts.kubeConfig;
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  const coordination = kc.makeApiClient(CoordinationV1Api);
+  const ns = opts.watchNamespace || undefined;
+
+  // One queue per leadership term: a replica that loses the Lease drops its pending work.
+  let queue: WorkQueue | undefined;
+  let running: Promise<void> | undefined;
+  const enqueueNamespace = (namespace: string | undefined): void => {
+    for (const c of catalogs.list() ?? []) {
+      if (c.metadata.namespace === namespace) queue?.add(`${c.metadata.namespace}/${c.metadata.name}`);
+    }
+  };
+  const onCatalog = (obj: ModelCatalogResource): void => {
+    queue?.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
+    enqueueNamespace(obj.metadata.namespace);
+  };
+
+  const catalogs: Informer<ModelCatalogResource> = startInformer<ModelCatalogResource>({
+    kubeConfig: kc,
+    path: ns
+      ? `/apis/${CATALOG_GROUP}/${CATALOG_VERSION}/namespaces/${encodeURIComponent(ns)}/${CATALOG_PLURAL}`
+      : `/apis/${CATALOG_GROUP}/${CATALOG_VERSION}/${CATALOG_PLURAL}`,
+    list: async () =>
+      (ns
+        ? await custom.listNamespacedCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, namespace: ns, plural: CATALOG_PLURAL })
+        : await custom.listClusterCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, plural: CATALOG_PLURAL })) as KubernetesListObject<ModelCatalogResource>,
+    onAdd: onCatalog,
+    onUpdate: onCatalog,
+    onDelete: (obj) => enqueueNamespace(obj.metadata.namespace),
+    onError: (err) => log('warn', 'ModelCatalog watch failed; retrying', { error: errorText(err) }),
+  });
+  const secrets: Informer<V1Secret> = startInformer<V1Secret>({
+    kubeConfig: kc,
+    path: ns ? `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets` : '/api/v1/secrets',
+    list: () => (ns ? core.listNamespacedSecret({ namespace: ns }) : core.listSecretForAllNamespaces()),
+    onAdd: (s) => enqueueNamespace(s.metadata?.namespace),
+    onUpdate: (s) => enqueueNamespace(s.metadata?.namespace),
+    onDelete: (s) => enqueueNamespace(s.metadata?.namespace),
+    onError: (err) => log('warn', 'Secret watch failed; retrying', { error: errorText(err) }),
+  });
+  const synced = Promise.all([catalogs.synced, secrets.synced]).then(() => undefined);
+
+  const reconciler = new Reconciler({
+    api: custom,
+    catalogs: () => catalogs.list() ?? [],
+    secretValue: (namespace, name, key) => {
+      const value = secrets.get(name, namespace)?.data?.[key];
+      return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+    },
+    probe: probeUpstream,
+    recorder: createEventRecorder(core, 'tollgate-operator', opts.identity, (err) =>
+      log('warn', 'could not record event', { error: errorText(err) }),
+    ),
+    probeIntervalMs: opts.probeIntervalMs ?? 30_000,
+    probeTimeoutMs: opts.probeTimeoutMs ?? 5_000,
+    statusRefreshMs: opts.statusRefreshMs ?? 5 * 60_000,
+  });
+
+  const elector = new LeaderElector({
+    api: coordination,
+    namespace: opts.leaseNamespace,
+    name: opts.leaseName ?? 'tollgate-operator',
+    identity: opts.identity,
+    leaseDurationMs: opts.leaseDurationMs,
+    renewDeadlineMs: opts.renewDeadlineMs,
+    retryPeriodMs: opts.retryPeriodMs,
+    onStartedLeading: () => {
+      log('info', 'became leader', { identity: opts.identity });
+      const term = new WorkQueue();
+      queue = term;
+      running = synced.then(() => {
+        if (queue !== term) return;
+        for (const c of catalogs.list() ?? []) term.add(`${c.metadata.namespace}/${c.metadata.name}`);
+        return term.run(opts.workers ?? 2, (key) => reconciler.reconcile(key), (key, err) =>
+          log('warn', 'reconcile failed; retrying with backoff', { key, error: errorText(err) }),
+        );
+      });
+    },
+    onStoppedLeading: () => {
+      log('info', 'stopped leading', { identity: opts.identity });
+      queue?.shutdown();
+      queue = undefined;
+    },
+    onError: (err) => log('warn', 'leader election round failed', { error: errorText(err) }),
+  });
+  elector.start();
+
+  let server: Server | undefined;
+  let healthPort: number | undefined;
+  if (opts.healthPort !== undefined) {
+    server = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/healthz') {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      } else if (path === '/readyz') {
+        const ok = catalogs.hasSynced() === true && secrets.hasSynced();
+        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? `ok (leader: ${elector.isLeader()})` : 'caches not synced');
+      } else {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+      }
+    });
+    await new Promise<void>((resolve) => server?.listen(opts.healthPort, opts.healthHost ?? '0.0.0.0', resolve));
+    healthPort = (server.address() as AddressInfo).port;
+  }
+
+  return {
+    isLeader: () => elector.isLeader(),
+    synced,
+    healthPort,
+    async stop(stopOpts = {}) {
+      await elector.stop(stopOpts);
+      queue?.shutdown();
+      await running;
+      await Promise.all([catalogs.stop(), secrets.stop()]);
+      if (server) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server?.close(() => resolve()));
+      }
+    },
+  };
+}

@@ -1,0 +1,105 @@
+// Two operator replicas against one API server: exactly one holds the Lease and reconciles; when it
+// stops (cleanly, releasing the Lease, or by crashing and letting it expire) the other takes over.
+import { afterEach, describe, expect, it } from 'vitest';
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import { startOperator, type OperatorHandle, type OperatorOptions } from '../../operator/controller.js';
+import { FakeKubeApiServer } from '../helpers/fake-kube-apiserver.js';
+import { applyCatalog, catalog, getCatalog, model, startFakeUpstream, upstream, waitFor, type FakeUpstream } from './kube-fixtures.js';
+
+const NS = 'leader-ns';
+
+describe('operator leader election', () => {
+  let api: FakeKubeApiServer | undefined;
+  let up: FakeUpstream | undefined;
+  const operators: OperatorHandle[] = [];
+
+  afterEach(async () => {
+    await Promise.all(operators.splice(0).map((o) => o.stop()));
+    await up?.close();
+    await api?.stop();
+  });
+
+  async function start(identity: string): Promise<OperatorHandle> {
+    if (!api) throw new Error('api not started');
+    const opts: OperatorOptions = {
+      kubeConfig: api.kubeConfig(NS),
+      watchNamespace: NS,
+      leaseNamespace: NS,
+      leaseName: 'tollgate-operator',
+      identity,
+      probeIntervalMs: 100,
+      leaseDurationMs: 1000,
+      renewDeadlineMs: 700,
+      retryPeriodMs: 100,
+      healthPort: 0,
+      healthHost: '127.0.0.1',
+      log: () => undefined,
+    };
+    const op = await startOperator(opts);
+    operators.push(op);
+    return op;
+  }
+
+  async function holder(): Promise<string | undefined> {
+    const lease = await api?.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'tollgate-operator', namespace: NS });
+    return lease?.spec?.holderIdentity;
+  }
+
+  it('elects exactly one leader, which alone writes status; the other takes over after a clean stop', async () => {
+    api = new FakeKubeApiServer();
+    await api.start();
+    up = await startFakeUpstream('k');
+    const a = await start('op-a');
+    const b = await start('op-b');
+    await waitFor('a leader', () => a.isLeader() || b.isLeader());
+    // Over several renew periods there is never more than one leader.
+    for (let i = 0; i < 10; i++) {
+      expect(Number(a.isLeader()) + Number(b.isLeader())).toBe(1);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const [leader, standby] = a.isLeader() ? [a, b] : [b, a];
+    expect(await holder()).toBe(leader === a ? 'op-a' : 'op-b');
+
+    // Health endpoints: both replicas are live and ready (the standby has warm caches).
+    for (const op of [a, b]) {
+      const healthz = await fetch(`http://127.0.0.1:${op.healthPort}/healthz`);
+      expect(healthz.status).toBe(200);
+      const readyz = await fetch(`http://127.0.0.1:${op.healthPort}/readyz`);
+      expect(readyz.status).toBe(200);
+    }
+
+    await applyCatalog(api.kubeConfig(NS), NS, catalog('c1', [model('m1', [upstream('u', up.baseUrl)])]));
+    await waitFor('status written', async () => (await getCatalog(api!.kubeConfig(NS), NS, 'c1')).status?.observedGeneration === 1);
+    const writers = api.requests.filter((r) => r.startsWith('PUT') && r.includes('/modelcatalogs/c1/status'));
+    expect(writers.length).toBeGreaterThan(0);
+
+    await leader.stop({ release: true });
+    operators.splice(operators.indexOf(leader), 1);
+    const released = Date.now();
+    await waitFor('standby takes over', () => standby.isLeader(), 3000);
+    expect(Date.now() - released).toBeLessThan(1000); // released: no need to wait for expiry
+    expect(await holder()).toBe(standby === a ? 'op-a' : 'op-b');
+
+    // The new leader reconciles: a spec change gets observed.
+    await applyCatalog(api.kubeConfig(NS), NS, catalog('c1', [model('m1', [upstream('u', up.baseUrl)]), model('m2', [upstream('u', up.baseUrl)])]));
+    await waitFor('new leader observed generation 2', async () => (await getCatalog(api!.kubeConfig(NS), NS, 'c1')).status?.observedGeneration === 2);
+  });
+
+  it('takes over from a crashed leader once its lease expires', async () => {
+    api = new FakeKubeApiServer();
+    await api.start();
+    const a = await start('op-a');
+    await waitFor('a leads', () => a.isLeader());
+    const b = await start('op-b');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(b.isLeader()).toBe(false);
+    await a.stop({ release: false }); // a crash: the lease is left to expire
+    operators.splice(operators.indexOf(a), 1);
+    const crashed = Date.now();
+    await waitFor('b takes over', () => b.isLeader(), 4000);
+    expect(Date.now() - crashed).toBeGreaterThanOrEqual(900); // not before the lease duration (1 s)
+    expect(await holder()).toBe('op-b');
+    const lease = await api.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'tollgate-operator', namespace: NS });
+    expect(lease.spec?.leaseTransitions).toBe(1);
+  });
+});
