@@ -9,6 +9,8 @@ import { parseDataUrl, toDataUrl } from './data-url.js';
 
 const EFFORTS = new Set(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 const MAX_STOP_SEQUENCES = 4;
+// Decoding OpenAI requests only happens for Anthropic upstreams, which accept these four.
+const ANTHROPIC_IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
 const BILLING_HEADER = 'x-anthropic-billing-header:';
 
 // ---------------------------------------------------------------- decode (OpenAI client -> internal)
@@ -101,7 +103,11 @@ function decodeUserContent(content: unknown, param: string): ContentPart[] {
       case 'image_url': {
         const url = isRecord(p.image_url) ? str(p.image_url.url) : str(p.image_url);
         if (!url) throw new TranslationError(400, `${where}.image_url.url: field required`, where);
-        return [imageFromUrl(url)];
+        const image = imageFromUrl(url);
+        if (image.source.kind === 'base64' && !ANTHROPIC_IMAGE_TYPES.has(image.source.mediaType)) {
+          throw new TranslationError(400, `${where}: image type ${image.source.mediaType} is not supported (use jpeg, png, gif or webp)`, where);
+        }
+        return [image];
       }
       case 'input_audio':
         throw new TranslationError(400, `${where}: audio input is not supported by this model`, where);

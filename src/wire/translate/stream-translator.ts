@@ -12,8 +12,14 @@ export interface StreamDecoder {
   decode(ev: SseEvent): StreamEvent[];
 }
 
+/** How a translated stream ended: still open, completed normally, or failed in-band. */
+export type StreamState = 'open' | 'completed' | 'failed';
+
 export class StreamTranslator {
   private ended = false;
+  private endState: StreamState = 'open';
+  private readonly reasoningText: string[] = [];
+  private firstInputTokens: number | undefined;
   private reportedUsage: NormalizedUsage | undefined;
   private upstreamFinish: FinishReason | undefined;
   private stopSequence: string | null = null;
@@ -43,6 +49,7 @@ export class StreamTranslator {
   finish(): string {
     if (this.ended) return '';
     this.ended = true;
+    this.endState = 'completed';
     return this.encoder.close({
       finish: effectiveFinish(this.upstreamFinish, this.toolCalled),
       stopSequence: this.stopSequence,
@@ -55,6 +62,7 @@ export class StreamTranslator {
   fail(message: string, kind: StreamErrorKind): string {
     if (this.ended) return '';
     this.ended = true;
+    this.endState = 'failed';
     return this.encoder.fail(message, kind);
   }
 
@@ -80,6 +88,26 @@ export class StreamTranslator {
     return this.emitted;
   }
 
+  /** open, completed (finish written) or failed (an in-band error written). */
+  get state(): StreamState {
+    return this.endState;
+  }
+
+  /** Input tokens of the first usage the upstream reported (Anthropic message_start), for cut streams. */
+  get reportedInputTokens(): number | undefined {
+    return this.firstInputTokens;
+  }
+
+  /** Generated pieces (answer, reasoning, tool names and arguments), for estimating output tokens. */
+  generatedPieces(): string[] {
+    return this.generated.slice();
+  }
+
+  /** The reasoning part of the generated pieces. */
+  reasoningPieces(): string[] {
+    return this.reasoningText.slice();
+  }
+
   /** Everything generated so far (text, reasoning, tool names and arguments), for estimating output tokens. */
   outputText(): string {
     return this.generated.join('');
@@ -89,6 +117,7 @@ export class StreamTranslator {
     switch (e.type) {
       case 'usage':
         this.reportedUsage = e.usage;
+        if (this.firstInputTokens === undefined && e.usage.input > 0) this.firstInputTokens = e.usage.input;
         return '';
       case 'finish':
         this.upstreamFinish = e.reason;
@@ -102,6 +131,7 @@ export class StreamTranslator {
       case 'reasoning':
         this.emitted = true;
         this.generated.push(e.text);
+        if (e.type === 'reasoning') this.reasoningText.push(e.text);
         break;
       case 'tool_call_start':
         this.emitted = true;
