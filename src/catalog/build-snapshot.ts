@@ -66,7 +66,9 @@ function buildUpstream(u: UpstreamSpec, healthy: boolean): CatalogUpstream {
 class FrozenMap<K, V> extends Map<K, V> {
   #sealed = false;
   constructor(entries: Iterable<readonly [K, V]>) {
-    super(entries);
+    // Map's constructor would call this.set before #sealed exists; fill through super.set instead.
+    super();
+    for (const [k, v] of entries) super.set(k, v);
     this.#sealed = true;
   }
   override set(key: K, value: V): this {
