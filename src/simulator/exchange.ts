@@ -116,11 +116,16 @@ export class Exchange {
     this.json(status, errorBody(this.format, status, message, code));
   }
 
-  /** Destroys the socket without a reply (a dropped connection). */
+  /** Drops the connection: before the headers nothing is sent; mid-stream what was written still arrives. */
   cut(): void {
     this.cutByUs = true;
     this.closed = true;
-    this.res.socket?.destroy();
+    const socket = this.res.socket;
+    if (!socket) return;
+    if (!this.res.headersSent) return void socket.destroy();
+    if (this.corked) this.res.uncork();
+    this.corked = false;
+    socket.end(); // flushes the chunks already written, then closes without the chunked terminator
   }
 
   startStream(): void {
