@@ -2,6 +2,7 @@
 import type { ParameterizedContext } from 'koa';
 import type { WireFormat } from '../wire/format.js';
 import type { ApiKeyRecord } from '../accounts/account-store.js';
+import type { RequestSpan } from '../telemetry/tracing.js';
 
 export interface GatewayState {
   requestId: string;
@@ -18,6 +19,8 @@ export interface GatewayState {
   modelId?: string;
   /** Route template for metrics, e.g. `/v1/chat/completions`. */
   route: string;
+  /** The request's trace span (a no-op span when tracing is off). */
+  span?: RequestSpan;
   /** Facts the exchange reports for the request log. */
   outcome?: RequestOutcome;
 }

@@ -138,10 +138,10 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     }),
   );
   if (!reservation.admitted) {
-    deps.observer.reservation(reservation.reason);
+    deps.observer.reservation(ctx, reservation.reason);
     throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);
   }
-  deps.observer.reservation('admitted');
+  deps.observer.reservation(ctx, 'admitted');
 
   const client = clientGoneSignal(ctx.res);
   const deadline = AbortSignal.timeout(deps.requestTimeoutMs);
@@ -153,7 +153,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     let lastFailure: UpstreamFailure | undefined;
     for (const upstream of deps.router.candidates(model)) {
       const target = deps.dispatchers.target(upstream);
-      const call = deps.observer.upstreamStarted(model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens);
+      const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens);
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         accept: plan.stream ? 'text/event-stream' : 'application/json',
@@ -180,16 +180,17 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       }
       deps.router.recordSuccess(model, upstream);
       servedBy = upstream;
+      call.relayStarted(plan.stream);
       try {
         outcome = await plan.relay(upstream)({ ctx, response, clientGone: client.signal });
       } catch (err) {
         const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
         outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
-        call.finished(outcome, started);
+        call.finished(outcome);
         if (err instanceof GatewayError) throw err;
         throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
       }
-      call.finished(outcome, started);
+      call.finished(outcome);
       return;
     }
     outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
@@ -223,7 +224,7 @@ async function settle(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePla
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const result = await deps.observer.timeLedger('settle', () => deps.ledger.settle(request));
-      deps.observer.settled(plan.model, servedBy, usage, result.charged, outcome);
+      deps.observer.settled(ctx, plan.model, servedBy, usage, result.charged, outcome);
       ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
       return;
     } catch (err) {

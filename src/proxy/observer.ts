@@ -3,6 +3,7 @@
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
 import type { RelayOutcome } from './relay.js';
+import type { GatewayContext } from '../http/state.js';
 import type { UpstreamFailure } from './upstream-request.js';
 
 export type LedgerOperation = 'reserve' | 'settle' | 'lookup';
@@ -11,19 +12,22 @@ export interface UpstreamCallObservation {
   /** Adds W3C trace context for the upstream call. */
   injectTraceHeaders(headers: Record<string, string>): void;
   failed(failure: UpstreamFailure): void;
-  finished(outcome: RelayOutcome, startedAt: number): void;
+  /** The upstream answered 2xx and relaying begins. */
+  relayStarted(stream: boolean): void;
+  finished(outcome: RelayOutcome): void;
 }
 
 export interface ExchangeObserver {
   timeLedger<T>(op: LedgerOperation, fn: () => Promise<T>): Promise<T>;
-  reservation(outcome: 'admitted' | RefusalReason): void;
-  upstreamStarted(model: CatalogModel, upstream: CatalogUpstream, host: string, port: number, maxTokens: number): UpstreamCallObservation;
-  settled(model: CatalogModel, upstream: CatalogUpstream | undefined, usage: TokenUsage, chargedMicros: number, outcome: RelayOutcome): void;
+  reservation(ctx: GatewayContext, outcome: 'admitted' | RefusalReason): void;
+  upstreamStarted(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream, host: string, port: number, maxTokens: number): UpstreamCallObservation;
+  settled(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream | undefined, usage: TokenUsage, chargedMicros: number, outcome: RelayOutcome): void;
 }
 
 const quietCall: UpstreamCallObservation = {
   injectTraceHeaders: () => undefined,
   failed: () => undefined,
+  relayStarted: () => undefined,
   finished: () => undefined,
 };
 

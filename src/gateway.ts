@@ -1,0 +1,121 @@
+// The composition root: builds a running gateway (HTTP server, metrics server, reaper) from its
+// parts. The local run, the production entry point and the tests all start gateways through it.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Backend } from './billing/backends.js';
+import { startReaper } from './billing/reaper.js';
+import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
+import type { GatewayConfig } from './config.js';
+import { createGatewayApp } from './http/app.js';
+import { KeyAuthenticator } from './http/authenticate.js';
+import type { GatewayContext } from './http/state.js';
+import { telemetryObserver } from './proxy/telemetry-observer.js';
+import { GatewayMetrics, type MetricsServer } from './telemetry/metrics.js';
+import { createLogger, type TollgateLogger } from './telemetry/logger.js';
+import { DISABLED_TRACING, type Tracing } from './telemetry/tracing.js';
+import { UpstreamDispatchers } from './upstream/dispatchers.js';
+import { UpstreamRouter } from './upstream/router.js';
+
+export interface GatewayParts {
+  config: GatewayConfig;
+  catalog: CatalogSource;
+  backend: Backend;
+  secrets: SecretResolver;
+  metrics?: GatewayMetrics;
+  tracing?: Tracing;
+  logger?: TollgateLogger;
+  /** Start the /metrics server on config.metricsPort (default true). */
+  serveMetrics?: boolean;
+}
+
+export interface RunningGateway {
+  url: string;
+  port: number;
+  server: Server;
+  metrics: GatewayMetrics;
+  metricsServer: MetricsServer | undefined;
+  authenticator: KeyAuthenticator;
+  logger: TollgateLogger;
+  close(): Promise<void>;
+}
+
+export async function startGateway(parts: GatewayParts): Promise<RunningGateway> {
+  const { config, catalog, backend } = parts;
+  const metrics = parts.metrics ?? new GatewayMetrics();
+  const tracing = parts.tracing ?? DISABLED_TRACING;
+  const logger = parts.logger ?? createLogger();
+  metrics.onCatalog(catalog.current());
+  const unsubscribe = catalog.onSwap((snapshot) => metrics.onCatalog(snapshot));
+  const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs);
+  const dispatchers = new UpstreamDispatchers();
+  const exchange = {
+    ledger: backend.ledger,
+    router: new UpstreamRouter(),
+    dispatchers,
+    secrets: parts.secrets,
+    observer: telemetryObserver(metrics, tracing),
+    requestTimeoutMs: config.requestTimeoutMs,
+    holdMarginMs: config.holdMarginMs,
+    log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
+  };
+  const app = createGatewayApp({
+    catalog,
+    authenticator,
+    exchange,
+    keyMarker: config.keyMarker,
+    maxBodyBytes: config.maxBodyBytes,
+    reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
+    requestFinished: (ctx: GatewayContext) => {
+      const s = ctx.state;
+      const status = ctx.status;
+      const latencyMs = performance.now() - s.startedAt;
+      metrics.requestFinished(s.route, s.format, s.modelId, status, latencyMs);
+      if (s.span) {
+        s.span.setRequest({ ...(s.modelId === undefined ? {} : { model: s.modelId }) });
+        s.span.end(status, s.outcome?.errorCode ? { type: s.outcome.errorCode } : undefined);
+      }
+      logger.logRequest({
+        requestId: s.requestId,
+        ...(s.key ? { keyId: s.key.id, accountId: s.key.accountId } : {}),
+        ...(s.modelId === undefined ? {} : { model: s.modelId }),
+        route: s.route,
+        status,
+        inputTokens: s.outcome?.inputTokens ?? 0,
+        outputTokens: s.outcome?.outputTokens ?? 0,
+        cost: s.outcome?.costMicros ?? 0,
+        latencyMs: Math.round(latencyMs * 1000) / 1000,
+        ...(s.outcome?.errorCode ? { errorCode: s.outcome.errorCode } : {}),
+        ...(s.span?.traceId ? { traceId: s.span.traceId } : {}),
+      });
+    },
+    ready: () => catalog.current().models.length > 0,
+    tracing,
+  });
+  const server = createServer(app.callback());
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const metricsServer = parts.serveMetrics === false ? undefined : await metrics.startServer(config.metricsPort, config.host);
+  const reaper = startReaper(backend.ledger, { intervalMs: config.reaperIntervalMs, onReaped: (n) => metrics.holdsExpired(n) });
+  return {
+    url: `http://${config.host}:${port}`,
+    port,
+    server,
+    metrics,
+    metricsServer,
+    authenticator,
+    logger,
+    async close() {
+      reaper.stop();
+      unsubscribe();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await metricsServer?.close();
+      await dispatchers.close();
+      await logger.flush();
+    },
+  };
+}

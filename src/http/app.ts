@@ -1,0 +1,85 @@
+// The gateway's Koa application: small middleware composed in the order of the request flow
+// (design.md): request id -> no cross-origin -> size-limited JSON body -> key -> route.
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { CatalogSource } from '../catalog/snapshot.js';
+import type { ExchangeDeps } from '../proxy/exchange.js';
+import { authenticate, type KeyAuthenticator } from './authenticate.js';
+import { jsonBody } from './json-body.js';
+import { refuseCrossOrigin } from './no-cross-origin.js';
+import { requestContext, type ErrorReporter } from './request-context.js';
+import { chatCompletions } from './routes/chat-completions.js';
+import { messages, countMessageTokens } from './routes/messages.js';
+import { getModel, listModels } from './routes/models.js';
+import type { GatewayContext, GatewayState } from './state.js';
+import type { Next } from 'koa';
+import type { Tracing } from '../telemetry/tracing.js';
+
+export interface GatewayAppDeps {
+  catalog: CatalogSource;
+  authenticator: KeyAuthenticator;
+  exchange: ExchangeDeps;
+  keyMarker: string;
+  maxBodyBytes: number;
+  reportUnexpected: ErrorReporter;
+  /** Called once per finished request (the request log line and request metrics). */
+  requestFinished: (ctx: GatewayContext) => void;
+  /** Readiness: false while the ledger or catalog is not usable. */
+  ready: () => boolean;
+  tracing: Tracing;
+}
+
+export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
+  const app = new Koa<GatewayState>();
+  app.proxy = true;
+  app.silent = true;
+
+  const health = new Router<GatewayState>();
+  health.get('/healthz', (ctx) => {
+    ctx.body = { status: 'ok' };
+  });
+  health.get('/readyz', (ctx) => {
+    const ready = deps.ready();
+    ctx.status = ready ? 200 : 503;
+    ctx.body = { status: ready ? 'ready' : 'not ready' };
+  });
+
+  const api = new Router<GatewayState>();
+  const current = (): ReturnType<CatalogSource['current']> => deps.catalog.current();
+  const routeName = (route: string) => async (ctx: GatewayContext, next: Next) => {
+    ctx.state.route = route;
+    await next();
+  };
+  for (const prefix of ['/v1', '']) {
+    api.get(`${prefix}/models`, routeName('/v1/models'), listModels(current));
+    api.get(`${prefix}/models/:id`, routeName('/v1/models/:id'), getModel(current));
+    api.post(`${prefix}/chat/completions`, routeName('/v1/chat/completions'), chatCompletions(deps.catalog, deps.exchange));
+    api.post(`${prefix}/messages`, routeName('/v1/messages'), messages(deps.catalog, deps.exchange));
+    api.post(`${prefix}/messages/count_tokens`, routeName('/v1/messages/count_tokens'), countMessageTokens(deps.catalog));
+  }
+
+  const finished = async (ctx: GatewayContext, next: Next): Promise<void> => {
+    try {
+      await next();
+    } finally {
+      deps.requestFinished(ctx);
+    }
+  };
+
+  const traceRequest = async (ctx: GatewayContext, next: Next): Promise<void> => {
+    if (deps.tracing.enabled) {
+      ctx.state.span = deps.tracing.startRequestSpan({ route: ctx.path, requestId: ctx.state.requestId, incomingHeaders: ctx.headers, method: ctx.method, format: ctx.state.format });
+    }
+    await next();
+  };
+
+  app.use(finished);
+  app.use(requestContext(deps.reportUnexpected));
+  app.use(traceRequest);
+  app.use(health.routes());
+  app.use(refuseCrossOrigin);
+  app.use(jsonBody(deps.maxBodyBytes));
+  app.use(authenticate(deps.authenticator, deps.keyMarker));
+  app.use(api.routes());
+  return app;
+}

@@ -1,0 +1,63 @@
+// POST /v1/chat/completions: decode, check the model and its capabilities, then the metered exchange.
+import type { CatalogSource, CatalogUpstream } from '../../catalog/snapshot.js';
+import { runExchange, type ExchangeDeps, type ExchangePlan } from '../../proxy/exchange.js';
+import { openaiJsonRelay, openaiStreamRelay } from '../../proxy/openai-pass-through.js';
+import { decodeChatRequest, type DecodedChatRequest } from '../../wire/openai/chat-request.js';
+import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
+import { countPromptTokens } from '../../wire/token-count.js';
+import { GatewayError } from '../gateway-error.js';
+import type { GatewayContext } from '../state.js';
+import { modelNotFound } from './models.js';
+import { crossFormatPlan } from '../../proxy/cross-format.js';
+
+function openaiUpstreamBody(decoded: DecodedChatRequest, upstream: CatalogUpstream, outputLimit: number): string {
+  const body = decoded.body;
+  body.model = upstream.upstreamModel;
+  if (decoded.stream) {
+    const options = typeof body.stream_options === 'object' && body.stream_options !== null ? body.stream_options : {};
+    body.stream_options = { ...options, include_usage: true };
+  }
+  // The reservation covered this many output tokens: make the upstream stop there too.
+  if (decoded.footprint.maxOutputTokens === undefined) body.max_tokens = outputLimit;
+  return JSON.stringify(body);
+}
+
+export function chatCompletions(catalog: CatalogSource, deps: ExchangeDeps) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    ctx.state.route = '/v1/chat/completions';
+    const decoded = decodeChatRequest(ctx.state.body);
+    ctx.state.modelId = decoded.model;
+    const snapshot = catalog.current();
+    const model = snapshot.byId.get(decoded.model);
+    if (model === undefined) throw modelNotFound(decoded.model, snapshot);
+    if (decoded.hasImages && !model.supportsVision) {
+      const withVision = snapshot.models.filter((m) => m.supportsVision).map((m) => m.id).join(', ');
+      throw new GatewayError(400, `The model ${model.id} does not read images (supports_vision is false). Remove the image parts, or use a model with vision: ${withVision}.`, { code: 'model_not_vision_capable', param: 'messages' });
+    }
+    const relayOptions = { completionId: `chatcmpl-${ctx.state.requestId}`, clientModel: model.id, includeUsage: decoded.includeUsage };
+    const passThrough = decoded.stream ? openaiStreamRelay(relayOptions) : openaiJsonRelay(relayOptions);
+    const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(decoded.body));
+    const translated = crossFormatPlan({
+      clientFormat: 'openai',
+      body: decoded.body,
+      stream: decoded.stream,
+      includeUsage: decoded.includeUsage,
+      model,
+      requestId: ctx.state.requestId,
+      clientHeaders: {},
+      estimateInputTokens,
+    });
+    const plan: ExchangePlan = {
+      clientFormat: 'openai',
+      model,
+      footprint: decoded.footprint,
+      stream: decoded.stream,
+      upstreamBody: (upstream, outputLimit) =>
+        upstream.format === 'openai' ? openaiUpstreamBody(decoded, upstream, outputLimit) : translated.upstreamBody(upstream, outputLimit),
+      upstreamHeaders: (upstream) => (upstream.format === 'openai' ? {} : translated.upstreamHeaders(upstream)),
+      relay: (upstream) => (upstream.format === 'openai' ? passThrough : translated.relay(upstream)),
+      estimateInputTokens,
+    };
+    await runExchange(ctx, deps, plan);
+  };
+}

@@ -1,0 +1,75 @@
+// POST /v1/messages and /v1/messages/count_tokens (Anthropic format). Billing, vision checks and
+// request ids are those of every completion: the same exchange, not a copy.
+import type { CatalogSource, CatalogUpstream } from '../../catalog/snapshot.js';
+import { anthropicJsonRelay, anthropicStreamRelay } from '../../proxy/anthropic-pass-through.js';
+import { crossFormatPlan } from '../../proxy/cross-format.js';
+import { runExchange, type ExchangeDeps } from '../../proxy/exchange.js';
+import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../wire/anthropic/messages-request.js';
+import { countPromptTokens } from '../../wire/token-count.js';
+import { GatewayError } from '../gateway-error.js';
+import type { GatewayContext } from '../state.js';
+import { modelNotFound } from './models.js';
+
+function passThroughBody(decoded: DecodedMessagesRequest, upstream: CatalogUpstream): string {
+  decoded.body.model = upstream.upstreamModel;
+  return JSON.stringify(decoded.body);
+}
+
+function header(ctx: GatewayContext, name: string): string | undefined {
+  const v = ctx.headers[name];
+  return Array.isArray(v) ? v.join(',') : v;
+}
+
+export function messages(catalog: CatalogSource, deps: ExchangeDeps) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    const decoded = decodeMessagesRequest(ctx.state.body, { requireMaxTokens: true });
+    ctx.state.modelId = decoded.model;
+    const snapshot = catalog.current();
+    const model = snapshot.byId.get(decoded.model);
+    if (model === undefined) throw modelNotFound(decoded.model, snapshot);
+    if (decoded.hasImages && !model.supportsVision) {
+      const withVision = snapshot.models.filter((m) => m.supportsVision).map((m) => m.id).join(', ');
+      throw new GatewayError(400, `The model ${model.id} does not read images (supports_vision is false). Remove the image blocks, or use a model with vision: ${withVision}.`, { code: 'model_not_vision_capable', param: 'messages' });
+    }
+    const clientHeaders: Record<string, string> = {};
+    const version = header(ctx, 'anthropic-version');
+    const beta = header(ctx, 'anthropic-beta');
+    if (version !== undefined) clientHeaders['anthropic-version'] = version;
+    if (beta !== undefined) clientHeaders['anthropic-beta'] = beta;
+    const estimateInputTokens = (): Promise<number> => countPromptTokens(decoded.prompt);
+    const translated = crossFormatPlan({
+      clientFormat: 'anthropic',
+      body: decoded.body,
+      stream: decoded.stream,
+      includeUsage: true,
+      model,
+      requestId: ctx.state.requestId,
+      clientHeaders,
+      estimateInputTokens,
+    });
+    const passThrough = decoded.stream ? anthropicStreamRelay({ clientModel: model.id }) : anthropicJsonRelay({ clientModel: model.id });
+    await runExchange(ctx, deps, {
+      clientFormat: 'anthropic',
+      model,
+      footprint: decoded.footprint,
+      stream: decoded.stream,
+      upstreamBody: (upstream, outputLimit) => (upstream.format === 'anthropic' ? passThroughBody(decoded, upstream) : translated.upstreamBody(upstream, outputLimit)),
+      upstreamHeaders: (upstream) =>
+        upstream.format === 'anthropic' ? { 'anthropic-version': version ?? '2023-06-01', ...(beta === undefined ? {} : { 'anthropic-beta': beta }) } : translated.upstreamHeaders(upstream),
+      relay: (upstream) => (upstream.format === 'anthropic' ? passThrough : translated.relay(upstream)),
+      estimateInputTokens,
+    });
+  };
+}
+
+/** Counted here with the gateway's tokenizer: never a paid upstream call, never a charge. */
+export function countMessageTokens(catalog: CatalogSource) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    const decoded = decodeMessagesRequest(ctx.state.body, { requireMaxTokens: false });
+    ctx.state.modelId = decoded.model;
+    const snapshot = catalog.current();
+    if (!snapshot.byId.has(decoded.model)) throw modelNotFound(decoded.model, snapshot);
+    ctx.type = 'application/json';
+    ctx.body = { input_tokens: await countPromptTokens(decoded.prompt) };
+  };
+}

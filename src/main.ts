@@ -1,0 +1,74 @@
+// The one-machine run (`npm start`): the simulator as upstream, the example file catalog, the
+// in-memory ledger (or Redis with REDIS_URL), a demo account with a balance and a demo key.
+import { randomBytes } from 'node:crypto';
+import { startAdminServer } from './admin/server.js';
+import { backendFromConfig } from './backend-from-config.js';
+import { formatUsd } from './billing/money.js';
+import { usdPerMillionToMicros } from './catalog/price.js';
+import { createEnvSecretResolver } from './catalog/env-secrets.js';
+import { createFileCatalogSource } from './catalog/file-source.js';
+import { readConfig } from './config.js';
+import { startGateway } from './gateway.js';
+import { startSimulator } from './simulator/server.js';
+
+async function main(): Promise<void> {
+  const config = readConfig();
+  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false });
+  process.env.TOLLGATE_SIMULATOR_URL ??= simulator.url;
+  const catalog = await createFileCatalogSource(config.catalogFile, {
+    onError: (errors) => {
+      for (const e of errors) process.stderr.write(`catalog: ${e.source}: ${e.path}: ${e.message} (keeping the last good catalog)\n`);
+    },
+  });
+  const owned = backendFromConfig(config);
+  const { accounts, ledger } = owned.backend;
+
+  const existing = (await accounts.listAccounts()).find((a) => a.name === 'demo');
+  const account = existing ?? (await accounts.createAccount('demo'));
+  const balanceUsd = process.env.TOLLGATE_DEMO_BALANCE_USD ?? '10.00';
+  await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
+  const demoKey = process.env.TOLLGATE_DEMO_KEY;
+  let secret: string;
+  if (demoKey !== undefined && demoKey !== '') {
+    await accounts.importKey(account.id, demoKey, { name: 'demo' });
+    secret = demoKey;
+  } else {
+    secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
+  }
+
+  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver() });
+  const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
+  const admin = await startAdminServer({ backend: owned.backend, token: adminToken, onRevoke: () => gateway.authenticator.forget() }, config.adminPort, config.host);
+  const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
+  const balance = await ledger.balance(account.id);
+  process.stdout.write(
+    [
+      '',
+      `Tollgate is running at ${gateway.url}/v1 (ledger: ${owned.kind}, upstream: simulator at ${simulator.url})`,
+      `Demo account ${account.id}, balance ${formatUsd(balance.balance)} USD`,
+      `API key: ${secret}`,
+      '',
+      'Try it:',
+      `curl -s ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${secret}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+      '',
+      `Metrics: http://${config.host}:${gateway.metricsServer?.port ?? config.metricsPort}/metrics`,
+      `Admin API: ${admin.url}/admin (token: ${config.adminToken !== '' ? 'from TOLLGATE_ADMIN_TOKEN' : adminToken})`,
+      '',
+    ].join('\n'),
+  );
+  const stop = async (): Promise<void> => {
+    await gateway.close();
+    await admin.close();
+    await catalog.close();
+    await owned.close();
+    await simulator.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`tollgate: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,126 @@
+// Anthropic client, Anthropic-format upstream: events are relayed one by one with their data
+// untouched (thinking blocks and signatures stay byte-for-byte), except that message_start
+// names the model the client asked for. A tap reads the cumulative usage on the way.
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { isObject } from '../wire/json-shape.js';
+import { anthropicTokenUsage, mergeAnthropicUsage, type AnthropicUsageCounters } from '../wire/anthropic/usage.js';
+import { ClientEventStream } from './client-stream.js';
+import { emptyOutcome, type Relay, type RelayOutcome } from './relay.js';
+
+export interface AnthropicRelayOptions {
+  clientModel: string;
+}
+
+function collectContent(json: Record<string, unknown>, out: RelayOutcome): void {
+  const content = Array.isArray(json.content) ? json.content : [];
+  for (const block of content) {
+    if (!isObject(block)) continue;
+    if (typeof block.text === 'string') out.generated.push(block.text);
+    if (typeof block.thinking === 'string') {
+      out.generated.push(block.thinking);
+      out.reasoningGenerated.push(block.thinking);
+    }
+    if (block.type === 'tool_use') out.generated.push(JSON.stringify(block.input ?? {}));
+  }
+}
+
+export function anthropicJsonRelay(opts: AnthropicRelayOptions): Relay {
+  return async ({ ctx, response }) => {
+    const out = emptyOutcome('completed');
+    const json: unknown = JSON.parse(await response.body.text());
+    if (!isObject(json)) throw Object.assign(new Error('upstream body is not an object'), { relayOutcome: { ...out, status: 'upstream_failed' } });
+    const counters: AnthropicUsageCounters = {};
+    mergeAnthropicUsage(counters, json.usage);
+    out.usage = anthropicTokenUsage(counters);
+    out.finishReason = typeof json.stop_reason === 'string' ? json.stop_reason : undefined;
+    collectContent(json, out);
+    json.model = opts.clientModel;
+    ctx.status = 200;
+    ctx.type = 'application/json';
+    ctx.body = json;
+    return out;
+  };
+}
+
+export const anthropicErrorEvent = (type: string, message: string): string =>
+  `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message } })}\n\n`;
+
+export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
+  return async ({ ctx, response, clientGone }) => {
+    const out = emptyOutcome('completed');
+    const counters: AnthropicUsageCounters = {};
+    const client = new ClientEventStream(ctx.res);
+    ctx.respond = false;
+    client.start();
+    let pending = '';
+    let stopped = false;
+    let failed = false;
+    let sawUsageEnd = false;
+
+    const onEvent = (event: EventSourceMessage): void => {
+      const name = event.event ?? 'message';
+      let data = event.data;
+      if (name === 'message_start' || name === 'message_delta' || name === 'content_block_delta' || name === 'error') {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(data);
+        } catch {
+          return; // a malformed event would break the client's parser: drop it
+        }
+        if (!isObject(parsed)) return;
+        if (name === 'message_start' && isObject(parsed.message)) {
+          mergeAnthropicUsage(counters, parsed.message.usage);
+          out.reportedInputTokens = anthropicTokenUsage(counters).input;
+          parsed.message.model = opts.clientModel;
+          data = JSON.stringify(parsed);
+        } else if (name === 'message_delta') {
+          mergeAnthropicUsage(counters, parsed.usage);
+          sawUsageEnd = true;
+          if (isObject(parsed.delta) && typeof parsed.delta.stop_reason === 'string') out.finishReason = parsed.delta.stop_reason;
+        } else if (name === 'content_block_delta' && isObject(parsed.delta)) {
+          const d = parsed.delta;
+          const piece = typeof d.text === 'string' ? d.text : typeof d.thinking === 'string' ? d.thinking : typeof d.partial_json === 'string' ? d.partial_json : undefined;
+          if (piece !== undefined && piece !== '') {
+            out.generated.push(piece);
+            if (typeof d.thinking === 'string') out.reasoningGenerated.push(piece);
+            if (out.firstTokenAt === undefined) out.firstTokenAt = performance.now();
+          }
+        } else if (name === 'error') {
+          failed = true;
+        }
+      } else if (name === 'message_stop') {
+        stopped = true;
+      }
+      pending += `event: ${name}\ndata: ${data}\n\n`;
+    };
+
+    const parser = createParser({ onEvent });
+    const decoder = new TextDecoder();
+    let cut = false;
+    try {
+      for await (const piece of response.body) {
+        parser.feed(decoder.decode(piece as Buffer, { stream: true }));
+        if (pending !== '') {
+          const text = pending;
+          pending = '';
+          await client.write(text);
+        }
+        if (failed) break;
+      }
+    } catch {
+      cut = true;
+    }
+    if (sawUsageEnd) out.usage = anthropicTokenUsage(counters);
+    if (clientGone.aborted || !client.open) {
+      out.status = 'client_cancelled';
+      return out;
+    }
+    if (failed || cut || !stopped) {
+      out.status = 'upstream_failed';
+      client.end(pending + (failed ? '' : anthropicErrorEvent('api_error', 'The upstream stream ended before the reply was complete; the output above is partial.')));
+      return out;
+    }
+    client.end(pending);
+    return out;
+  };
+}

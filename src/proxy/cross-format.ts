@@ -1,0 +1,131 @@
+// Client and upstream speak different wire formats: the request, the reply and every stream event
+// go through the translation layer (src/wire/translate), which uses one internal representation.
+import { createParser } from 'eventsource-parser';
+import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
+import type { TokenUsage } from '../billing/ledger.js';
+import type { WireFormat } from '../wire/format.js';
+import { isObject, type JsonObject } from '../wire/json-shape.js';
+import {
+  createStreamTranslator,
+  translateRequest,
+  translateResponse,
+  type NormalizedUsage,
+  type TranslationContext,
+} from '../wire/translate/index.js';
+import { ClientEventStream } from './client-stream.js';
+import { emptyOutcome, type Relay } from './relay.js';
+
+export interface CrossFormatRequest {
+  clientFormat: WireFormat;
+  body: JsonObject;
+  stream: boolean;
+  includeUsage: boolean;
+  model: CatalogModel;
+  requestId: string;
+  /** anthropic-version / anthropic-beta as the client sent them. */
+  clientHeaders: Record<string, string>;
+  /** Our count of the prompt, for Anthropic message_start before the upstream reports usage. */
+  estimateInputTokens: () => Promise<number>;
+}
+
+export interface CrossFormatPlan {
+  upstreamBody(upstream: CatalogUpstream, outputLimit: number): string;
+  upstreamHeaders(upstream: CatalogUpstream): Record<string, string>;
+  relay(upstream: CatalogUpstream): Relay;
+}
+
+export function toTokenUsage(u: NormalizedUsage): TokenUsage {
+  return { input: u.input, output: u.output, cachedInput: Math.min(u.cachedInput, u.input), reasoning: Math.min(u.reasoning, u.output) };
+}
+
+const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
+
+export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
+  const contextFor = (upstream: CatalogUpstream): TranslationContext => ({
+    upstreamModel: upstream.upstreamModel,
+    clientModel: req.model.id,
+    supportsReasoning: req.model.supportsReasoning,
+    defaultMaxOutputTokens: req.model.defaultMaxOutputTokens,
+    requestId: req.requestId,
+  });
+  return {
+    upstreamBody(upstream, outputLimit) {
+      const translated = translateRequest(req.body, req.clientFormat, upstream.format, contextFor(upstream));
+      if (upstream.format === 'openai') {
+        if (translated.max_tokens === undefined && translated.max_completion_tokens === undefined) translated.max_tokens = outputLimit;
+      } else if (typeof translated.max_tokens !== 'number') {
+        translated.max_tokens = outputLimit;
+      }
+      return JSON.stringify(translated);
+    },
+    upstreamHeaders(upstream): Record<string, string> {
+      if (upstream.format !== 'anthropic') return {};
+      return { 'anthropic-version': req.clientHeaders['anthropic-version'] ?? DEFAULT_ANTHROPIC_VERSION };
+    },
+    relay(upstream): Relay {
+      const ctxBase = contextFor(upstream);
+      if (!req.stream) {
+        return async ({ ctx, response }) => {
+          const out = emptyOutcome('completed');
+          const json: unknown = JSON.parse(await response.body.text());
+          const translated = translateResponse(json, upstream.format, req.clientFormat, ctxBase);
+          out.usage = toTokenUsage(translated.usage);
+          out.finishReason = translated.finishReason;
+          if (isObject(translated.body) && req.clientFormat === 'openai') translated.body.id = `chatcmpl-${req.requestId}`;
+          ctx.status = 200;
+          ctx.type = 'application/json';
+          ctx.body = translated.body;
+          return out;
+        };
+      }
+      return async ({ ctx, response, clientGone }) => {
+        const out = emptyOutcome('completed');
+        const inputTokenEstimate = req.clientFormat === 'anthropic' ? await req.estimateInputTokens() : 0;
+        const translator = createStreamTranslator(upstream.format, req.clientFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
+        const client = new ClientEventStream(ctx.res);
+        ctx.respond = false;
+        client.start();
+        let pending = '';
+        const parser = createParser({
+          onEvent: (event) => {
+            pending += translator.push({ ...(event.event === undefined ? {} : { event: event.event }), data: event.data });
+          },
+        });
+        const decoder = new TextDecoder();
+        let cut = false;
+        try {
+          for await (const piece of response.body) {
+            parser.feed(decoder.decode(piece as Buffer, { stream: true }));
+            if (pending !== '') {
+              const text = pending;
+              pending = '';
+              if (out.firstTokenAt === undefined && translator.emittedOutput) out.firstTokenAt = performance.now();
+              await client.write(text);
+            }
+            if (translator.state !== 'open') break;
+          }
+        } catch {
+          cut = true;
+        }
+        out.generated = translator.generatedPieces();
+        out.reasoningGenerated = translator.reasoningPieces();
+        out.finishReason = translator.finishReason;
+        if (translator.reportedInputTokens !== undefined) out.reportedInputTokens = translator.reportedInputTokens;
+        if (clientGone.aborted || !client.open) {
+          out.status = 'client_cancelled';
+          return out;
+        }
+        const truncated = translator.state === 'open' && translator.finishReason === undefined;
+        if (translator.state === 'failed' || cut || truncated) {
+          out.status = 'upstream_failed';
+          client.end(pending + (translator.state === 'failed' ? '' : translator.fail('The upstream stream ended before the reply was complete; the output above is partial.', 'api_error')));
+          return out;
+        }
+        client.end(pending + translator.finish());
+        // Only a complete stream's usage is final; a cut one is billed from what was generated.
+        if (translator.usageReported) out.usage = toTokenUsage(translator.usage);
+        return out;
+      };
+    },
+  };
+}

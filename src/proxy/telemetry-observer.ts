@@ -1,0 +1,81 @@
+// Feeds what the exchange reports into Prometheus metrics and the request's trace.
+import type { GatewayMetrics, UpstreamErrorClass } from '../telemetry/metrics.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import type { ExchangeObserver, UpstreamCallObservation } from './observer.js';
+import type { UpstreamFailure } from './upstream-request.js';
+
+function errorClass(f: UpstreamFailure): UpstreamErrorClass {
+  if (f.kind === 'timeout') return 'timeout';
+  if (f.kind === 'connect' || f.kind === 'aborted') return 'connect';
+  return (f.upstreamStatus ?? 500) >= 500 ? '5xx' : '4xx';
+}
+
+export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): ExchangeObserver {
+  return {
+    async timeLedger(op, fn) {
+      const t0 = performance.now();
+      try {
+        const result = await fn();
+        metrics.ledgerCall(op, performance.now() - t0);
+        return result;
+      } catch (err) {
+        metrics.ledgerCall(op, performance.now() - t0, true);
+        throw err;
+      }
+    },
+    reservation(ctx, outcome) {
+      const result = outcome === 'admitted' ? ({ admitted: true } as const) : ({ admitted: false, reason: outcome } as const);
+      metrics.reservation(result);
+      ctx.state.span?.setReservation(result);
+    },
+    upstreamStarted(ctx, model, upstream, host, port, maxTokens): UpstreamCallObservation {
+      const span = ctx.state.span
+        ? tracing.startUpstreamSpan(ctx.state.span, {
+            model: model.id,
+            upstream: upstream.name,
+            upstreamModel: upstream.upstreamModel,
+            serverAddress: host,
+            serverPort: port,
+            operation: 'chat',
+            provider: upstream.format,
+            maxTokens,
+          })
+        : undefined;
+      const t0 = performance.now();
+      let streaming = false;
+      return {
+        injectTraceHeaders(headers) {
+          span?.injectHeaders(headers);
+        },
+        failed(failure) {
+          if (failure.kind !== 'aborted') metrics.upstreamError(model.id, upstream.name, errorClass(failure));
+          span?.end({ type: errorClass(failure), message: failure.message });
+        },
+        finished(outcome) {
+          if (streaming) metrics.streamClosed();
+          const ttft = outcome.firstTokenAt === undefined ? undefined : outcome.firstTokenAt - t0;
+          metrics.upstreamFinished(model.id, upstream.name, performance.now() - t0, ttft);
+          if (outcome.status === 'upstream_failed') metrics.upstreamError(model.id, upstream.name, 'stream_cut');
+          if (span) {
+            span.recordResponse({
+              responseModel: model.id,
+              ...(outcome.usage ? { inputTokens: outcome.usage.input, outputTokens: outcome.usage.output, cachedInputTokens: outcome.usage.cachedInput, reasoningTokens: outcome.usage.reasoning } : {}),
+              ...(outcome.finishReason ? { finishReasons: [outcome.finishReason] } : {}),
+              ...(ttft === undefined ? {} : { timeToFirstTokenMs: ttft }),
+            });
+            span.end(outcome.status === 'upstream_failed' ? { type: 'stream_cut' } : undefined);
+          }
+        },
+        relayStarted(stream) {
+          streaming = stream;
+          if (stream) metrics.streamOpened();
+        },
+      };
+    },
+    settled(ctx, model, _upstream, usage, charged) {
+      metrics.tokens(model.id, usage);
+      metrics.cost(model.id, charged);
+      ctx.state.span?.setCost(charged);
+    },
+  };
+}
