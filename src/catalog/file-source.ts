@@ -126,7 +126,9 @@ export async function createFileCatalogSource(path: string, opts: FileCatalogSou
     if (closed || (filename !== null && filename !== basename(file))) return;
     clearTimeout(timer);
     timer = setTimeout(() => {
-      loading = loading.then(reload);
+      loading = loading.then(reload).catch((err: unknown) => {
+        report([{ source: path, path: '', message: `reloading the catalog failed: ${(err as Error).message}` }]);
+      });
     }, debounceMs);
   });
   watcher.on('error', (err) => report([{ source: path, path: '', message: `watching the catalog file failed: ${err.message}` }]));
