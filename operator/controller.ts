@@ -54,8 +54,17 @@ export interface OperatorHandle {
 }
 
 function errorText(err: unknown): string {
-  const e = err as { code?: number; body?: { message?: string }; message?: string };
-  if (e.code !== undefined && e.body?.message) return `HTTP ${e.code}: ${e.body.message}`;
+  // client-node's ApiException carries the API server's Status, parsed or (custom objects) as text.
+  const e = err as { code?: number; body?: unknown; message?: string };
+  if (e.code !== undefined && e.body !== undefined) {
+    try {
+      const body = (typeof e.body === 'string' ? JSON.parse(e.body) : e.body) as { message?: string };
+      if (body.message) return `HTTP ${e.code}: ${body.message}`;
+    } catch {
+      // not a Status body: fall through
+    }
+    return `HTTP ${e.code}`;
+  }
   return e.message ?? String(err);
 }
 

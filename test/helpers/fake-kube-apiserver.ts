@@ -246,6 +246,8 @@ export class FakeKubeApiServer {
   private history: WatchEvent[] = [];
   private readonly watchers = new Set<Watcher>();
   private readonly errors: InjectedError[] = [];
+  /** Watches answered with 410 Gone (too old resourceVersion), for assertions. */
+  expiredWatches = 0;
   /** Requests seen, "METHOD path?query", for assertions. */
   readonly requests: string[] = [];
 
@@ -538,6 +540,7 @@ export class FakeKubeApiServer {
     } else {
       const from = Number(rvParam);
       if (!Number.isInteger(from) || from < this.compactedRv) {
+        this.expiredWatches += 1;
         // As the real server: a 200 stream carrying one ERROR event with a 410 Status, then the end.
         const status = this.statusBody(new HttpError(410, 'Expired', `too old resource version: ${rvParam} (${this.compactedRv})`));
         res.end(`${JSON.stringify({ type: 'ERROR', object: status })}\n`);
