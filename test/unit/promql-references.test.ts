@@ -101,8 +101,9 @@ async function exportedNames(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const m of await metrics.registry.getMetricsAsJSON()) {
     names.add(m.name);
-    if (m.type === 'histogram') for (const s of ['_bucket', '_sum', '_count']) names.add(m.name + s);
-    if (m.type === 'summary') for (const s of ['_sum', '_count']) names.add(m.name + s);
+    const type = String(m.type);
+    if (type === 'histogram') for (const s of ['_bucket', '_sum', '_count']) names.add(m.name + s);
+    if (type === 'summary') for (const s of ['_sum', '_count']) names.add(m.name + s);
   }
   return names;
 }
