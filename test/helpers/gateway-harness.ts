@@ -1,0 +1,147 @@
+// Starts a real gateway for end-to-end tests: the simulator as upstream (both wire formats),
+// a catalog built from the example models, and the memory or Redis backend, over loopback HTTP.
+import { inject } from 'vitest';
+import { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import { buildSnapshot } from '../../src/catalog/build-snapshot.js';
+import type { CatalogSnapshot, CatalogSource, SecretResolver } from '../../src/catalog/snapshot.js';
+import type { ModelCatalogSpec, ModelSpec, UpstreamSpec } from '../../src/catalog/types.js';
+import { readConfig, type GatewayConfig } from '../../src/config.js';
+import { startGateway, type RunningGateway } from '../../src/gateway.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server.js';
+import { createLogger } from '../../src/telemetry/logger.js';
+import { GatewayMetrics } from '../../src/telemetry/metrics.js';
+import type { Tracing } from '../../src/telemetry/tracing.js';
+import type { WireFormat } from '../../src/wire/format.js';
+
+export const EXAMPLE_MODELS: ModelSpec[] = (
+  parse(readFileSync(new URL('../../examples/catalog.yaml', import.meta.url), 'utf8')) as { spec: ModelCatalogSpec }
+).spec.models;
+
+/** A catalog source the test can swap by hand. */
+export class StaticCatalog implements CatalogSource {
+  private snapshot: CatalogSnapshot;
+  private readonly listeners = new Set<(s: CatalogSnapshot) => void>();
+  constructor(spec: ModelCatalogSpec) {
+    this.snapshot = buildSnapshot([{ source: 'test', spec }], 1);
+  }
+  current(): CatalogSnapshot {
+    return this.snapshot;
+  }
+  swap(spec: ModelCatalogSpec): void {
+    this.snapshot = buildSnapshot([{ source: 'test', spec }], this.snapshot.generation + 1);
+    for (const l of this.listeners) l(this.snapshot);
+  }
+  onSwap(listener: (s: CatalogSnapshot) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  async close(): Promise<void> {}
+}
+
+export interface HarnessOptions {
+  /** Wire format of every model's upstream (default openai). */
+  upstreamFormat?: WireFormat;
+  ledger?: 'memory' | 'redis';
+  simulator?: SimulatorOptions;
+  /** Starting balance of the test account, micro-USD (default 100 USD). */
+  balanceMicros?: number;
+  keyCaps?: { lifetimeCap?: number; monthlyCap?: number };
+  config?: Partial<GatewayConfig>;
+  tracing?: Tracing;
+  /** Edit the model specs before the catalog is built. */
+  models?: (models: ModelSpec[], sim: Simulator) => ModelSpec[];
+  /** Upstream credential the simulator demands (tests that it reaches the upstream). */
+  upstreamApiKey?: string;
+}
+
+export interface Harness {
+  gateway: RunningGateway;
+  simulator: Simulator;
+  backend: Backend;
+  catalog: StaticCatalog;
+  accountId: string;
+  keyId: string;
+  key: string;
+  baseUrl: string;
+  /** Log lines the gateway wrote. */
+  logLines: string[];
+  close(): Promise<void>;
+}
+
+let namespaceCounter = 0;
+
+export function upstreamFor(format: WireFormat, sim: Simulator, model: string, name = 'sim'): UpstreamSpec {
+  return {
+    name,
+    format,
+    baseUrl: format === 'openai' ? sim.openaiBaseUrl : sim.anthropicBaseUrl,
+    model,
+    ...(format === 'anthropic' ? {} : {}),
+  };
+}
+
+export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
+  const format = opts.upstreamFormat ?? 'openai';
+  const reasoningModels = EXAMPLE_MODELS.filter((m) => m.capabilities.reasoning).map((m) => `sim-${m.id}`);
+  const simulator = await startSimulator({ reasoningModels, ...(opts.upstreamApiKey ? { apiKey: opts.upstreamApiKey } : {}), ...opts.simulator });
+  let models = EXAMPLE_MODELS.map((m) => ({
+    ...m,
+    upstreams: [
+      {
+        ...upstreamFor(format, simulator, `sim-${m.id}`),
+        ...(opts.upstreamApiKey ? { credentialsSecretRef: { name: 'upstream', key: 'token' } } : {}),
+      },
+    ],
+  }));
+  if (opts.models) models = opts.models(models, simulator);
+  const catalog = new StaticCatalog({ models });
+  let backend: Backend;
+  let redis: Redis | undefined;
+  if (opts.ledger === 'redis') {
+    redis = new Redis(inject('redisUrl'), { enableAutoPipelining: true });
+    backend = createRedisBackend({ redis, namespace: `e2e${process.pid}x${namespaceCounter++}x${Date.now()}` });
+  } else {
+    backend = createMemoryBackend();
+  }
+  const account = await backend.accounts.createAccount('e2e');
+  await backend.ledger.credit(account.id, opts.balanceMicros ?? 100_000_000, 'start');
+  const created = await backend.accounts.createKey(account.id, { name: 'e2e', ...opts.keyCaps });
+  const secrets: SecretResolver = { resolve: (ref) => (ref.name === 'upstream' ? opts.upstreamApiKey : undefined) };
+  const logLines: string[] = [];
+  const destination = {
+    write(line: string): void {
+      logLines.push(...line.split('\n').filter((l) => l !== ''));
+    },
+  };
+  const config: GatewayConfig = { ...readConfig({}), port: 0, metricsPort: 0, reaperIntervalMs: 200, ...opts.config };
+  const gateway = await startGateway({
+    config,
+    catalog,
+    backend,
+    secrets,
+    metrics: new GatewayMetrics({ defaultMetrics: false }),
+    logger: createLogger({ destination }),
+    ...(opts.tracing ? { tracing: opts.tracing } : {}),
+  });
+  return {
+    gateway,
+    simulator,
+    backend,
+    catalog,
+    accountId: account.id,
+    keyId: created.record.id,
+    key: created.secret,
+    baseUrl: gateway.url,
+    logLines,
+    async close() {
+      await gateway.close();
+      await simulator.close();
+      await backend.ledger.close();
+      await backend.accounts.close();
+      await redis?.quit();
+    },
+  };
+}
