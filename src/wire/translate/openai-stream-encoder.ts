@@ -23,6 +23,8 @@ const ERROR_TYPES: Record<StreamErrorKind, { type: string; code: string | null }
 
 export class OpenAIStreamEncoder implements StreamEncoder {
   private roleSent = false;
+  /** Tool calls (by index) that have not received any argument text yet. */
+  private readonly toolsWithoutArgs = new Set<number>();
 
   constructor(private readonly opts: OpenAIStreamEncoderOptions) {}
 
@@ -36,10 +38,12 @@ export class OpenAIStreamEncoder implements StreamEncoder {
         // Both names: clients disagree on which one they read (A.5).
         return this.role() + this.chunk({ reasoning_content: e.text, reasoning: e.text });
       case 'tool_call_start':
+        this.toolsWithoutArgs.add(e.index);
         return this.role() + this.chunk({
           tool_calls: [{ index: e.index, id: e.id, type: 'function', function: { name: e.name, arguments: '' } }],
         });
       case 'tool_call_args':
+        if (e.fragment.trim() !== '') this.toolsWithoutArgs.delete(e.index);
         return this.role() + this.chunk({ tool_calls: [{ index: e.index, function: { arguments: e.fragment } }] });
       default:
         return '';
@@ -47,7 +51,11 @@ export class OpenAIStreamEncoder implements StreamEncoder {
   }
 
   close(end: StreamEnd): string {
-    let out = this.role() + this.chunk({}, finishToOpenAI(end.finish));
+    let out = this.role();
+    // A no-argument call must still carry valid JSON; clients JSON.parse the concatenation.
+    for (const index of this.toolsWithoutArgs) out += this.chunk({ tool_calls: [{ index, function: { arguments: '{}' } }] });
+    this.toolsWithoutArgs.clear();
+    out += this.chunk({}, finishToOpenAI(end.finish));
     if (this.opts.includeUsage) {
       out += this.data({ ...this.head(), choices: [], usage: usageToOpenAI(end.usage) });
     }
