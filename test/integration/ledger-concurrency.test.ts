@@ -1,0 +1,161 @@
+// Concurrency and cluster-readiness of the Redis ledger: many connections racing on one key's caps,
+// every script touching one hash tag only, and recovery when Redis has lost its script cache.
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { KeyCaps } from '../../src/accounts/account-store.js';
+import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import type { SettlementRequest } from '../../src/billing/ledger.js';
+import { startRedisServer } from '../helpers/redis-server.js';
+
+const namespace = `t-ledger-conc-${randomBytes(4).toString('hex')}`;
+const CONNECTIONS = 8;
+let conns: Redis[] = [];
+
+beforeAll(() => {
+  conns = Array.from({ length: CONNECTIONS }, () => new Redis(inject('redisUrl')));
+});
+afterAll(async () => {
+  const c = conns[0];
+  if (c) {
+    const keys = await c.keys(`${namespace}*`);
+    for (let i = 0; i < keys.length; i += 500) await c.del(...keys.slice(i, i + 500));
+  }
+  await Promise.all(conns.map((r) => r.quit()));
+});
+
+const AMOUNT = 1000;
+const N = 37;
+const RACERS = 500;
+
+const limits: Array<[string, KeyCaps, number, string]> = [
+  ['lifetime cap', { lifetimeCap: N * AMOUNT + AMOUNT - 1 }, 10_000_000, 'key_lifetime_cap_reached'],
+  ['monthly cap', { monthlyCap: N * AMOUNT + AMOUNT - 1 }, 10_000_000, 'key_monthly_cap_reached'],
+  ['balance', {}, N * AMOUNT + AMOUNT - 1, 'insufficient_balance'],
+];
+
+describe.each(limits)('%s: 500 concurrent reserves admit exactly N', (_name, caps, balance, reason) => {
+  it('on Redis, over several connections', async () => {
+    const ns = `${namespace}-${randomBytes(3).toString('hex')}`;
+    const backends: Backend[] = conns.map((redis) => createRedisBackend({ redis, namespace: ns }));
+    const first = backends[0] as Backend;
+    const acct = await first.accounts.createAccount('race');
+    const { record } = await first.accounts.createKey(acct.id, caps);
+    await first.ledger.credit(acct.id, balance, 'topup');
+    const outcomes = await Promise.all(
+      Array.from({ length: RACERS }, (_, i) =>
+        (backends[i % CONNECTIONS] as Backend).ledger.reserve({
+          requestId: `r${i}`, accountId: acct.id, keyId: record.id, amount: AMOUNT, holdTtlMs: 60_000,
+        }),
+      ),
+    );
+    const admitted = outcomes.filter((o) => o.admitted).length;
+    expect(admitted).toBe(N);
+    for (const o of outcomes) if (!o.admitted) expect(o).toMatchObject({ reason, available: AMOUNT - 1 });
+    expect((await first.ledger.balance(acct.id)).held).toBe(N * AMOUNT);
+
+    // And every admitted request settles exactly once, however many times it is retried concurrently.
+    const admittedIds = outcomes.flatMap((o, i) => (o.admitted ? [`r${i}`] : []));
+    const settle = (requestId: string, b: Backend): Promise<{ duplicate: boolean; charged: number }> => {
+      const req: SettlementRequest = {
+        requestId, accountId: acct.id, keyId: record.id, model: 'm',
+        usage: { input: 1, output: 1, cachedInput: 0, reasoning: 0 }, cost: 600, status: 'completed', latencyMs: 1,
+      };
+      return b.ledger.settle(req);
+    };
+    const settled = await Promise.all(admittedIds.flatMap((id) => backends.map((b) => settle(id, b))));
+    expect(settled.filter((s) => !s.duplicate)).toHaveLength(N);
+    expect(settled.filter((s) => !s.duplicate).every((s) => s.charged === 600)).toBe(true);
+    expect(await first.ledger.balance(acct.id)).toEqual({ balance: balance - N * 600, held: 0 });
+    expect((await first.ledger.audit(acct.id)).difference).toBe(0);
+  });
+
+  it('in memory', async () => {
+    const { accounts, ledger } = createMemoryBackend();
+    const acct = await accounts.createAccount('race');
+    const { record } = await accounts.createKey(acct.id, caps);
+    await ledger.credit(acct.id, balance, 'topup');
+    const outcomes = await Promise.all(
+      Array.from({ length: RACERS }, (_, i) =>
+        ledger.reserve({ requestId: `r${i}`, accountId: acct.id, keyId: record.id, amount: AMOUNT, holdTtlMs: 60_000 }),
+      ),
+    );
+    expect(outcomes.filter((o) => o.admitted)).toHaveLength(N);
+  });
+});
+
+describe('cluster readiness', () => {
+  it('every key of every script call carries the account hash tag', async () => {
+    const ns = `${namespace}-tags`;
+    const redis = conns[0] as Redis;
+    const monitor = await new Redis(inject('redisUrl')).monitor();
+    const calls: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const cmd = args[0]?.toLowerCase();
+      if ((cmd === 'evalsha' || cmd === 'eval') && args.slice(3).some((a) => a.startsWith(`${ns}:`))) calls.push(args);
+    });
+    try {
+      const { accounts, ledger } = createRedisBackend({ redis, namespace: ns, usageMaxRecords: 2 });
+      const acct = await accounts.createAccount('tags');
+      const { record } = await accounts.createKey(acct.id, { lifetimeCap: 10_000, monthlyCap: 5000 });
+      await ledger.credit(acct.id, 10_000, 'topup');
+      const t0 = Date.now();
+      const settle = (requestId: string, now: number) =>
+        ledger.settle({
+          requestId, accountId: acct.id, keyId: record.id, model: 'm',
+          usage: { input: 1, output: 1, cachedInput: 0, reasoning: 0 }, cost: 100, status: 'completed', latencyMs: 1, now,
+        });
+      for (let i = 0; i < 4; i++) {
+        await ledger.reserve({ requestId: `a${i}`, accountId: acct.id, keyId: record.id, amount: 500, holdTtlMs: 60_000, now: t0 });
+        await settle(`a${i}`, t0);
+      }
+      await ledger.reserve({ requestId: 'late', accountId: acct.id, keyId: record.id, amount: 500, holdTtlMs: 10, now: t0 });
+      expect(await ledger.reapExpired(t0 + 10)).toBe(1);
+      expect((await settle('late', t0 + 20)).late).toBe(true);
+      expect(await ledger.refund(acct.id, 'a0')).toBe(100);
+      expect((await ledger.audit(acct.id)).difference).toBe(0);
+      // MONITOR output trails the replies slightly.
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      monitor.disconnect();
+    }
+    const shas = new Set<string>();
+    for (const args of calls) {
+      shas.add(args[1] ?? '');
+      const numKeys = Number(args[2]);
+      const keys = args.slice(3, 3 + numKeys);
+      expect(keys.length).toBeGreaterThan(0);
+      const tags = new Set(keys.map((k) => /\{([^}]+)\}/.exec(k)?.[1]));
+      expect(tags.size, `one hash tag in ${keys.join(' ')}`).toBe(1);
+      expect([...tags][0]).toMatch(/^acct_/);
+    }
+    // reserve, settle, reap, credit, refund, audit: all six were seen.
+    expect(shas.size).toBe(6);
+  });
+});
+
+describe('script cache loss', () => {
+  it('reloads scripts when Redis answers NOSCRIPT (reserve pipeline and plain calls)', async () => {
+    const server = await startRedisServer();
+    const redis = new Redis(server.url);
+    try {
+      const { accounts, ledger } = createRedisBackend({ redis, namespace: 'noscript' });
+      const acct = await accounts.createAccount('n');
+      const { record } = await accounts.createKey(acct.id);
+      await redis.script('FLUSH');
+      expect(await ledger.credit(acct.id, 1000, 'topup')).toBe(true);
+      await redis.script('FLUSH');
+      expect(await ledger.reserve({ requestId: 'r', accountId: acct.id, keyId: record.id, amount: 400, holdTtlMs: 60_000 })).toEqual({ admitted: true });
+      await redis.script('FLUSH');
+      const s = await ledger.settle({
+        requestId: 'r', accountId: acct.id, keyId: record.id, model: 'm',
+        usage: { input: 1, output: 1, cachedInput: 0, reasoning: 0 }, cost: 300, status: 'completed', latencyMs: 1,
+      });
+      expect(s).toEqual({ charged: 300, released: 100, duplicate: false, late: false });
+      expect(await ledger.balance(acct.id)).toEqual({ balance: 700, held: 0 });
+    } finally {
+      await redis.quit();
+      await server.stop();
+    }
+  });
+});
