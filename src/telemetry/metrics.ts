@@ -421,6 +421,26 @@ export class GatewayMetrics {
     return this.registry.metrics();
   }
 
+  /**
+   * Sum of the current values of the series `name` whose labels include `labels` (for tests and
+   * diagnostics, not the hot path). `name` may be a histogram's `_count`, `_sum` or `_bucket` series.
+   */
+  async sample(name: string, labels: Readonly<Record<string, string>> = {}): Promise<number> {
+    const base = name.replace(/_(count|sum|bucket)$/, '');
+    const metric = this.registry.getSingleMetric(name) ?? this.registry.getSingleMetric(base);
+    if (metric === undefined) throw new Error(`no metric named ${name}`);
+    const data = await metric.get();
+    const wanted = Object.entries(labels);
+    let total = 0;
+    for (const v of data.values) {
+      const series = (v as { metricName?: string }).metricName ?? data.name;
+      if (series !== name) continue;
+      const l = v.labels as Record<string, string | number | undefined>;
+      if (wanted.every(([k, val]) => String(l[k]) === val)) total += v.value;
+    }
+    return total;
+  }
+
   get contentType(): string {
     return this.registry.contentType;
   }

@@ -260,3 +260,20 @@ describe('GatewayMetrics', () => {
     }
   });
 });
+
+describe('GatewayMetrics.sample', () => {
+  it('sums matching series, including histogram _count and _sum', async () => {
+    const m = new GatewayMetrics({ defaultMetrics: false });
+    m.onCatalog(snapshot(1, Date.now(), [model('m1', ['u1']), model('m2', ['u1'])]));
+    m.requestFinished('/v1/chat/completions', 'openai', 'm1', 200, 100);
+    m.requestFinished('/v1/messages', 'anthropic', 'm2', 200, 300);
+    m.requestFinished('/v1/messages', 'anthropic', 'm2', 429, 1);
+    expect(await m.sample('tollgate_requests_total')).toBe(3);
+    expect(await m.sample('tollgate_requests_total', { status: '200' })).toBe(2);
+    expect(await m.sample('tollgate_requests_total', { model: 'm2', status: '429' })).toBe(1);
+    expect(await m.sample('tollgate_request_duration_seconds_count', { format: 'anthropic' })).toBe(2);
+    expect(await m.sample('tollgate_request_duration_seconds_sum')).toBeCloseTo(0.401, 9);
+    expect(await m.sample('tollgate_request_duration_seconds_bucket', { model: 'm1', le: '0.1' })).toBe(1);
+    await expect(m.sample('tollgate_nope_total')).rejects.toThrow(/no metric/);
+  });
+});
