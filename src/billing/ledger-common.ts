@@ -1,5 +1,5 @@
 // Pieces both ledgers share: argument checks, the usage-stream trim rule, record decoding.
-import type { RequestStatus, UsageRecord } from './ledger.js';
+import type { RequestStatus, ReservationRequest, SettlementRequest, UsageRecord } from './ledger.js';
 
 export function checkAmount(v: number, what: string): void {
   if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${what} must be a non-negative integer amount of micro-USD`);
@@ -13,6 +13,20 @@ export function checkPositiveAmount(v: number, what: string): void {
  * The usage log is trimmed back to `max` records once it grows a tenth past it, so trimming (which
  * moves the trimmed costs into a counter, keeping the books exact) runs once per max/10 settlements.
  */
+export function checkReservation(req: ReservationRequest): void {
+  checkAmount(req.amount, 'reservation amount');
+  if (!req.requestId) throw new Error('a reservation needs a request id');
+  if (!Number.isSafeInteger(req.holdTtlMs) || req.holdTtlMs <= 0) throw new RangeError('holdTtlMs must be a positive integer');
+}
+
+export function checkSettlement(req: SettlementRequest): void {
+  checkAmount(req.cost, 'cost');
+  if (!req.requestId) throw new Error('a settlement needs a request id');
+  for (const [name, v] of Object.entries(req.usage)) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`usage.${name} must be a non-negative integer`);
+  }
+}
+
 export function trimThreshold(max: number): number {
   return max + Math.max(1, Math.floor(max / 10));
 }

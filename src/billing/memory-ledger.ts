@@ -11,7 +11,7 @@ import type {
   SettlementRequest,
   UsageRecord,
 } from './ledger.js';
-import { checkAmount, checkPositiveAmount, trimThreshold } from './ledger-common.js';
+import { checkPositiveAmount, checkReservation, checkSettlement, trimThreshold } from './ledger-common.js';
 import type { MemoryAccount, MemoryKey, MemoryState } from './memory-state.js';
 import { utcMonth } from './month.js';
 
@@ -33,7 +33,7 @@ export class MemoryLedger implements Ledger {
   ) {}
 
   async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
-    checkAmount(req.amount, 'reservation amount');
+    checkReservation(req);
     const now = req.now ?? this.opts.now();
     const month = utcMonth(now);
     const amount = req.amount;
@@ -74,7 +74,7 @@ export class MemoryLedger implements Ledger {
   }
 
   async settle(req: SettlementRequest): Promise<SettlementOutcome> {
-    checkAmount(req.cost, 'cost');
+    checkSettlement(req);
     const duplicate: SettlementOutcome = { charged: 0, released: 0, duplicate: true, late: false };
     const acct = this.state.accounts.get(req.accountId);
     if (!acct || acct.settled.has(req.requestId)) return duplicate;

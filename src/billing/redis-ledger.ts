@@ -15,7 +15,7 @@ import type {
 import { utcMonth } from './month.js';
 import type { RedisKeys } from './redis-keys.js';
 import { isNoScript, ScriptRunner } from './scripts.js';
-import { checkAmount, checkPositiveAmount, trimThreshold, usageFromFields } from './ledger-common.js';
+import { checkPositiveAmount, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 
 export interface RedisLedgerOptions {
   redis: Redis;
@@ -55,7 +55,7 @@ export class RedisLedger implements Ledger {
    * reaper clears).
    */
   async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
-    checkAmount(req.amount, 'reservation amount');
+    checkReservation(req);
     const now = req.now ?? this.opts.now();
     const deadline = now + req.holdTtlMs;
     const a = req.accountId;
@@ -88,7 +88,7 @@ export class RedisLedger implements Ledger {
 
   /** One round trip: the settle script. */
   async settle(req: SettlementRequest): Promise<SettlementOutcome> {
-    checkAmount(req.cost, 'cost');
+    checkSettlement(req);
     const a = req.accountId;
     const r = await this.scripts.run<[number, number, number, number]>(
       'settle',

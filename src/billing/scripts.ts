@@ -1,7 +1,7 @@
 // The ledger's Lua scripts: read once at startup, run by EVALSHA, reloaded when Redis answers NOSCRIPT
 // (after a restart or failover the script cache is empty).
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { ChainableCommander, Redis } from 'ioredis';
 
 export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit';
@@ -13,7 +13,11 @@ interface LoadedScript {
 }
 
 function load(name: ScriptName): LoadedScript {
-  const source = readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
+  // Beside this module when run from source (tsx); from the compiled tree (dist/src/billing) fall back
+  // to the sources, in case the build did not copy the .lua files.
+  let file = new URL(`./lua/${name}.lua`, import.meta.url);
+  if (!existsSync(file)) file = new URL(`../../../src/billing/lua/${name}.lua`, import.meta.url);
+  const source = readFileSync(file, 'utf8');
   return { source, sha: createHash('sha1').update(source).digest('hex') };
 }
 

@@ -7,10 +7,11 @@
 local function s(n) return string.format('%d', n) end
 local now = tonumber(ARGV[1])
 local count = 0
-local n = (#KEYS - 2) / 3
-for i = 0, n - 1 do
+local i = 0
+while KEYS[3 + 3 * i] do
   local holdKey, keyKey, reapedKey = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
   local rid, keyId = ARGV[3 + 2 * i], ARGV[4 + 2 * i]
+  i = i + 1
   local h = redis.call('HMGET', holdKey, 'amount', 'keyId', 'month', 'deadline')
   -- Re-checked here: the hold may have been settled since the caller listed it.
   if h[1] and h[2] == keyId and tonumber(h[4]) <= now then
