@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+# One image for both roles: `docker run IMAGE gateway` (default) or `docker run IMAGE operator`.
+# Build: compile TypeScript to dist/. Runtime: production dependencies only, non-root, read-only friendly.
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY operator ./operator
+COPY crds ./crds
+# The Lua scripts are loaded from beside the compiled module (src/billing/scripts.ts).
+RUN npm run build \
+ && mkdir -p dist/src/billing/lua \
+ && cp src/billing/lua/*.lua dist/src/billing/lua/
+
+FROM node:20-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    HOST=0.0.0.0
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+# The CRD is the catalog schema's source of truth (read at start); the example catalog serves local runs.
+COPY crds ./crds
+COPY examples ./examples
+# Numeric ids so Kubernetes can verify runAsNonRoot; nothing in /app is writable by it.
+USER 10001:10001
+EXPOSE 8080 9090
+# exec: node is PID 1 and gets SIGTERM directly (both roles shut down gracefully on it).
+ENTRYPOINT ["/bin/sh", "-c", "case \"$1\" in gateway) exec node dist/src/gateway-main.js ;; operator) exec node dist/operator/main.js ;; *) echo \"usage: gateway | operator (got: $1)\" >&2; exit 64 ;; esac", "tollgate"]
+CMD ["gateway"]
