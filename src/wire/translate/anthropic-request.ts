@@ -304,3 +304,21 @@ function encodeBlock(p: ContentPart): JsonObject[] {
       return isAnthropicSignature(p.signature) ? [{ type: 'thinking', thinking: p.text, signature: p.signature }] : [];
   }
 }
+
+/**
+ * For Anthropic-format bodies forwarded as-is to an Anthropic upstream: removes thinking blocks the
+ * gateway signed (or that carry no signature), which Anthropic would reject with 400. They appear
+ * when a conversation moved from an OpenAI-format upstream to an Anthropic one. Returns the same
+ * object when there is nothing to strip (no copy on the hot path).
+ */
+export function stripGatewayThinking(body: JsonObject): JsonObject {
+  if (!Array.isArray(body.messages)) return body;
+  const isForeign = (b: unknown): boolean => isRecord(b) && b.type === 'thinking' && !isAnthropicSignature(str(b.signature));
+  const needs = body.messages.some((m) => isRecord(m) && m.role === 'assistant' && Array.isArray(m.content) && m.content.some(isForeign));
+  if (!needs) return body;
+  return {
+    ...body,
+    messages: body.messages.map((m) =>
+      isRecord(m) && m.role === 'assistant' && Array.isArray(m.content) ? { ...m, content: m.content.filter((b) => !isForeign(b)) } : m),
+  };
+}

@@ -16,6 +16,8 @@ import { StreamTranslator } from './stream-translator.js';
 import { effectiveFinish, finishToAnthropic, finishToOpenAI } from './stop-reason.js';
 
 export { TranslationError } from './errors.js';
+export { stripGatewayThinking } from './anthropic-request.js';
+export { isAnthropicSignature } from './thinking-signature.js';
 export { translateError, redactCredentials, type TranslatedError } from './error-translate.js';
 export { StreamTranslator } from './stream-translator.js';
 export type { SseEvent } from './sse-event.js';
