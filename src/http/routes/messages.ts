@@ -58,8 +58,19 @@ export function messages(catalog: CatalogSource, deps: ExchangeDeps) {
         upstream.format === 'anthropic' ? { 'anthropic-version': version ?? '2023-06-01', ...(beta === undefined ? {} : { 'anthropic-beta': beta }) } : translated.upstreamHeaders(upstream),
       relay: (upstream) => (upstream.format === 'anthropic' ? passThrough : translated.relay(upstream)),
       estimateInputTokens,
-    });
+    }).catch(asAnthropicOverload);
   };
+}
+
+/**
+ * An overloaded upstream is 503 for OpenAI clients but 529 overloaded_error for Anthropic ones
+ * (wire-formats B.5): SDK 1.x raises OverloadedError for it and Claude Code reports it as such.
+ */
+function asAnthropicOverload(err: unknown): never {
+  if (err instanceof GatewayError && err.code === 'upstream_overloaded' && err.status === 503) {
+    throw new GatewayError(529, err.message, { code: err.code, ...(err.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: err.retryAfterSeconds }) });
+  }
+  throw err;
 }
 
 /** Counted here with the gateway's tokenizer: never a paid upstream call, never a charge. */

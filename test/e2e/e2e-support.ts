@@ -1,0 +1,66 @@
+// Shared checks for the end-to-end tests: charges against the simulator's own usage, SSE reading.
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { expect, vi } from 'vitest';
+import { costMicros } from '../../src/billing/money.js';
+import type { SimulatedRequest } from '../../src/simulator/server.js';
+import type { Harness } from '../helpers/gateway-harness.js';
+
+/** A tiny PNG (1x1, red), base64: enough for the vision checks. */
+export const PNG_BASE64 =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
+
+const COMPLETION_PATHS = new Set(['/v1/messages', '/v1/chat/completions', '/chat/completions']);
+
+export interface Mark {
+  simIndex: number;
+  usageCount: number;
+}
+
+export async function mark(h: Harness): Promise<Mark> {
+  return { simIndex: h.simulator.requests.length, usageCount: (await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 })).length };
+}
+
+/** What the simulator itself reported for one completion call, priced with the catalog model's pricing. */
+export function simulatorCost(h: Harness, r: SimulatedRequest): number {
+  const id = (r.model ?? '').replace(/^sim-/, '');
+  const model = h.catalog.current().byId.get(id);
+  if (model === undefined) throw new Error(`no catalog model for simulator model ${String(r.model)}`);
+  return costMicros({ input: r.inputTokens, output: r.outputTokensSent, cachedInput: 0, reasoning: 0 }, model.pricing);
+}
+
+/**
+ * Every gateway request since `since` settled at exactly the simulator's usage: one usage record per
+ * completion call the simulator answered, with the same cost to the micro-dollar. Returns the records.
+ */
+export async function expectChargesMatchSimulator(h: Harness, since: Mark, expectedCalls: number) {
+  const calls = h.simulator.requests.slice(since.simIndex).filter((r) => COMPLETION_PATHS.has(r.path));
+  expect(calls).toHaveLength(expectedCalls);
+  await vi.waitFor(async () => {
+    const all = await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 });
+    expect(all.length - since.usageCount).toBe(expectedCalls);
+  });
+  const records = (await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 })).slice(0, expectedCalls).reverse();
+  // Settlement order follows response order, and the scenarios here call one at a time.
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!;
+    await vi.waitFor(() => expect(call.finished || call.aborted).toBe(true));
+    const rec = records[i]!;
+    expect(rec.model).toBe((call.model ?? '').replace(/^sim-/, ''));
+    expect({ input: rec.usage.input, output: rec.usage.output }).toEqual({ input: call.inputTokens, output: call.outputTokensSent });
+    expect(rec.cost).toBe(simulatorCost(h, call));
+  }
+  return records;
+}
+
+export interface SseEvent {
+  event: string | undefined;
+  data: string;
+}
+
+export async function readSse(res: Response): Promise<SseEvent[]> {
+  const events: SseEvent[] = [];
+  const parser = createParser({ onEvent: (e: EventSourceMessage) => events.push({ event: e.event, data: e.data }) });
+  const text = await res.text();
+  parser.feed(text);
+  return events;
+}
