@@ -84,6 +84,85 @@ describe.each(limits)('%s: 500 concurrent reserves admit exactly N', (_name, cap
   });
 });
 
+describe('reaper index', () => {
+  it('finds expired holds across accounts and never loses an account that still holds money', async () => {
+    const ns = `${namespace}-reap`;
+    const redis = conns[0] as Redis;
+    const backends = conns.map((r) => createRedisBackend({ redis: r, namespace: ns }));
+    const { accounts, ledger } = backends[0] as Backend;
+    const t0 = Date.UTC(2026, 5, 1);
+    const fixtures: Array<{ accountId: string; keyId: string }> = [];
+    for (let i = 0; i < 20; i++) {
+      const acct = await accounts.createAccount(`a${i}`);
+      const { record } = await accounts.createKey(acct.id);
+      await ledger.credit(acct.id, 100_000, 'topup');
+      fixtures.push({ accountId: acct.id, keyId: record.id });
+    }
+    // Holds with deadlines t0+1000 .. t0+20000, one per account.
+    await Promise.all(fixtures.map((f, i) => ledger.reserve({ ...f, requestId: 'h', amount: 10, holdTtlMs: (i + 1) * 1000, now: t0 })));
+    expect(await ledger.reapExpired(t0 + 5000)).toBe(5);
+    expect(await ledger.reapExpired(t0 + 5000)).toBe(0);
+    expect(await redis.zcard(`${ns}:reap-index`)).toBe(15);
+    // Reaps racing reserves on the same accounts, from other connections.
+    let n = 0;
+    for (let round = 0; round < 30; round++) {
+      const now = t0 + 5000 + round * 10;
+      await Promise.all([
+        ...fixtures.map((f, i) =>
+          (backends[(i + round) % CONNECTIONS] as Backend).ledger.reserve({ ...f, requestId: `x${round}`, amount: 1, holdTtlMs: 5, now }),
+        ),
+        (backends[round % CONNECTIONS] as Backend).ledger.reapExpired(now).then((k) => {
+          n += k;
+        }),
+      ]);
+    }
+    n += await ledger.reapExpired(t0 + 100_000);
+    expect(n).toBe(15 + 30 * fixtures.length);
+    for (const f of fixtures) expect((await ledger.audit(f.accountId)).holdsOutstanding).toBe(0);
+    expect(await redis.zcard(`${ns}:reap-index`)).toBe(0);
+  });
+
+  it('a hold placed while the reaper re-files its account is still reaped later', async () => {
+    // Force the worst interleaving: the reaper's script has found no hold left, and before it takes the
+    // account out of the index a reserve (on another connection) adds a hold and its own index entry.
+    const ns = `${namespace}-reap-race`;
+    const other = createRedisBackend({ redis: conns[1] as Redis, namespace: ns });
+    const target = conns[0] as Redis;
+    let beforeRefile: (() => Promise<void>) | undefined;
+    const hooked = new Proxy(target, {
+      get(obj, prop) {
+        const v: unknown = Reflect.get(obj, prop, obj);
+        if (typeof v !== 'function') return v;
+        if (prop === 'zrem' || prop === 'zadd') {
+          return async (...args: unknown[]) => {
+            if (args[0] === `${ns}:reap-index` && beforeRefile) {
+              const hook = beforeRefile;
+              beforeRefile = undefined;
+              await hook();
+            }
+            return (v as (...a: unknown[]) => unknown).apply(obj, args);
+          };
+        }
+        return (v as (...a: unknown[]) => unknown).bind(obj);
+      },
+    });
+    const reaperSide = createRedisBackend({ redis: hooked, namespace: ns });
+    const acct = await other.accounts.createAccount('race');
+    const { record } = await other.accounts.createKey(acct.id);
+    await other.ledger.credit(acct.id, 1000, 'topup');
+    const t0 = Date.UTC(2026, 6, 1);
+    const f = { accountId: acct.id, keyId: record.id };
+    await other.ledger.reserve({ ...f, requestId: 'old', amount: 1, holdTtlMs: 1, now: t0 });
+    beforeRefile = async () => {
+      expect(await other.ledger.reserve({ ...f, requestId: 'new', amount: 1, holdTtlMs: 1000, now: t0 + 1 })).toEqual({ admitted: true });
+    };
+    expect(await reaperSide.ledger.reapExpired(t0 + 1)).toBe(1);
+    expect(beforeRefile).toBeUndefined();
+    expect(await reaperSide.ledger.reapExpired(t0 + 2000)).toBe(1);
+    expect((await other.ledger.audit(acct.id)).holdsOutstanding).toBe(0);
+  });
+});
+
 describe('cluster readiness', () => {
   it('every key of every script call carries the account hash tag', async () => {
     const ns = `${namespace}-tags`;
