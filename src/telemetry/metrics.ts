@@ -2,8 +2,8 @@
 // global one), so tests and several gateways in one process never share series.
 //
 // Hot path: every label value is bounded and every labelled child is looked up in a prebuilt table
-// (rebuilt by onCatalog), so recording costs a couple of Map lookups and the child's own increment —
-// no label objects built per call and no string concatenation. Model ids that the catalog does not
+// (rebuilt by onCatalog); the children are bound cells (bound-metrics.ts), so recording costs a
+// couple of Map lookups and an addition — no label objects, hashing or strings built per call. Model ids that the catalog does not
 // know are recorded as `unknown`, routes outside the configured list as `other`, statuses outside a
 // fixed list as their class (`4xx`), so no client input can grow the number of series.
 //
@@ -13,7 +13,8 @@
 // time, never on the gateway's money path.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { BoundCounter, BoundHistogram } from './bound-metrics.js';
 import type { CatalogSnapshot, Micros } from '../catalog/snapshot.js';
 import type { WireFormat } from '../wire/format.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
@@ -127,21 +128,21 @@ export class GatewayMetrics {
   private readonly routeList: readonly string[];
   private readonly now: () => number;
 
-  private readonly requestsTotal: Counter<'route' | 'format' | 'model' | 'status'>;
-  private readonly requestDuration: Histogram<'route' | 'format' | 'model'>;
-  private readonly upstreamDuration: Histogram<'model' | 'upstream'>;
-  private readonly upstreamTtft: Histogram<'model' | 'upstream'>;
-  private readonly upstreamErrors: Counter<'model' | 'upstream' | 'class'>;
-  private readonly tokensTotal: Counter<'model' | 'kind'>;
-  private readonly costTotal: Counter<'model'>;
-  private readonly reservationsTotal: Counter<'outcome' | 'reason'>;
+  private readonly requestsTotal: BoundCounter;
+  private readonly requestDuration: BoundHistogram;
+  private readonly upstreamDuration: BoundHistogram;
+  private readonly upstreamTtft: BoundHistogram;
+  private readonly upstreamErrors: BoundCounter;
+  private readonly tokensTotal: BoundCounter;
+  private readonly costTotal: BoundCounter;
+  private readonly reservationsTotal: BoundCounter;
   private readonly holdsOutstanding: Gauge;
   private readonly heldMicros: Gauge;
   private readonly reaperHolds: Counter;
   private readonly reaperMicros: Counter;
   private readonly activeStreams: Gauge;
-  private readonly ledgerDuration: Histogram<'operation'>;
-  private readonly ledgerErrors: Counter<'operation'>;
+  private readonly ledgerDuration: BoundHistogram;
+  private readonly ledgerErrors: BoundCounter;
   private readonly catalogGeneration: Gauge;
   private readonly catalogModels: Gauge;
   private readonly catalogReady: Gauge;
@@ -165,57 +166,57 @@ export class GatewayMetrics {
 
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: p });
 
-    this.requestsTotal = new Counter({
-      name: `${p}requests_total`,
-      help: 'Client requests finished, by route, wire format, catalog model and HTTP status.',
-      labelNames: ['route', 'format', 'model', 'status'],
-      registers,
-    });
-    this.requestDuration = new Histogram({
-      name: `${p}request_duration_seconds`,
-      help: 'Time from request arrival to the last byte sent to the client.',
-      labelNames: ['route', 'format', 'model'],
-      buckets: [...LLM_LATENCY_BUCKETS],
-      registers,
-    });
-    this.upstreamDuration = new Histogram({
-      name: `${p}upstream_duration_seconds`,
-      help: 'Duration of one upstream call, from sending the request to the end of its body.',
-      labelNames: ['model', 'upstream'],
-      buckets: [...LLM_LATENCY_BUCKETS],
-      registers,
-    });
-    this.upstreamTtft = new Histogram({
-      name: `${p}upstream_time_to_first_token_seconds`,
-      help: 'Time from sending the upstream request to its first content token.',
-      labelNames: ['model', 'upstream'],
-      buckets: [...LLM_LATENCY_BUCKETS],
-      registers,
-    });
-    this.upstreamErrors = new Counter({
-      name: `${p}upstream_errors_total`,
-      help: 'Failed upstream calls by class: timeout, connect, 4xx, 5xx, stream_cut, malformed.',
-      labelNames: ['model', 'upstream', 'class'],
-      registers,
-    });
-    this.tokensTotal = new Counter({
-      name: `${p}tokens_total`,
-      help: 'Tokens metered, by model and kind (input, output, cached, reasoning; cached ⊂ input, reasoning ⊂ output).',
-      labelNames: ['model', 'kind'],
-      registers,
-    });
-    this.costTotal = new Counter({
-      name: `${p}cost_micro_usd_total`,
-      help: 'Cost charged, in integer micro-USD (divide by 1e6 for USD).',
-      labelNames: ['model'],
-      registers,
-    });
-    this.reservationsTotal = new Counter({
-      name: `${p}reservations_total`,
-      help: 'Reservation attempts by outcome (admitted, refused) and refusal reason (none when admitted).',
-      labelNames: ['outcome', 'reason'],
-      registers,
-    });
+    this.requestsTotal = new BoundCounter(
+      `${p}requests_total`,
+      'Client requests finished, by route, wire format, catalog model and HTTP status.',
+      ['route', 'format', 'model', 'status'],
+      this.registry,
+    );
+    this.requestDuration = new BoundHistogram(
+      `${p}request_duration_seconds`,
+      'Time from request arrival to the last byte sent to the client.',
+      ['route', 'format', 'model'],
+      LLM_LATENCY_BUCKETS,
+      this.registry,
+    );
+    this.upstreamDuration = new BoundHistogram(
+      `${p}upstream_duration_seconds`,
+      'Duration of one upstream call, from sending the request to the end of its body.',
+      ['model', 'upstream'],
+      LLM_LATENCY_BUCKETS,
+      this.registry,
+    );
+    this.upstreamTtft = new BoundHistogram(
+      `${p}upstream_time_to_first_token_seconds`,
+      'Time from sending the upstream request to its first content token.',
+      ['model', 'upstream'],
+      LLM_LATENCY_BUCKETS,
+      this.registry,
+    );
+    this.upstreamErrors = new BoundCounter(
+      `${p}upstream_errors_total`,
+      'Failed upstream calls by class: timeout, connect, 4xx, 5xx, stream_cut, malformed.',
+      ['model', 'upstream', 'class'],
+      this.registry,
+    );
+    this.tokensTotal = new BoundCounter(
+      `${p}tokens_total`,
+      'Tokens metered, by model and kind (input, output, cached, reasoning; cached ⊂ input, reasoning ⊂ output).',
+      ['model', 'kind'],
+      this.registry,
+    );
+    this.costTotal = new BoundCounter(
+      `${p}cost_micro_usd_total`,
+      'Cost charged, in integer micro-USD (divide by 1e6 for USD).',
+      ['model'],
+      this.registry,
+    );
+    this.reservationsTotal = new BoundCounter(
+      `${p}reservations_total`,
+      'Reservation attempts by outcome (admitted, refused) and refusal reason (none when admitted).',
+      ['outcome', 'reason'],
+      this.registry,
+    );
     this.holdsOutstanding = new Gauge({
       name: `${p}holds_outstanding`,
       help: 'Holds reserved and not yet settled or returned (ledger-wide, as last sampled).',
@@ -241,19 +242,19 @@ export class GatewayMetrics {
       help: 'Streaming responses currently open to clients.',
       registers,
     });
-    this.ledgerDuration = new Histogram({
-      name: `${p}ledger_call_duration_seconds`,
-      help: 'Duration of ledger (Redis) calls by operation.',
-      labelNames: ['operation'],
-      buckets: [...LEDGER_LATENCY_BUCKETS],
-      registers,
-    });
-    this.ledgerErrors = new Counter({
-      name: `${p}ledger_errors_total`,
-      help: 'Ledger (Redis) calls that failed, by operation.',
-      labelNames: ['operation'],
-      registers,
-    });
+    this.ledgerDuration = new BoundHistogram(
+      `${p}ledger_call_duration_seconds`,
+      'Duration of ledger (Redis) calls by operation.',
+      ['operation'],
+      LEDGER_LATENCY_BUCKETS,
+      this.registry,
+    );
+    this.ledgerErrors = new BoundCounter(
+      `${p}ledger_errors_total`,
+      'Ledger (Redis) calls that failed, by operation.',
+      ['operation'],
+      this.registry,
+    );
     this.catalogGeneration = new Gauge({
       name: `${p}catalog_generation`,
       help: 'Generation of the catalog snapshot in use.',
@@ -292,12 +293,12 @@ export class GatewayMetrics {
     this.holdsOutstanding.set(0);
     this.heldMicros.set(0);
 
-    this.admittedChild = this.reservationsTotal.labels('admitted', 'none');
-    this.reservationChildren = new Map(REFUSAL_REASONS.map((r) => [r, this.reservationsTotal.labels('refused', r)]));
-    this.reservationChildren.set('other', this.reservationsTotal.labels('refused', 'other'));
+    this.admittedChild = this.reservationsTotal.bind('admitted', 'none');
+    this.reservationChildren = new Map(REFUSAL_REASONS.map((r) => [r, this.reservationsTotal.bind('refused', r)]));
+    this.reservationChildren.set('other', this.reservationsTotal.bind('refused', 'other'));
     const ledger = {} as Record<LedgerOperation, { duration: HistogramChild; errors: CounterChild }>;
     for (const op of LEDGER_OPERATIONS) {
-      ledger[op] = { duration: this.ledgerDuration.labels(op), errors: this.ledgerErrors.labels(op) };
+      ledger[op] = { duration: this.ledgerDuration.bind(op), errors: this.ledgerErrors.bind(op) };
     }
     this.ledgerChildren = ledger;
     this.unknownModel = this.buildModel(UNKNOWN_MODEL, []);
@@ -344,7 +345,7 @@ export class GatewayMetrics {
     const entry = format === 'anthropic' ? pair[1] : pair[0];
     let child = entry.byStatus.get(status);
     if (child === undefined) {
-      child = this.requestsTotal.labels(entry.route, entry.format, entry.model, statusLabel(status));
+      child = this.requestsTotal.bind(entry.route, entry.format, entry.model, statusLabel(status));
       // Statuses are few in practice; the cap keeps a misbehaving caller from growing the map.
       if (entry.byStatus.size < 64) entry.byStatus.set(status, child);
     }
@@ -502,7 +503,7 @@ export class GatewayMetrics {
     for (const route of this.routeList) {
       const [a, b] = FORMATS.map(
         (format): RequestEntry => ({
-          duration: this.requestDuration.labels(route, format, label),
+          duration: this.requestDuration.bind(route, format, label),
           byStatus: new Map(),
           route,
           format,
@@ -513,11 +514,11 @@ export class GatewayMetrics {
     }
     return {
       label,
-      tokensInput: this.tokensTotal.labels(label, 'input'),
-      tokensOutput: this.tokensTotal.labels(label, 'output'),
-      tokensCached: this.tokensTotal.labels(label, 'cached'),
-      tokensReasoning: this.tokensTotal.labels(label, 'reasoning'),
-      cost: this.costTotal.labels(label),
+      tokensInput: this.tokensTotal.bind(label, 'input'),
+      tokensOutput: this.tokensTotal.bind(label, 'output'),
+      tokensCached: this.tokensTotal.bind(label, 'cached'),
+      tokensReasoning: this.tokensTotal.bind(label, 'reasoning'),
+      cost: this.costTotal.bind(label),
       upstreams: new Map(upstreams.map((u) => [u, this.buildUpstream(label, u)])),
       unknownUpstream: undefined,
       requests,
@@ -526,10 +527,10 @@ export class GatewayMetrics {
 
   private buildUpstream(model: string, upstream: string): UpstreamEntry {
     const errors = {} as Record<UpstreamErrorClass, CounterChild>;
-    for (const cls of UPSTREAM_ERROR_CLASSES) errors[cls] = this.upstreamErrors.labels(model, upstream, cls);
+    for (const cls of UPSTREAM_ERROR_CLASSES) errors[cls] = this.upstreamErrors.bind(model, upstream, cls);
     return {
-      duration: this.upstreamDuration.labels(model, upstream),
-      ttft: this.upstreamTtft.labels(model, upstream),
+      duration: this.upstreamDuration.bind(model, upstream),
+      ttft: this.upstreamTtft.bind(model, upstream),
       errors,
     };
   }
