@@ -168,6 +168,12 @@ describe('A->O request: tools and tool_choice (C.3)', () => {
     expect(out.parallel_tool_calls).toBeUndefined();
   });
 
+  it('tool_choice is not sent when no translatable tool is left (only server tools were given)', () => {
+    const out = a2o({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }], tool_choice: { type: 'any' } });
+    expect(out.tools).toBeUndefined();
+    expect(out.tool_choice).toBeUndefined();
+  });
+
   it('disable_parallel_tool_use:true becomes parallel_tool_calls:false', () => {
     const out = a2o({ messages: [{ role: 'user', content: 'x' }], tools: [tool], tool_choice: { type: 'auto', disable_parallel_tool_use: true } });
     expect(out.parallel_tool_calls).toBe(false);

@@ -201,11 +201,11 @@ export function encodeAnthropicRequest(req: InternalRequest, opts: AnthropicEnco
   }
 
   const thinking = encodeThinking(req, opts, maxTokens);
-  const forced = req.toolChoice?.type === 'any' || req.toolChoice?.type === 'tool';
+  const forced = req.tools.length > 0 && (req.toolChoice?.type === 'any' || req.toolChoice?.type === 'tool');
   // Anthropic: "Thinking may not be enabled when tool_choice forces tool use" -> the forced choice wins.
   if (thinking && !forced) out.thinking = thinking;
 
-  if (req.toolChoice || req.parallelToolCalls === false) {
+  if ((req.toolChoice || req.parallelToolCalls === false) && req.tools.length > 0) {
     const choice: JsonObject = { ...(req.toolChoice ?? { type: 'auto' }) };
     if (req.parallelToolCalls === false && choice.type !== 'none') choice.disable_parallel_tool_use = true;
     out.tool_choice = choice;

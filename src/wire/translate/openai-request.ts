@@ -244,7 +244,8 @@ export function encodeOpenAIRequest(req: InternalRequest, opts: OpenAIEncodeOpti
       },
     }));
   }
-  if (req.toolChoice) {
+  // OpenAI rejects tool_choice without tools (e.g. when only untranslatable server tools were sent).
+  if (req.toolChoice && req.tools.length > 0) {
     const c = req.toolChoice;
     out.tool_choice = c.type === 'any' ? 'required' : c.type === 'tool' ? { type: 'function', function: { name: c.name } } : c.type;
   }
