@@ -172,6 +172,9 @@ export class MemoryLedger implements Ledger {
     const acct = this.state.accounts.get(accountId);
     if (!acct) throw new Error(`unknown account ${accountId}`);
     if (acct.credits.has(idempotencyKey)) return false;
+    if (acct.balance + amount > Number.MAX_SAFE_INTEGER) {
+      throw new RangeError('credit would take the balance past the largest exact amount');
+    }
     acct.credits.add(idempotencyKey);
     acct.balance += amount;
     acct.credited += amount;

@@ -181,6 +181,7 @@ export class RedisLedger implements Ledger {
       [String(amount), String(this.opts.now())],
     );
     if (r === -1) throw new Error(`unknown account ${accountId}`);
+    if (r === -2) throw new RangeError('credit would take the balance past the largest exact amount');
     return r === 1;
   }
 

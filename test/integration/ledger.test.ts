@@ -238,7 +238,11 @@ describe.each(backends)('ledger (%s)', (_name, make) => {
     await expect(f.ledger.credit(f.accountId, 0, 'pay_3')).rejects.toThrow(RangeError);
     await expect(f.ledger.credit(f.accountId, 1.5, 'pay_4')).rejects.toThrow(RangeError);
     await expect(f.ledger.credit('acct_missing', 5, 'pay_5')).rejects.toThrow(/unknown account/);
-    expect((await f.ledger.audit(f.accountId)).credited).toBe(5_000_007);
+    await expect(f.ledger.credit(f.accountId, Number.MAX_SAFE_INTEGER - 5_000_006, 'pay_6')).rejects.toThrow(/largest exact amount/);
+    expect(await f.ledger.credit(f.accountId, Number.MAX_SAFE_INTEGER - 5_000_007, 'pay_7')).toBe(true);
+    expect((await f.ledger.balance(f.accountId)).balance).toBe(Number.MAX_SAFE_INTEGER);
+    await expect(f.ledger.credit(f.accountId, 1, 'pay_8')).rejects.toThrow(RangeError);
+    expect((await f.ledger.audit(f.accountId)).credited).toBe(Number.MAX_SAFE_INTEGER);
   });
 
   it('refunds a settled request once; the audit accounts for it', async () => {

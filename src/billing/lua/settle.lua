@@ -76,8 +76,9 @@ if len > tonumber(ARGV[14]) then
       if f[i] == 'cost' then c = num(f[i + 1]) end
     end
     if isUsage then archived = archived + c end
-    redis.call('XDEL', KEYS[7], e[1])
   end
+  -- Exact trim: removes precisely the entries just summed (the oldest `excess`).
+  redis.call('XTRIM', KEYS[7], 'MAXLEN', ARGV[13])
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
 end
 return {charge, released, 0, late}
