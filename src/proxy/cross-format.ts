@@ -7,11 +7,13 @@ import type { WireFormat } from '../wire/format.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
 import {
   createStreamTranslator,
+  TranslationError,
   translateRequest,
   translateResponse,
   type NormalizedUsage,
   type TranslationContext,
 } from '../wire/translate/index.js';
+import { GatewayError } from '../http/gateway-error.js';
 import { ClientEventStream } from './client-stream.js';
 import { emptyOutcome, type Relay } from './relay.js';
 
@@ -50,7 +52,13 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
   });
   return {
     upstreamBody(upstream, outputLimit) {
-      const translated = translateRequest(req.body, req.clientFormat, upstream.format, contextFor(upstream));
+      let translated: Record<string, unknown>;
+      try {
+        translated = translateRequest(req.body, req.clientFormat, upstream.format, contextFor(upstream));
+      } catch (err) {
+        if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param ? { param: err.param } : {}) });
+        throw err;
+      }
       if (upstream.format === 'openai') {
         if (translated.max_tokens === undefined && translated.max_completion_tokens === undefined) translated.max_tokens = outputLimit;
       } else if (typeof translated.max_tokens !== 'number') {

@@ -162,9 +162,12 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
         ...credentialHeaders(upstream, deps.secrets),
       };
       call.injectTraceHeaders(headers);
+      // Built outside the transport try: a request the upstream's format cannot express is the
+      // client's error (a GatewayError), not an upstream failure to retry.
+      const body = plan.upstreamBody(upstream, bound.outputTokens);
       let response;
       try {
-        response = await sendUpstream(target, upstream, plan.upstreamBody(upstream, bound.outputTokens), headers, signal);
+        response = await sendUpstream(target, upstream, body, headers, signal);
       } catch (err) {
         const failure = classifyTransportError(err);
         call.failed(failure);

@@ -6,13 +6,17 @@ import { crossFormatPlan } from '../../proxy/cross-format.js';
 import { runExchange, type ExchangeDeps } from '../../proxy/exchange.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../wire/anthropic/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
+import { stripGatewayThinking } from '../../wire/translate/index.js';
 import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
 import { modelNotFound } from './models.js';
 
 function passThroughBody(decoded: DecodedMessagesRequest, upstream: CatalogUpstream): string {
-  decoded.body.model = upstream.upstreamModel;
-  return JSON.stringify(decoded.body);
+  // Thinking blocks we signed (or unsigned ones) came from an OpenAI-format upstream; a real
+  // Anthropic server rejects them, so they are removed. Genuine signed blocks pass untouched.
+  const body = stripGatewayThinking(decoded.body);
+  body.model = upstream.upstreamModel;
+  return JSON.stringify(body);
 }
 
 function header(ctx: GatewayContext, name: string): string | undefined {
