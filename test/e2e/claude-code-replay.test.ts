@@ -92,7 +92,7 @@ function checkSequence(events: SseEvent[]): Rebuilt {
   expect(data[data.length - 1]!.type).toBe('message_stop');
   const deltaAt = data.findIndex((d) => d.type === 'message_delta');
   expect(deltaAt).toBe(data.length - 2);
-  const final = data[deltaAt] as { delta: { stop_reason: unknown }; usage: { output_tokens: number; input_tokens?: number } };
+  const final = data[deltaAt] as unknown as { delta: { stop_reason: unknown }; usage: { output_tokens: number; input_tokens?: number } };
 
   const blocks: Record<string, unknown>[] = [];
   const partial: string[] = [];
@@ -107,12 +107,12 @@ function checkSequence(events: SseEvent[]): Rebuilt {
       open = index;
     } else if (d.type === 'content_block_delta') {
       expect(index).toBe(open);
-      const delta = d.delta as Record<string, string>;
+      const delta = d.delta as Record<string, string | undefined>;
       const block = blocks[index]!;
       if (delta.type === 'text_delta') block.text = (block.text as string) + delta.text;
       else if (delta.type === 'thinking_delta') block.thinking = (block.thinking as string) + delta.thinking;
       else if (delta.type === 'signature_delta') block.signature = delta.signature;
-      else if (delta.type === 'input_json_delta') partial[index] += delta.partial_json;
+      else if (delta.type === 'input_json_delta') partial[index] = (partial[index] ?? '') + (delta.partial_json ?? '');
       else throw new Error(`unexpected delta ${delta.type}`);
     } else if (d.type === 'content_block_stop') {
       expect(index).toBe(open);
