@@ -69,3 +69,16 @@ describe('formatUsd', () => {
     expect(formatUsd(9_007_199_254_740_991)).toBe('9007199254.740991');
   });
 });
+
+describe('top-up quotes', () => {
+  it('adds 3.5% plus 30 cents, from a 5 USD minimum', async () => {
+    const { quoteTopUp, describeInvalidTopUp, MIN_TOP_UP_MICROS } = await import('../../src/billing/top-up.js');
+    expect(quoteTopUp(5_000_000)).toEqual({ credit: 5_000_000, fee: 175_000 + 300_000, total: 5_475_000 });
+    expect(quoteTopUp(100_000_000)).toEqual({ credit: 100_000_000, fee: 3_800_000, total: 103_800_000 });
+    // 3.5% of 5.000001 USD = 0.17500003500 USD -> rounded up to 0.175001.
+    expect(quoteTopUp(5_000_001).fee).toBe(475_001);
+    expect(describeInvalidTopUp(MIN_TOP_UP_MICROS - 1)).toMatch(/minimum top-up is 5.000000 USD; 4.999999 USD/);
+    expect(describeInvalidTopUp(0)).toMatch(/positive/);
+    expect(() => quoteTopUp(1_000_000)).toThrow(RangeError);
+  });
+});
