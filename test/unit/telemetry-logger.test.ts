@@ -1,3 +1,7 @@
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { createLogger, scrubSecrets } from '../../src/telemetry/logger.js';
@@ -115,5 +119,19 @@ describe('destination', () => {
     expect(stream.sync).toBe(false);
     expect(stream.minLength).toBeGreaterThan(0);
     expect(stream.fd).toBe(1);
+  });
+});
+
+describe('buffering', () => {
+  it('buffers request lines in memory and writes them on flush', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'tollgate-log-')), 'out.log');
+    const dest = pino.destination({ dest: file, sync: false, minLength: 4096 });
+    await once(dest, 'ready');
+    const logger = createLogger({ level: 'info', destination: dest });
+    logger.logRequest({ requestId: 'buffered-1', route: '/v1/models', status: 200, latencyMs: 2 });
+    expect(readFileSync(file, 'utf8')).toBe(''); // not written synchronously on the request path
+    await logger.flush();
+    expect(readFileSync(file, 'utf8')).toContain('"requestId":"buffered-1"');
+    dest.end();
   });
 });
