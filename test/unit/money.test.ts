@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ModelPricing } from '../../src/catalog/snapshot.js';
 import { costMicros, formatUsd } from '../../src/billing/money.js';
+import { describeInvalidTopUp, MIN_TOP_UP_MICROS, quoteTopUp } from '../../src/billing/top-up.js';
 
 const pricing = (p: Partial<ModelPricing>): ModelPricing => ({
   input: 0,
@@ -71,8 +72,7 @@ describe('formatUsd', () => {
 });
 
 describe('top-up quotes', () => {
-  it('adds 3.5% plus 30 cents, from a 5 USD minimum', async () => {
-    const { quoteTopUp, describeInvalidTopUp, MIN_TOP_UP_MICROS } = await import('../../src/billing/top-up.js');
+  it('adds 3.5% plus 30 cents, from a 5 USD minimum', () => {
     expect(quoteTopUp(5_000_000)).toEqual({ credit: 5_000_000, fee: 175_000 + 300_000, total: 5_475_000 });
     expect(quoteTopUp(100_000_000)).toEqual({ credit: 100_000_000, fee: 3_800_000, total: 103_800_000 });
     // 3.5% of 5.000001 USD = 0.17500003500 USD -> rounded up to 0.175001.
