@@ -245,6 +245,8 @@ describe('alert rules and dashboard are well formed', () => {
     expect(sm).toMatch(/^\{\{- if \.Values\.metrics\.serviceMonitor\.enabled \}\}$/m);
     expect(sm).toContain('.Values.metrics.serviceMonitor.interval');
     expect(sm).toMatch(/- port: metrics$/m);
+    // Selects the gateway Service by the chart's own selector labels (defined in _helpers.tpl).
+    expect(sm).toContain('include "tollgate.gateway.selectorLabels"');
     const pr = t('prometheusrule.yaml');
     expect(pr).toMatch(/^\{\{- if \.Values\.metrics\.prometheusRule\.enabled \}\}$/m);
     expect(pr).toContain('.Files.Get "rules/tollgate-alerts.yaml"');
