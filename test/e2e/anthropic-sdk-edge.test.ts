@@ -1,0 +1,189 @@
+// Edges of /v1/messages seen through the official SDK 1.x: failures after the stream started, upstream
+// errors before it, tool_choice variants, a forged thinking signature, request ids and the 402 hint.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { WireFormat } from '../../src/wire/format.js';
+import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import { expectChargesMatchSimulator, mark, readSse } from './e2e-support.js';
+
+const PLAIN = 'outlaw-1-xploded';
+const REASONING = 'glm-5.3-flash-xploded';
+const TOOLS = [
+  { name: 'get_weather', description: 'Weather', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } },
+  { name: 'get_time', description: 'Time', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } },
+];
+
+describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format upstream', (upstreamFormat) => {
+  let h: Harness;
+  let client: Anthropic;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat });
+    client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it.each([
+    ['an in-band upstream error event', { errorEventAfterChunks: 6 }],
+    ['an upstream socket cut', { cutAfterChunks: 6 }],
+  ] as const)('%s mid-stream becomes an SSE error event; the SDK throws; the partial output is charged', async (_label, fault) => {
+    const m0 = await mark(h);
+    h.simulator.injectFault({ ...fault, times: 1 });
+    const stream = client.messages.stream({ model: PLAIN, max_tokens: 300, messages: [{ role: 'user', content: 'Tell me a long story' }] });
+    let text = '';
+    stream.on('text', (t) => (text += t));
+    const err = await stream.finalMessage().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect(text.length).toBeGreaterThan(0);
+    const sim = h.simulator.requests[h.simulator.requests.length - 1]!;
+    await expect.poll(async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 })).length).toBe(m0.usageCount + 1);
+    const [rec] = await h.backend.ledger.listUsage(h.accountId, { limit: 1 });
+    expect(rec!.status).toBe('upstream_failed');
+    // Output relayed before the failure is what the simulator sent, token for token.
+    expect(rec!.usage.output).toBe(sim.outputTokensSent);
+    expect(rec!.usage.input).toBeGreaterThan(0);
+  });
+
+  it('an upstream 529 on a streaming request is an HTTP error, not a 200 stream', async () => {
+    h.simulator.injectFault({ status: 529, times: 5 });
+    try {
+      const res = await fetch(`${h.baseUrl}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': h.key, 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: PLAIN, max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).toBe(529);
+      expect(res.headers.get('content-type')).toMatch(/application\/json/);
+      const body = (await res.json()) as { type: string; error: { type: string; message: string } };
+      expect(body.type).toBe('error');
+      expect(body.error.type).toBe('overloaded_error');
+    } finally {
+      h.simulator.clearFaults();
+    }
+  });
+
+  it.each([
+    [{ type: 'any' }, 'tool_use', ['get_weather', 'get_time']],
+    [{ type: 'tool', name: 'get_time' }, 'tool_use', ['get_time']],
+    [{ type: 'none' }, 'end_turn', []],
+    [{ type: 'auto', disable_parallel_tool_use: true }, 'tool_use', ['get_weather']],
+  ] as const)('tool_choice %j', async (choice, stop, names) => {
+    const m0 = await mark(h);
+    const msg = await client.messages.create({
+      model: PLAIN,
+      max_tokens: 300,
+      tools: TOOLS,
+      tool_choice: choice as Anthropic.ToolChoice,
+      messages: [{ role: 'user', content: 'Weather and time in Oslo, in parallel' }],
+    });
+    expect(msg.stop_reason).toBe(stop);
+    expect(msg.content.filter((b) => b.type === 'tool_use').map((b) => (b as { name: string }).name)).toEqual(names);
+    await expectChargesMatchSimulator(h, m0, 1);
+  });
+
+  it('a tool without arguments arrives as input {} (stream and not)', async () => {
+    const tools = [{ name: 'now', description: 'The time', input_schema: { type: 'object' as const, properties: {} } }];
+    const body = { model: PLAIN, max_tokens: 100, tools, messages: [{ role: 'user' as const, content: 'What time is it?' }] };
+    const a = await client.messages.create(body);
+    const b = await client.messages.stream(body).finalMessage();
+    for (const m of [a, b]) {
+      expect(m.stop_reason).toBe('tool_use');
+      const use = m.content.find((x) => x.type === 'tool_use') as { input: unknown } | undefined;
+      expect(use?.input).toEqual({});
+    }
+  });
+
+  // Only an Anthropic upstream signs thinking; gateway signatures for OpenAI upstreams are markers, not MACs.
+  it.runIf(upstreamFormat === 'anthropic')('a forged thinking signature is refused with 400 invalid_request_error, nothing charged', async () => {
+    const before = (await h.backend.ledger.balance(h.accountId)).balance;
+    const first = await client.messages.create({ model: REASONING, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'Think about it' }] });
+    const thinking = first.content.find((b) => b.type === 'thinking') as { thinking: string; signature: string };
+    expect(thinking).toBeDefined();
+    const spent = (await h.backend.ledger.balance(h.accountId)).balance;
+    expect(spent).toBeLessThan(before);
+    const forged = { ...thinking, thinking: `${thinking.thinking} (edited)` };
+    const err = await client.messages
+      .create({
+        model: REASONING,
+        max_tokens: 2000,
+        thinking: { type: 'enabled', budget_tokens: 1024 },
+        messages: [
+          { role: 'user', content: 'Think about it' },
+          { role: 'assistant', content: [{ type: 'thinking', ...forged }, ...first.content.filter((b) => b.type === 'text')] },
+          { role: 'user', content: 'And again' },
+        ],
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((err as Anthropic.APIError).error).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ type: 'invalid_request_error' }) as unknown }));
+    expect((err as Error).message).toMatch(/signature/i);
+    await expect.poll(async () => (await h.backend.ledger.balance(h.accountId)).balance).toBe(spent);
+  });
+
+  it('request ids: request-id and x-request-id headers, ?beta=true and unknown query parameters ignored', async () => {
+    const res = await fetch(`${h.baseUrl}/v1/messages?beta=true&foo=bar`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${h.key}`, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: PLAIN, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    const id = res.headers.get('request-id');
+    expect(id).toBeTruthy();
+    expect(res.headers.get('x-request-id')).toBe(id);
+    const { data, response } = await client.messages.create({ model: PLAIN, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    expect(data.type).toBe('message');
+    expect(response.headers.get('request-id')).toBeTruthy();
+  });
+
+  it('streamed events all carry event: lines and message_start reports input tokens > 0', async () => {
+    const res = await fetch(`${h.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': h.key, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: REASONING, max_tokens: 2000, stream: true, thinking: { type: 'enabled', budget_tokens: 1024 }, tools: TOOLS, messages: [{ role: 'user', content: 'Weather in Oslo, in parallel with the time' }] }),
+    });
+    const events = await readSse(res);
+    for (const e of events) expect(e.event).toBeDefined();
+    const start = JSON.parse(events[0]!.data) as { message: { usage: { input_tokens: number } } };
+    expect(start.message.usage.input_tokens).toBeGreaterThan(0);
+    const starts = events.filter((e) => e.event === 'content_block_start').map((e) => JSON.parse(e.data) as { index: number; content_block: { type: string } });
+    expect(starts.map((s) => s.index)).toEqual([0, 1, 2]);
+    expect(starts.map((s) => s.content_block.type)).toEqual(['thinking', 'tool_use', 'tool_use']);
+    const deltaTypes = new Set(events.filter((e) => e.event === 'content_block_delta').map((e) => (JSON.parse(e.data) as { delta: { type: string } }).delta.type));
+    expect([...deltaTypes].sort()).toEqual(['input_json_delta', 'signature_delta', 'thinking_delta']);
+  });
+});
+
+describe('402 on /v1/messages carries the hint', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat: 'anthropic', balanceMicros: 5_000 });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('a max_tokens too large for the balance: 402 billing_error with max_tokens_hint that then fits', async () => {
+    const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    // An explicit timeout: SDK 1.x refuses a non-streaming 128k max_tokens call otherwise.
+    const err = await client.messages.create({ model: PLAIN, max_tokens: 128_000, messages: [{ role: 'user', content: 'hi' }] }, { timeout: 30_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Anthropic.PaymentRequiredError);
+    const body = (err as Anthropic.APIError).error as { error: { type: string; max_tokens_hint?: number } };
+    expect(body.error.type).toBe('billing_error');
+    const hint = body.error.max_tokens_hint;
+    expect(hint).toBeGreaterThan(0);
+    const m0 = await mark(h);
+    const ok = await client.messages.create({ model: PLAIN, max_tokens: hint!, messages: [{ role: 'user', content: 'hi' }] }, { timeout: 30_000 });
+    expect(ok.type).toBe('message');
+    await expectChargesMatchSimulator(h, m0, 1);
+  });
+});
