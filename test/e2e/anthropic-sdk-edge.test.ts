@@ -122,7 +122,7 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
         (e: unknown) => e,
       );
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-    expect((err as Anthropic.APIError).error).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ type: 'invalid_request_error' }) as unknown }));
+    expect((err as InstanceType<typeof Anthropic.APIError>).error).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ type: 'invalid_request_error' }) as unknown }));
     expect((err as Error).message).toMatch(/signature/i);
     await expect.poll(async () => (await h.backend.ledger.balance(h.accountId)).balance).toBe(spent);
   });
@@ -177,7 +177,7 @@ describe('402 on /v1/messages carries the hint', () => {
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(Anthropic.PaymentRequiredError);
-    const body = (err as Anthropic.APIError).error as { error: { type: string; max_tokens_hint?: number } };
+    const body = (err as InstanceType<typeof Anthropic.APIError>).error as { error: { type: string; max_tokens_hint?: number } };
     expect(body.error.type).toBe('billing_error');
     const hint = body.error.max_tokens_hint;
     expect(hint).toBeGreaterThan(0);
