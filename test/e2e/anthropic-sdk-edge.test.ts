@@ -127,6 +127,30 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
     await expect.poll(async () => (await h.backend.ledger.balance(h.accountId)).balance).toBe(spent);
   });
 
+  it('a text document and a URL image reach the upstream, charged exactly', async () => {
+    const m0 = await mark(h);
+    const doc = 'Clause 7. Pets are allowed on the balcony only. ';
+    const msg = await client.messages.create({
+      model: PLAIN,
+      max_tokens: 64,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'document', source: { type: 'text', media_type: 'text/plain', data: doc } },
+            { type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } },
+            { type: 'text', text: 'Summarise.' },
+          ],
+        },
+      ],
+    });
+    expect(msg.stop_reason).toBe('end_turn');
+    const sent = JSON.stringify(h.simulator.requests[h.simulator.requests.length - 1]!.body);
+    expect(sent).toContain('Pets are allowed on the balcony');
+    expect(sent).toContain('https://example.com/cat.png');
+    await expectChargesMatchSimulator(h, m0, 1);
+  });
+
   it('request ids: request-id and x-request-id headers, ?beta=true and unknown query parameters ignored', async () => {
     const res = await fetch(`${h.baseUrl}/v1/messages?beta=true&foo=bar`, {
       method: 'POST',
@@ -185,5 +209,29 @@ describe('402 on /v1/messages carries the hint', () => {
     const ok = await client.messages.create({ model: PLAIN, max_tokens: hint!, messages: [{ role: 'user', content: 'hi' }] }, { timeout: 30_000 });
     expect(ok.type).toBe('message');
     await expectChargesMatchSimulator(h, m0, 1);
+  });
+});
+
+describe('count_tokens agrees with what an Anthropic-format upstream reports', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat: 'anthropic' });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const DOC = 'Clause 1. The tenant pays rent monthly. '.repeat(50);
+  it.each([
+    ['text, system and tools', { system: [{ type: 'text', text: 'Be brief.' }], tools: TOOLS, messages: [{ role: 'user', content: 'What is the weather in Oslo?' }] }],
+    ['an image and a tool result', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } }, { type: 'text', text: 'What is this?' }] }] }],
+    ['a text document', { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: DOC } }, { type: 'text', text: 'Summarise the lease.' }] }] }],
+  ] as const)('%s', async (_label, body) => {
+    const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    const counted = await client.messages.countTokens({ model: PLAIN, ...(body as unknown as Omit<Anthropic.MessageCountTokensParams, 'model'>) });
+    const m0 = await mark(h);
+    const msg = await client.messages.create({ model: PLAIN, max_tokens: 50, ...(body as unknown as Omit<Anthropic.MessageCreateParamsNonStreaming, 'model' | 'max_tokens'>) });
+    await expectChargesMatchSimulator(h, m0, 1);
+    expect(counted.input_tokens).toBe(msg.usage.input_tokens);
   });
 });

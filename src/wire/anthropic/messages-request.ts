@@ -61,6 +61,21 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
         if (typeof block.tool_use_id !== 'string') throw badRequest(`${at}.tool_use_id: Field required.`, `${at}.tool_use_id`);
         if (block.content !== undefined) tallyBlocks(block.content, `${at}.content`, tally);
         return;
+      case 'document': {
+        // Plain-text and content documents are prompt text: count_tokens and the input estimate of a
+        // cut stream must see them (a PDF's size is bounded by its encoded bytes below).
+        const source = block.source;
+        if (isObject(source) && source.type === 'text' && typeof source.data === 'string') {
+          text(tally, source.data);
+          return;
+        }
+        if (isObject(source) && source.type === 'content' && source.content !== undefined) {
+          tallyBlocks(source.content, `${at}.source.content`, tally);
+          return;
+        }
+        tally.textBytes += jsonBytes(block);
+        return;
+      }
       default:
         // documents, redacted thinking, server tool blocks: their encoded size bounds their tokens.
         tally.textBytes += jsonBytes(block);
