@@ -88,8 +88,15 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         } else if (name === 'error') {
           failed = true;
         }
-      } else if (name === 'message_stop') {
-        stopped = true;
+      } else {
+        // Small events (block start/stop, ping, message_stop) are checked too: a malformed one
+        // would break the client's parser just the same.
+        try {
+          JSON.parse(data);
+        } catch {
+          return;
+        }
+        if (name === 'message_stop') stopped = true;
       }
       pending += `event: ${name}\ndata: ${data}\n\n`;
     };

@@ -48,6 +48,25 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
     expect(rec!.usage.input).toBeGreaterThan(0);
   });
 
+  it('a malformed upstream event is skipped; the stream completes and is charged exactly', async () => {
+    const m0 = await mark(h);
+    h.simulator.injectFault({ malformedAfterChunks: 4, times: 1 });
+    const res = await fetch(`${h.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': h.key, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: PLAIN, max_tokens: 300, stream: true, messages: [{ role: 'user', content: 'Tell me a story' }] }),
+    });
+    const events = await readSse(res);
+    for (const e of events) {
+      expect(e.event).toBeDefined();
+      expect(() => JSON.parse(e.data) as unknown).not.toThrow();
+    }
+    expect(events[events.length - 1]!.event).toBe('message_stop');
+    const msg = await client.messages.stream({ model: PLAIN, max_tokens: 300, messages: [{ role: 'user', content: 'Tell me a story' }] }).finalMessage();
+    expect(msg.stop_reason).toBe('end_turn');
+    await expectChargesMatchSimulator(h, m0, 2);
+  });
+
   it('an upstream 529 on a streaming request is an HTTP error, not a 200 stream', async () => {
     h.simulator.injectFault({ status: 529, times: 5 });
     try {
