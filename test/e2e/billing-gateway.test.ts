@@ -28,20 +28,20 @@ function chatBody(extra: Body = {}): Body {
   return { model: MODEL, messages: [{ role: 'user', content: PROMPT }], ...extra };
 }
 
-function modelOf(h: Harness): CatalogModel {
-  const m = h.catalog.current().byId.get(MODEL);
-  if (m === undefined) throw new Error(`${MODEL} missing from the example catalog`);
+function modelOf(h: Harness, id = MODEL): CatalogModel {
+  const m = h.catalog.current().byId.get(id);
+  if (m === undefined) throw new Error(`${id} missing from the example catalog`);
   return m;
 }
 
 /** The gateway's own worst case for this body, from the real decoder and the catalog entry. */
 function worstOf(h: Harness, body: Body): number {
-  return worstCase(decodeChatRequest(structuredClone(body)).footprint, modelOf(h)).amount;
+  return worstCase(decodeChatRequest(structuredClone(body)).footprint, modelOf(h, body.model as string)).amount;
 }
 
 /** Independent check of the cost rule: ceil((in·p_in + out·p_out) / 1e6) µUSD, in BigInt. */
-function expectedCost(h: Harness | CatalogModel, input: number, output: number): number {
-  const p = ('pricing' in h ? h : modelOf(h)).pricing;
+function expectedCost(h: Harness | CatalogModel, input: number, output: number, model = MODEL): number {
+  const p = ('pricing' in h ? h : modelOf(h, model)).pricing;
   const scaled = BigInt(input) * BigInt(p.input) + BigInt(output) * BigInt(p.output);
   return Number((scaled + 999_999n) / 1_000_000n);
 }
@@ -247,6 +247,100 @@ describe('charges to the micro-dollar against the simulator', () => {
   });
 });
 
+describe.each([
+  ['openai', 'glm-5.3-xploded'],
+  ['anthropic', MODEL],
+  ['anthropic', 'glm-5.3-xploded'],
+] as const)('charges with a %s upstream, model %s', (format, model) => {
+  const body = (extra: Body): Body => ({ model, messages: [{ role: 'user', content: PROMPT }], max_tokens: 800, ...extra });
+
+  async function expectCharged(h: Harness, res: Response, status: string): Promise<number> {
+    const requestId = res.headers.get('x-request-id') as string;
+    const record = await usageRecord(h, requestId);
+    const sim = h.simulator.requests[0] as SimulatedRequest;
+    const cost = expectedCost(h, sim.inputTokens, sim.outputTokensSent, model);
+    expect(record.usage).toMatchObject({ input: sim.inputTokens, output: sim.outputTokensSent });
+    expect(record).toMatchObject({ cost, status });
+    expect(await h.backend.ledger.balance(h.accountId)).toEqual({ balance: START - cost, held: 0 });
+    expect((await h.backend.ledger.audit(h.accountId)).difference).toBe(0);
+    return cost;
+  }
+
+  it('non-streaming, completed', async () => {
+    const h = await harness({ upstreamFormat: format });
+    const res = await post(h, body({}));
+    expect(res.status).toBe(200);
+    await res.json();
+    expect(await expectCharged(h, res, 'completed')).toBeGreaterThan(0);
+  });
+
+  it('streaming, completed', async () => {
+    const h = await harness({ upstreamFormat: format });
+    const res = await post(h, body({ stream: true }));
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('[DONE]');
+    expect(await expectCharged(h, res, 'completed')).toBeGreaterThan(0);
+  });
+
+  it('streaming, cut by the client', async () => {
+    const h = await harness({ upstreamFormat: format, simulator: { tokenDelayMs: 40 } });
+    const abort = new AbortController();
+    const res = await post(h, body({ stream: true, sim_reply_tokens: 200 }), abort.signal);
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let seen = '';
+    while ((seen.match(/content":"[^"]/g) ?? []).length < 5) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('stream ended before the client cut it');
+      seen += new TextDecoder().decode(value);
+    }
+    abort.abort();
+    await h.simulator.waitForRequest((r) => r.aborted);
+    const cost = await expectCharged(h, res, 'client_cancelled');
+    expect(cost).toBeGreaterThan(0);
+    expect(cost).toBeLessThan(worstOf(h, body({ stream: true, sim_reply_tokens: 200 })));
+  });
+
+  it('upstream cut mid-stream', async () => {
+    const h = await harness({ upstreamFormat: format });
+    h.simulator.injectFault({ cutAfterChunks: 9 });
+    const res = await post(h, body({ stream: true, sim_reply_tokens: 100 }));
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('"error"');
+    expect(await expectCharged(h, res, 'upstream_failed')).toBeGreaterThan(0);
+  });
+
+  it('in-band upstream error mid-stream', async () => {
+    const h = await harness({ upstreamFormat: format });
+    h.simulator.injectFault({ errorEventAfterChunks: 9 });
+    const res = await post(h, body({ stream: true, sim_reply_tokens: 100 }));
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('"error"');
+    expect(await expectCharged(h, res, 'upstream_failed')).toBeGreaterThan(0);
+  });
+
+  it("the gateway's own request deadline mid-stream", async () => {
+    // The deadline falls between two paced tokens (every 50 ms), so no token is on the wire when it fires.
+    const h = await harness({ upstreamFormat: format, simulator: { tokenDelayMs: 50 }, config: { requestTimeoutMs: 725 } });
+    const res = await post(h, body({ stream: true, sim_reply_tokens: 200 }));
+    expect(res.status).toBe(200);
+    await res.text();
+    await h.simulator.waitForRequest((r) => r.aborted);
+    const cost = await expectCharged(h, res, 'upstream_failed');
+    expect(cost).toBeGreaterThan(0);
+  });
+
+  it('non-streaming upstream dropped before replying: charged nothing', async () => {
+    const h = await harness({ upstreamFormat: format });
+    h.simulator.injectFault({ cutAfterChunks: 0, times: 3 });
+    const res = await post(h, body({}));
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    const record = await usageRecord(h, res.headers.get('x-request-id') as string);
+    expect(record).toMatchObject({ cost: 0, status: 'upstream_failed' });
+    expect(await h.backend.ledger.balance(h.accountId)).toEqual({ balance: START, held: 0 });
+  });
+});
+
 interface RefusalBody {
   error: { message: string; type: string; param: null; code: string; needed_micro_usd: number; available_micro_usd: number; needed_usd: string; available_usd: string; max_tokens_hint?: number };
 }
@@ -278,6 +372,23 @@ describe('402 refusals name the limit, the amounts and the largest affordable ma
     expect(over.status).toBe(402);
     expect(((await over.json()) as RefusalBody).error.code).toBe(code);
     const fits = await post(h, chatBody({ max_tokens: tokens }));
+    expect(fits.status).toBe(200);
+    await fits.json();
+  });
+
+  it('both caps: the hint fits the tighter one, whichever limit the code names', async () => {
+    const h = await harness({ keyCaps: { lifetimeCap: 6000, monthlyCap: 5000 } });
+    const res = await post(h, chatBody({ max_tokens: 50_000 }));
+    expect(res.status).toBe(402);
+    const body = (await res.json()) as RefusalBody;
+    expect(['key_lifetime_cap_reached', 'key_monthly_cap_reached']).toContain(body.error.code);
+    const hint = body.error.max_tokens_hint as number;
+    expect(worstOf(h, chatBody({ max_tokens: hint }))).toBeLessThanOrEqual(5000);
+    expect(worstOf(h, chatBody({ max_tokens: hint + 1 }))).toBeGreaterThan(5000);
+    const over = await post(h, chatBody({ max_tokens: hint + 1 }));
+    expect(over.status).toBe(402);
+    await over.json();
+    const fits = await post(h, chatBody({ max_tokens: hint }));
     expect(fits.status).toBe(200);
     await fits.json();
   });
