@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -338,6 +339,65 @@ describe.each([
     const record = await usageRecord(h, res.headers.get('x-request-id') as string);
     expect(record).toMatchObject({ cost: 0, status: 'upstream_failed' });
     expect(await h.backend.ledger.balance(h.accountId)).toEqual({ balance: START, held: 0 });
+  });
+});
+
+describe('charges through the Anthropic Messages endpoint and for tool calls', () => {
+  it('Anthropic client, both upstream formats: streamed and cut by the upstream, to the micro-dollar', async () => {
+    for (const format of ['openai', 'anthropic'] as const) {
+      const h = await harness({ upstreamFormat: format });
+      const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+      const { data: message, response } = await client.messages.create({ model: MODEL, max_tokens: 300, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
+      const first = h.simulator.requests[0] as SimulatedRequest;
+      expect(message.usage.output_tokens).toBe(first.outputTokensSent);
+      const rec1 = await usageRecord(h, response.headers.get('x-request-id') as string);
+      expect(rec1).toMatchObject({ cost: expectedCost(h, first.inputTokens, first.outputTokensSent), status: 'completed' });
+
+      h.simulator.injectFault({ cutAfterChunks: 9 });
+      const res = await fetch(`${h.baseUrl}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': h.key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, max_tokens: 300, stream: true, messages: [{ role: 'user', content: PROMPT }], sim_reply_tokens: 100 }),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('event: error');
+      const second = h.simulator.requests[1] as SimulatedRequest;
+      expect(second.outputTokensSent).toBeGreaterThan(0);
+      const rec2 = await usageRecord(h, res.headers.get('x-request-id') as string);
+      expect(rec2).toMatchObject({ cost: expectedCost(h, second.inputTokens, second.outputTokensSent), status: 'upstream_failed' });
+      expect(await h.backend.ledger.balance(h.accountId)).toEqual({ balance: START - rec1.cost - rec2.cost, held: 0 });
+      expect((await h.backend.ledger.audit(h.accountId)).difference).toBe(0);
+    }
+  });
+
+  it('a tool call cut mid-arguments is charged for the name and the argument tokens sent', async () => {
+    for (const format of ['openai', 'anthropic'] as const) {
+      const h = await harness({ upstreamFormat: format });
+      h.simulator.injectFault({ cutAfterChunks: format === 'openai' ? 5 : 6 });
+      const tools = [{ type: 'function', function: { name: 'lookup_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city', 'days'] } } }];
+      const res = await post(h, chatBody({ max_tokens: 300, stream: true, tools, tool_choice: { type: 'function', function: { name: 'lookup_weather' } } }));
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).toContain('lookup_weather');
+      const sim = h.simulator.requests[0] as SimulatedRequest;
+      expect(sim.outputTokensSent).toBeGreaterThan(2);
+      const record = await usageRecord(h, res.headers.get('x-request-id') as string);
+      expect(record.usage).toMatchObject({ input: sim.inputTokens, output: sim.outputTokensSent });
+      expect(record).toMatchObject({ cost: expectedCost(h, sim.inputTokens, sim.outputTokensSent), status: 'upstream_failed' });
+    }
+  });
+
+  it('a 402 on /v1/messages is in the Anthropic error shape, with the hint', async () => {
+    const h = await harness({ keyCaps: { monthlyCap: 4000 } });
+    const res = await fetch(`${h.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': h.key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 40_000, messages: [{ role: 'user', content: PROMPT }] }),
+    });
+    expect(res.status).toBe(402);
+    const body = (await res.json()) as { type: string; error: { type: string; code: string; available_micro_usd: number; max_tokens_hint?: number } };
+    expect(body).toMatchObject({ type: 'error', error: { type: 'billing_error', code: 'key_monthly_cap_reached', available_micro_usd: 4000 } });
+    expect(body.error.max_tokens_hint).toBeGreaterThan(0);
   });
 });
 
