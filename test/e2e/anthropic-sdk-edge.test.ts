@@ -254,3 +254,43 @@ describe('count_tokens agrees with what an Anthropic-format upstream reports', (
     expect(counted.input_tokens).toBe(msg.usage.input_tokens);
   });
 });
+
+describe.each<WireFormat>(['openai', 'anthropic'])('streaming is relayed event by event, %s-format upstream', (upstreamFormat) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat, simulator: { tokenDelayMs: 20 } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('the first text delta reaches the SDK long before the reply ends', async () => {
+    const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    // One request first, so a slow machine's start-up (tokenizer load) is not measured as buffering.
+    await client.messages.create({ model: PLAIN, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+    const started = performance.now();
+    let firstText: number | undefined;
+    const stream = client.messages.stream({ model: PLAIN, max_tokens: 300, messages: [{ role: 'user', content: 'Tell me a story' }] });
+    stream.on('text', () => (firstText ??= performance.now() - started));
+    const msg = await stream.finalMessage();
+    const total = performance.now() - started;
+    expect(msg.stop_reason).toBe('end_turn');
+    // 24 tokens 20 ms apart: about 460 ms of generation; a buffered relay would deliver all at the end.
+    expect(total).toBeGreaterThan(400);
+    expect(firstText!).toBeLessThan(total / 2);
+  });
+
+  it('an upstream 400 reaches the client as invalid_request_error with the upstream message', async () => {
+    const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    h.simulator.injectFault({ status: 400, message: 'prompt is too long: 2000000 tokens > 1000000 maximum', times: 1 });
+    const err = await client.messages.create({ model: PLAIN, max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    const body = (err as InstanceType<typeof Anthropic.APIError>).error as { type: string; error: { type: string; message: string } };
+    expect(body.type).toBe('error');
+    expect(body.error.type).toBe('invalid_request_error');
+    expect(body.error.message).toContain('prompt is too long');
+  });
+});

@@ -25,6 +25,9 @@ function header(ctx: GatewayContext, name: string): string | undefined {
 }
 
 export function messages(catalog: CatalogSource, deps: ExchangeDeps) {
+  // An Anthropic stream from an OpenAI-format upstream needs our prompt count for message_start, so
+  // load the tokenizer now, in the background: lazily it cost the first such request ~0.8 s.
+  void countPromptTokens({ texts: ['warm-up'], messages: 0, images: 0 }).catch(() => undefined);
   return async (ctx: GatewayContext): Promise<void> => {
     const decoded = decodeMessagesRequest(ctx.state.body, { requireMaxTokens: true });
     ctx.state.modelId = decoded.model;
