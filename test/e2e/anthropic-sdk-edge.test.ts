@@ -294,3 +294,52 @@ describe.each<WireFormat>(['openai', 'anthropic'])('streaming is relayed event b
     expect(body.error.message).toContain('prompt is too long');
   });
 });
+
+describe('client gone mid-stream and header forwarding', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat: 'anthropic', simulator: { tokenDelayMs: 30 } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('anthropic-version and anthropic-beta reach the Anthropic upstream unchanged, for both SDK generations', async () => {
+    const v1 = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0, defaultHeaders: { 'anthropic-beta': 'interleaved-thinking-2025-05-14' } });
+    await v1.messages.create({ model: PLAIN, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+    const sent1 = h.simulator.requests[h.simulator.requests.length - 1]!;
+    const res = await fetch(`${h.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': h.key, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: PLAIN, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    const sent0 = h.simulator.requests[h.simulator.requests.length - 1]!;
+    expect(sent1.headers['anthropic-beta']).toBe('interleaved-thinking-2025-05-14');
+    expect(sent1.headers['anthropic-version']).toMatch(/^20\d\d-\d\d-\d\d$/);
+    expect(sent1.headers['anthropic-version']).not.toBe('2023-06-01');
+    expect(sent0.headers['anthropic-version']).toBe('2023-06-01');
+    // The client's key never goes upstream.
+    expect(JSON.stringify(sent1.headers)).not.toContain(h.key);
+  });
+
+  it('a client that leaves mid-stream cancels the upstream call and pays only for what was sent', async () => {
+    const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    const m0 = await mark(h);
+    const stream = client.messages.stream({ model: PLAIN, max_tokens: 300, messages: [{ role: 'user', content: 'Tell me a long story' }] });
+    let pieces = 0;
+    stream.on('text', () => {
+      if (++pieces === 3) stream.abort();
+    });
+    await stream.done().catch(() => undefined);
+    const sim = await h.simulator.waitForRequest((r) => r.id > m0.simIndex && (r.aborted || r.finished), 5000);
+    expect(sim.aborted).toBe(true);
+    await expect.poll(async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 })).length).toBe(m0.usageCount + 1);
+    const [rec] = await h.backend.ledger.listUsage(h.accountId, { limit: 1 });
+    expect(rec!.status).toBe('client_cancelled');
+    expect(rec!.usage.output).toBeGreaterThanOrEqual(3);
+    expect(rec!.usage.output).toBeLessThanOrEqual(sim.outputTokensSent);
+    expect(rec!.usage.output).toBeLessThan(24);
+    expect(rec!.usage.input).toBe(sim.inputTokens);
+  });
+});

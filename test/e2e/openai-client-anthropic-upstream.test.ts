@@ -139,6 +139,27 @@ describe('openai client, Anthropic-format upstream', () => {
     await expectChargesMatchSimulator(h, m0, 2);
   });
 
+  it('an upstream error event mid-stream becomes an OpenAI error the SDK throws; the partial output is charged', async () => {
+    const m0 = await mark(h);
+    h.simulator.injectFault({ errorEventAfterChunks: 6, message: 'Overloaded', times: 1 });
+    const stream = await client.chat.completions.create({ model: PLAIN, max_tokens: 200, stream: true, messages: [{ role: 'user', content: 'Tell me a story' }] });
+    let text = '';
+    const err = await (async () => {
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    })().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect(text.length).toBeGreaterThan(0);
+    const sim = h.simulator.requests[h.simulator.requests.length - 1]!;
+    await expect.poll(async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 })).length).toBe(m0.usageCount + 1);
+    const [rec] = await h.backend.ledger.listUsage(h.accountId, { limit: 1 });
+    expect(rec!.status).toBe('upstream_failed');
+    expect(rec!.usage.output).toBe(sim.outputTokensSent);
+    expect(rec!.usage.input).toBe(sim.inputTokens); // message_start told us before the failure
+  });
+
   it.each([
     [429, OpenAI.RateLimitError, 429],
     [500, OpenAI.InternalServerError, undefined],
