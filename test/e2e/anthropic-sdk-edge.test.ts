@@ -104,6 +104,15 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
     await expectChargesMatchSimulator(h, m0, 1);
   });
 
+  it.each([false, true])('a reply cut by max_tokens stops with max_tokens (stream=%s), charged exactly', async (streamed) => {
+    const m0 = await mark(h);
+    const body = { model: PLAIN, max_tokens: 5, messages: [{ role: 'user' as const, content: 'Tell me a long story' }] };
+    const msg = streamed ? await client.messages.stream(body).finalMessage() : await client.messages.create(body);
+    expect(msg.stop_reason).toBe('max_tokens');
+    expect(msg.usage.output_tokens).toBe(5);
+    await expectChargesMatchSimulator(h, m0, 1);
+  });
+
   it('a tool without arguments arrives as input {} (stream and not)', async () => {
     const tools = [{ name: 'now', description: 'The time', input_schema: { type: 'object' as const, properties: {} } }];
     const body = { model: PLAIN, max_tokens: 100, tools, messages: [{ role: 'user' as const, content: 'What time is it?' }] };
