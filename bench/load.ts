@@ -1,0 +1,163 @@
+// Load generators: autocannon for throughput at many connections; a sequential undici client for
+// sub-millisecond latency at one connection (autocannon's histogram has 1 ms resolution); and a
+// streaming client that times the first token and the gaps between chunks.
+import { createRequire } from 'node:module';
+import { Client } from 'undici';
+import { BENCH_MODELS } from './serve.js';
+
+export type BenchFormat = 'openai' | 'anthropic';
+
+export interface RequestShape {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The same small chat request in either wire format, addressed to the given key (if any). */
+export function requestShape(format: BenchFormat, key: string | undefined, stream = false): RequestShape {
+  const messages = [{ role: 'user', content: 'Hello! Tell me something short about benchmarks.' }];
+  if (format === 'openai') {
+    return {
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify({ model: BENCH_MODELS.openai, messages, max_tokens: 64, ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}) }),
+    };
+  }
+  return {
+    path: '/v1/messages',
+    headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...(key ? { 'x-api-key': key } : {}) },
+    body: JSON.stringify({ model: BENCH_MODELS.anthropic, messages, max_tokens: 64, ...(stream ? { stream: true } : {}) }),
+  };
+}
+
+/** The simulator takes the upstream model name; the floor and Tollgate take the catalog id. */
+export function directShape(shape: RequestShape): RequestShape {
+  const body = JSON.parse(shape.body) as { model: string };
+  body.model = `sim-${body.model}`;
+  return { ...shape, body: JSON.stringify(body) };
+}
+
+export interface ThroughputResult {
+  requestsPerSec: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+}
+
+interface AutocannonResult {
+  requests: { total: number };
+  duration: number;
+  latency: { p50: number; p90: number; p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+export async function throughput(url: string, shape: RequestShape, connections: number, durationSec: number): Promise<ThroughputResult> {
+  const r = await autocannon({
+    url: url + shape.path,
+    method: 'POST',
+    headers: shape.headers,
+    body: shape.body,
+    connections,
+    duration: durationSec,
+  });
+  return {
+    requestsPerSec: Math.round(r.requests.total / r.duration),
+    p50: r.latency.p50,
+    p90: r.latency.p90,
+    p99: r.latency.p99,
+    requests: r.requests.total,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  };
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[idx] as number;
+}
+
+export interface LatencyResult {
+  p50: number;
+  p99: number;
+  count: number;
+  non2xx: number;
+}
+
+/** `count` requests one after another on one keep-alive connection; latencies in ms (µs resolution). */
+export async function sequentialLatency(url: string, shape: RequestShape, count: number): Promise<LatencyResult> {
+  const client = new Client(url, { pipelining: 1 });
+  const samples: number[] = [];
+  let non2xx = 0;
+  try {
+    for (let i = 0; i < count; i++) {
+      const t0 = process.hrtime.bigint();
+      const res = await client.request({ method: 'POST', path: shape.path, headers: shape.headers, body: shape.body });
+      await res.body.arrayBuffer();
+      samples.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      if (res.statusCode < 200 || res.statusCode > 299) non2xx++;
+    }
+  } finally {
+    await client.close();
+  }
+  // The first tenth warms connections and JIT; it is not reported.
+  const kept = samples.slice(Math.floor(count / 10)).sort((a, b) => a - b);
+  return { p50: percentile(kept, 50), p99: percentile(kept, 99), count: kept.length, non2xx };
+}
+
+export interface StreamResult {
+  /** Time to first token (first SSE chunk carrying text), ms. */
+  ttftP50: number;
+  ttftP99: number;
+  /** Mean gap between consecutive chunks after the first, ms. */
+  interChunkMean: number;
+  streams: number;
+  non2xx: number;
+}
+
+const TOKEN_MARK = {
+  openai: Buffer.from('"content":"'),
+  anthropic: Buffer.from('"text_delta"'),
+};
+
+/** `count` streams one after another; the simulator paces tokens, so gaps show the gateway's overhead. */
+export async function streamLatency(url: string, shape: RequestShape, format: BenchFormat, count: number): Promise<StreamResult> {
+  const client = new Client(url, { pipelining: 1 });
+  const ttfts: number[] = [];
+  const gaps: number[] = [];
+  let non2xx = 0;
+  const mark = TOKEN_MARK[format];
+  try {
+    for (let i = 0; i < count; i++) {
+      const t0 = process.hrtime.bigint();
+      const res = await client.request({ method: 'POST', path: shape.path, headers: shape.headers, body: shape.body });
+      if (res.statusCode !== 200) non2xx++;
+      let first: bigint | undefined;
+      let last: bigint | undefined;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        const now = process.hrtime.bigint();
+        if (first === undefined) {
+          if (chunk.includes(mark)) {
+            first = now;
+            ttfts.push(Number(now - t0) / 1e6);
+          }
+        } else if (last !== undefined) {
+          gaps.push(Number(now - last) / 1e6);
+        }
+        if (first !== undefined) last = now;
+      }
+    }
+  } finally {
+    await client.close();
+  }
+  const kept = ttfts.slice(Math.floor(count / 10)).sort((a, b) => a - b);
+  const mean = gaps.length === 0 ? NaN : gaps.reduce((a, b) => a + b, 0) / gaps.length;
+  return { ttftP50: percentile(kept, 50), ttftP99: percentile(kept, 99), interChunkMean: mean, streams: count, non2xx };
+}

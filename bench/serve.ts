@@ -1,0 +1,121 @@
+// One benchmark target in its own process (forked with IPC), so the load generator does not share
+// its event loop and its memory can be measured alone. BENCH_SERVE_SPEC is a JSON ServeSpec; the process
+// answers {type:'ready', url, key?} once listening, {type:'memory', ...} on request, and exits on 'stop'.
+import { AlwaysOnSampler, BatchSpanProcessor, TraceIdRatioBasedSampler, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { createRedisBackend } from '../src/billing/backends.js';
+import { buildSnapshot } from '../src/catalog/build-snapshot.js';
+import type { CatalogSnapshot, CatalogSource } from '../src/catalog/snapshot.js';
+import type { ModelCatalogSpec, ModelSpec } from '../src/catalog/types.js';
+import { readConfig } from '../src/config.js';
+import { startGateway } from '../src/gateway.js';
+import { startSimulator } from '../src/simulator/server.js';
+import { GatewayMetrics } from '../src/telemetry/metrics.js';
+import { DISABLED_TRACING, initTracing, type Tracing } from '../src/telemetry/tracing.js';
+import { startFloorProxy } from './floor-proxy.js';
+
+export type TracingMode = 'off' | 'sampled-0' | 'sampled-100';
+
+export type ServeSpec =
+  | { role: 'simulator'; firstTokenDelayMs?: number; tokenDelayMs?: number; replyTokens?: number }
+  | { role: 'floor'; upstream: string }
+  | { role: 'gateway'; redisUrl: string; upstream: string; namespace: string; tracing: TracingMode };
+
+export type ServeMessage =
+  | { type: 'ready'; url: string; key?: string }
+  | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number };
+
+/** Model ids the bench sends: one per upstream wire format, so each format is a pass-through. */
+export const BENCH_MODELS = { openai: 'bench-openai', anthropic: 'bench-anthropic' } as const;
+
+function benchCatalog(upstream: string): ModelCatalogSpec {
+  const example = (parse(readFileSync(new URL('../examples/catalog.yaml', import.meta.url), 'utf8')) as { spec: ModelCatalogSpec }).spec
+    .models[0] as ModelSpec;
+  const model = (id: string, format: 'openai' | 'anthropic'): ModelSpec => ({
+    ...example,
+    id,
+    displayName: id,
+    upstreams: [{ name: 'sim', format, baseUrl: format === 'openai' ? `${upstream}/v1` : upstream, model: `sim-${id}` }],
+  });
+  return { models: [model(BENCH_MODELS.openai, 'openai'), model(BENCH_MODELS.anthropic, 'anthropic')] };
+}
+
+/** An exporter that drops spans: the cost measured is the SDK's, not a collector's. */
+class DiscardExporter implements SpanExporter {
+  export(_spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    done({ code: ExportResultCode.SUCCESS });
+  }
+  async shutdown(): Promise<void> {}
+}
+
+function tracingFor(mode: TracingMode): Tracing {
+  if (mode === 'off') return DISABLED_TRACING;
+  return initTracing({
+    env: {},
+    spanProcessors: [new BatchSpanProcessor(new DiscardExporter())],
+    sampler: mode === 'sampled-0' ? new TraceIdRatioBasedSampler(0) : new AlwaysOnSampler(),
+  });
+}
+
+async function serve(spec: ServeSpec): Promise<{ url: string; key?: string; close(): Promise<void> }> {
+  if (spec.role === 'simulator') {
+    const sim = await startSimulator({
+      log: false,
+      firstTokenDelayMs: spec.firstTokenDelayMs ?? 0,
+      tokenDelayMs: spec.tokenDelayMs ?? 0,
+      ...(spec.replyTokens === undefined ? {} : { replyTokens: spec.replyTokens }),
+    });
+    return { url: sim.url, close: () => sim.close() };
+  }
+  if (spec.role === 'floor') return startFloorProxy(spec.upstream);
+  const redis = new Redis(spec.redisUrl, { enableAutoPipelining: true });
+  const backend = createRedisBackend({ redis, namespace: spec.namespace });
+  const account = await backend.accounts.createAccount('bench');
+  // A balance no run can exhaust (1,000,000 USD), in integer micro-USD.
+  await backend.ledger.credit(account.id, 1_000_000_000_000, `bench-${spec.namespace}`);
+  const { secret } = await backend.accounts.createKey(account.id, { name: 'bench' });
+  const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream) }], 1);
+  const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
+  const tracing = tracingFor(spec.tracing);
+  const gateway = await startGateway({
+    // The reaper is slowed so Redis command counts are the requests' own.
+    config: { ...readConfig({}), port: 0, metricsPort: 0, reaperIntervalMs: 600_000 },
+    catalog,
+    backend,
+    secrets: { resolve: () => undefined },
+    metrics: new GatewayMetrics(),
+    tracing,
+  });
+  return {
+    url: gateway.url,
+    key: secret,
+    async close() {
+      await gateway.close();
+      await tracing.shutdown();
+      await backend.ledger.close();
+      await redis.quit();
+    },
+  };
+}
+
+const send = (m: ServeMessage): void => {
+  process.send?.(m);
+};
+
+const running = await serve(JSON.parse(process.env.BENCH_SERVE_SPEC ?? '{}') as ServeSpec);
+send({ type: 'ready', url: running.url, ...(running.key ? { key: running.key } : {}) });
+process.on('message', (m: unknown) => {
+  if (m === 'memory') {
+    global.gc?.();
+    const u = process.memoryUsage();
+    send({ type: 'memory', rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external });
+  } else if (m === 'stop') {
+    // A close that stalls (a flush, a lingering socket) must not stall the benchmark.
+    setTimeout(() => process.exit(0), 2_000).unref();
+    void running.close().finally(() => process.exit(0));
+  }
+});
+process.on('disconnect', () => process.exit(0));
