@@ -123,6 +123,24 @@ describe('openai client, Anthropic-format upstream', () => {
     await expectChargesMatchSimulator(h, m0, 2);
   });
 
+  it.each([false, true])('reasoning + tools loop (stream=%s): the continuation is one Anthropic accepts', async (streamed) => {
+    const m0 = await mark(h);
+    const first = { model: REASONING, max_tokens: 4000, reasoning_effort: 'low' as const, tools: TOOLS.slice(0, 1), messages: [{ role: 'user' as const, content: 'Weather in Oslo?' }] };
+    const reply = streamed ? await client.chat.completions.stream(first).finalChatCompletion() : await client.chat.completions.create(first);
+    const message = reply.choices[0]!.message;
+    expect(reply.choices[0]!.finish_reason).toBe('tool_calls');
+    const call = message.tool_calls![0]!;
+    const res = await client.chat.completions.create({ ...first, messages: [...first.messages, message, { role: 'tool', tool_call_id: call.id, content: 'Rain' }] });
+    expect(res.choices[0]!.finish_reason).toBe('stop');
+    // Anthropic's rule: with thinking on, the tool loop's assistant turn must start with its thinking block.
+    const up = h.simulator.requests[h.simulator.requests.length - 1]!.body as { thinking?: { type: string }; messages: { role: string; content: { type: string }[] }[] };
+    const assistant = up.messages.find((m) => m.role === 'assistant')!;
+    if (up.thinking?.type === 'enabled') expect(assistant.content[0]!.type).toBe('thinking');
+    // Non-streamed replies carry thinking_blocks, so thinking stays on (the simulator checked the signature).
+    if (!streamed) expect(up.thinking?.type).toBe('enabled');
+    await expectChargesMatchSimulator(h, m0, 2);
+  });
+
   it('an image on a vision model, and reasoning content on a reasoning model', async () => {
     const m0 = await mark(h);
     const img = await client.chat.completions.create({

@@ -203,7 +203,9 @@ export function encodeAnthropicRequest(req: InternalRequest, opts: AnthropicEnco
   const thinking = encodeThinking(req, opts, maxTokens);
   const forced = req.tools.length > 0 && (req.toolChoice?.type === 'any' || req.toolChoice?.type === 'tool');
   // Anthropic: "Thinking may not be enabled when tool_choice forces tool use" -> the forced choice wins.
-  if (thinking && !forced) out.thinking = thinking;
+  // Nor may it be on when the assistant turn of an unfinished tool loop lacks its thinking block (an
+  // OpenAI client that did not keep thinking_blocks, e.g. a streamed reply): Anthropic would answer 400.
+  if (thinking && !forced && !(thinking.type === 'enabled' && toolLoopLacksThinking(messages))) out.thinking = thinking;
 
   if ((req.toolChoice || req.parallelToolCalls === false) && req.tools.length > 0) {
     const choice: JsonObject = { ...(req.toolChoice ?? { type: 'auto' }) };
@@ -218,6 +220,19 @@ export function encodeAnthropicRequest(req: InternalRequest, opts: AnthropicEnco
   if (req.responseFormat) out.output_config = { format: { type: 'json_schema', schema: req.responseFormat.schema } };
   if (req.stream) out.stream = true;
   return out;
+}
+
+/** The last assistant turn called tools but does not start with a (signed or redacted) thinking block. */
+function toolLoopLacksThinking(messages: JsonObject[]): boolean {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role !== 'assistant') continue;
+    const blocks = Array.isArray(m.content) ? (m.content as JsonObject[]) : [];
+    if (!blocks.some((b) => b.type === 'tool_use')) return false;
+    const first = blocks[0];
+    return !(first !== undefined && (first.type === 'thinking' || first.type === 'redacted_thinking'));
+  }
+  return false;
 }
 
 function encodeThinking(req: InternalRequest, opts: AnthropicEncodeOptions, maxTokens: number): JsonObject | undefined {
