@@ -14,11 +14,14 @@ import { createRedisBackend } from '../../src/billing/backends.js';
 import type { TokenUsage } from '../../src/billing/ledger.js';
 import { worstCase } from '../../src/billing/worst-case.js';
 import { buildSnapshot } from '../../src/catalog/build-snapshot.js';
+import { readConfig } from '../../src/config.js';
+import { startGateway } from '../../src/gateway.js';
+import { createLogger } from '../../src/telemetry/logger.js';
 import type { CatalogModel } from '../../src/catalog/snapshot.js';
 import { startSimulator, type SimulatedRequest } from '../../src/simulator/server.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
-import { EXAMPLE_MODELS, startHarness, type Harness, type HarnessOptions } from '../helpers/gateway-harness.js';
+import { EXAMPLE_MODELS, StaticCatalog, startHarness, type Harness, type HarnessOptions } from '../helpers/gateway-harness.js';
 
 const MODEL = 'outlaw-1-xploded';
 const PROMPT = 'Tell me about the river stone.';
@@ -540,6 +543,8 @@ describe('a gateway killed mid-stream', () => {
       });
 
       const body = { model: MODEL, messages: [{ role: 'user', content: PROMPT }], max_tokens: 1000, stream: true, sim_reply_tokens: 500 };
+      const model = buildSnapshot([{ source: 'test', spec: { models: EXAMPLE_MODELS } }], 1).byId.get(MODEL) as CatalogModel;
+      const sentAt = Date.now();
       const res = await fetch(`${url}/v1/chat/completions`, {
         method: 'POST',
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
@@ -555,27 +560,40 @@ describe('a gateway killed mid-stream', () => {
         if (done) throw new Error('stream ended early');
         seen += new TextDecoder().decode(value);
       }
-      const killedAt = Date.now();
       child.kill('SIGKILL');
       await new Promise((r) => child?.once('exit', r));
       await reader.read().catch(() => undefined);
 
       // The hold outlives its gateway until its deadline: nothing returns it early.
       const amount = (await backend.ledger.balance(account.id)).held;
-      expect(amount).toBeGreaterThan(0);
+      expect(amount).toBe(worstCase(decodeChatRequest(structuredClone(body)).footprint, model).amount);
       expect((await backend.ledger.keySpend(account.id, key.id)).lifetimeHeld).toBe(amount);
       expect(await backend.ledger.reapExpired()).toBe(0);
 
-      // After request timeout + margin, a reaper returns all of it.
-      await new Promise((r) => setTimeout(r, Math.max(0, killedAt + REQUEST_TIMEOUT_MS + HOLD_MARGIN_MS + 100 - Date.now())));
-      expect(await backend.ledger.reapExpired()).toBe(1);
+      // A surviving gateway's reaper (every 100 ms) returns all of it, and not before the deadline.
+      const survivor = await startGateway({
+        config: { ...readConfig({}), port: 0, metricsPort: 0, reaperIntervalMs: 100 },
+        catalog: new StaticCatalog({ models: EXAMPLE_MODELS }),
+        backend,
+        secrets: { resolve: () => undefined },
+        serveMetrics: false,
+        logger: createLogger({ destination: { write: () => undefined } }),
+      });
+      try {
+        const deadline = sentAt + REQUEST_TIMEOUT_MS + HOLD_MARGIN_MS;
+        await new Promise((r) => setTimeout(r, Math.max(0, deadline - 300 - Date.now())));
+        expect((await backend.ledger.balance(account.id)).held).toBe(amount);
+        await until('the hold reaped', async () => ((await backend.ledger.balance(account.id)).held === 0 ? true : undefined), 5000);
+        expect(Date.now()).toBeGreaterThanOrEqual(deadline);
+      } finally {
+        await survivor.close();
+      }
       expect(await backend.ledger.balance(account.id)).toEqual({ balance: START, held: 0 });
       expect(await backend.ledger.keySpend(account.id, key.id)).toMatchObject({ lifetimeSpent: 0, lifetimeHeld: 0 });
 
       // The settlement the dead gateway never made arrives late: charged once, and only once.
       const sim = simulator.requests[0] as SimulatedRequest;
       const usage = { input: sim.inputTokens, output: sim.outputTokensSent, cachedInput: 0, reasoning: 0 };
-      const model = buildSnapshot([{ source: 'test', spec: { models: EXAMPLE_MODELS } }], 1).byId.get(MODEL) as CatalogModel;
       const cost = expectedCost(model, usage.input, usage.output);
       const settlement = { requestId, accountId: account.id, keyId: key.id, model: MODEL, usage, cost, status: 'client_cancelled' as const, latencyMs: 1 };
       expect(await backend.ledger.settle(settlement)).toEqual({ charged: cost, released: 0, duplicate: false, late: true });
