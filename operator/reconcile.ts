@@ -36,11 +36,15 @@ function isNotFound(err: unknown): boolean {
   return (err as { code?: number }).code === 404;
 }
 
-function creationOrder(a: ModelCatalogResource, b: ModelCatalogResource): number {
-  const ta = String((a.metadata as { creationTimestamp?: unknown }).creationTimestamp ?? '');
-  const tb = String((b.metadata as { creationTimestamp?: unknown }).creationTimestamp ?? '');
-  const byTime = new Date(ta).getTime() - new Date(tb).getTime();
-  return Number.isNaN(byTime) || byTime === 0 ? a.metadata.name.localeCompare(b.metadata.name) : byTime;
+/**
+ * Who keeps a contested id: the older catalog; at equal creation time (seconds), the one that is
+ * currently valid (already serving it); then by name, so every replica decides the same way.
+ */
+function claimOrder(a: ModelCatalogResource, b: ModelCatalogResource): number {
+  const time = (c: ModelCatalogResource): number =>
+    Date.parse(String((c.metadata as { creationTimestamp?: unknown }).creationTimestamp ?? '')) || 0;
+  const valid = (c: ModelCatalogResource): number => (getCondition(c.status, 'Valid')?.status === 'True' ? 0 : 1);
+  return time(a) - time(b) || valid(a) - valid(b) || a.metadata.name.localeCompare(b.metadata.name);
 }
 
 const MAX_MESSAGE = 2000;
@@ -143,7 +147,7 @@ export class Reconciler {
       .catalogs()
       .filter((c) => c.metadata.namespace === namespace && c.metadata.name !== obj.metadata.name && Array.isArray(c.spec?.models))
       .concat([obj])
-      .sort(creationOrder);
+      .sort(claimOrder);
     for (const dup of findDuplicateModelIds(peers.map((c) => ({ source: `${c.metadata.namespace}/${c.metadata.name}`, spec: c.spec })))) {
       if (dup.source === key) errors.push({ ...dup, reason: 'DuplicateModelId' });
     }

@@ -1,7 +1,7 @@
 // The real operator and the real gateway catalog source, both through @kubernetes/client-node over
 // loopback HTTP against the fake API server: apply -> Valid/Ready -> served; a bad edit keeps the last
 // valid version serving; deletion removes models; an upstream going down shows in status and snapshot.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createKubeCatalogSource } from '../../src/catalog/kube-source.js';
 import type { CatalogSource } from '../../src/catalog/snapshot.js';
@@ -32,6 +32,12 @@ describe('operator + kube catalog source', () => {
   let up: FakeUpstream;
   let spare: FakeUpstream;
   const sourceErrors: unknown[] = [];
+  const logs: string[] = [];
+
+  // On a failure, show what the operator said (it runs in-process with its logs captured).
+  beforeEach((ctx) => {
+    ctx.onTestFailed(() => console.error(`operator log:\n${logs.join('\n')}\nsource errors: ${sourceErrors.map(String).join('\n')}`));
+  });
 
   beforeAll(async () => {
     api = new FakeKubeApiServer();
@@ -48,10 +54,11 @@ describe('operator + kube catalog source', () => {
       probeIntervalMs: 100,
       probeTimeoutMs: 500,
       statusRefreshMs: 60_000,
-      leaseDurationMs: 1000,
-      renewDeadlineMs: 800,
-      retryPeriodMs: 100,
-      log: () => undefined,
+      // Failover is not under test here: a generous lease keeps a loaded machine from flapping it.
+      leaseDurationMs: 5000,
+      renewDeadlineMs: 4000,
+      retryPeriodMs: 200,
+      log: (level, message, fields) => logs.push(`${new Date().toISOString()} ${level} ${message} ${JSON.stringify(fields ?? {})}`),
     });
     source = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS, onError: (e) => sourceErrors.push(e) });
     await waitFor('operator leadership', () => operator.isLeader());
