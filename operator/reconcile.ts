@@ -145,7 +145,8 @@ export class Reconciler {
     const namespace = obj.metadata.namespace;
     const peers = this.deps
       .catalogs()
-      .filter((c) => c.metadata.namespace === namespace && c.metadata.name !== obj.metadata.name && Array.isArray(c.spec?.models))
+      // Peers that fail the schema claim nothing (and cannot break the duplicate check).
+      .filter((c) => c.metadata.namespace === namespace && c.metadata.name !== obj.metadata.name && validateCatalogObject(c, '').ok)
       .concat([obj])
       .sort(claimOrder);
     for (const dup of findDuplicateModelIds(peers.map((c) => ({ source: `${c.metadata.namespace}/${c.metadata.name}`, spec: c.spec })))) {

@@ -102,4 +102,35 @@ describe('operator leader election', () => {
     const lease = await api.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'tollgate-operator', namespace: NS });
     expect(lease.spec?.leaseTransitions).toBe(1);
   });
+
+  it('watching all namespaces reconciles catalogs in each, with ids unique per namespace', async () => {
+    api = new FakeKubeApiServer();
+    await api.start();
+    up = await startFakeUpstream('k');
+    const op = await startOperator({
+      kubeConfig: api.kubeConfig(NS),
+      watchNamespace: '',
+      leaseNamespace: NS,
+      identity: 'cluster-op',
+      probeIntervalMs: 100,
+      leaseDurationMs: 5000,
+      renewDeadlineMs: 4000,
+      retryPeriodMs: 100,
+      log: () => undefined,
+    });
+    operators.push(op);
+    const kc = api.kubeConfig(NS);
+    // The same model id in two namespaces is fine: each namespace's gateways read only their own.
+    await applyCatalog(kc, 'team-a', catalog('c', [model('same', [upstream('u', up.baseUrl)])]));
+    await applyCatalog(kc, 'team-b', catalog('c', [model('same', [upstream('u', up.baseUrl)])]));
+    for (const ns of ['team-a', 'team-b']) {
+      const obj = await waitFor(`${ns} reconciled`, async () => {
+        const o = await getCatalog(kc, ns, 'c');
+        return o.status?.observedGeneration === 1 ? o : undefined;
+      });
+      expect(obj.status?.conditions?.find((c) => c.type === 'Valid')?.status).toBe('True');
+    }
+    expect(api.requests).toContain('GET /apis/tollgate.dev/v1alpha1/modelcatalogs');
+    expect(api.requests).toContain('GET /api/v1/secrets');
+  });
 });
