@@ -352,3 +352,33 @@ describe('client gone mid-stream and header forwarding', () => {
     expect(rec!.usage.input).toBe(sim.inputTokens);
   });
 });
+
+describe.each<WireFormat>(['openai', 'anthropic'])('the SDK beta namespace (?beta=true, betas header), %s-format upstream', (upstreamFormat) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('beta.messages.create / stream / countTokens work, and an unknown model is 404 on count_tokens too', async () => {
+    const client = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    const m0 = await mark(h);
+    const betas = ['interleaved-thinking-2025-05-14'];
+    const msg = await client.beta.messages.create({ model: REASONING, max_tokens: 3000, betas, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'hi' }] });
+    expect(msg.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+    const streamed = await client.beta.messages.stream({ model: REASONING, max_tokens: 3000, betas, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'hi' }] }).finalMessage();
+    expect(streamed.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+    const up = h.simulator.requests[h.simulator.requests.length - 1]!;
+    if (upstreamFormat === 'anthropic') expect(up.headers['anthropic-beta']).toBe(betas[0]);
+    const counted = await client.beta.messages.countTokens({ model: REASONING, betas, messages: [{ role: 'user', content: 'hi' }] });
+    expect(counted.input_tokens).toBeGreaterThan(0);
+    await expectChargesMatchSimulator(h, m0, 2);
+    const err = await client.messages.countTokens({ model: 'claude-nope', messages: [{ role: 'user', content: 'hi' }] }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Anthropic.NotFoundError);
+  });
+});
