@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
+import { validateCatalogSchema } from '../../src/catalog/schema.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
@@ -236,7 +237,17 @@ function specPart(obj: JsonObject): JsonObject {
   return rest;
 }
 
+export interface FakeKubeApiServerOptions {
+  /**
+   * Validate ModelCatalog writes against the CRD (openAPIV3Schema + CEL rules) as the real server
+   * does, answering 422 Invalid (default true). Off simulates a cluster with an older, laxer CRD.
+   * One difference: the real server prunes unknown fields (a warning), this one rejects them.
+   */
+  validateCatalogs?: boolean;
+}
+
 export class FakeKubeApiServer {
+  validateCatalogs: boolean;
   private server: Server | undefined;
   private port = 0;
   private rv = 0;
@@ -250,6 +261,30 @@ export class FakeKubeApiServer {
   expiredWatches = 0;
   /** Requests seen, "METHOD path?query", for assertions. */
   readonly requests: string[] = [];
+
+  constructor(opts: FakeKubeApiServerOptions = {}) {
+    this.validateCatalogs = opts.validateCatalogs ?? true;
+  }
+
+  /** 422 Invalid with one cause per issue, the shape the real server gives for schema violations. */
+  private admit(r: ResourceType, obj: KubeObject): void {
+    if (!this.validateCatalogs || r.kind !== 'ModelCatalog') return;
+    const issues = validateCatalogSchema(obj);
+    if (issues.length === 0) return;
+    const name = String(obj.metadata.name ?? '');
+    const field = (path: string): string => path.replace(/^\//, '').replace(/\/(\d+)/g, '[$1]').replace(/\//g, '.');
+    throw new HttpError(
+      422,
+      'Invalid',
+      `${r.kind}.${r.group} "${name}" is invalid: ${issues.map((i) => `${field(i.path)}: Invalid value: ${i.message}`).join(', ')}`,
+      {
+        name,
+        group: r.group,
+        kind: r.kind,
+        causes: issues.map((i) => ({ reason: 'FieldValueInvalid', message: `Invalid value: ${i.message}`, field: field(i.path) })),
+      },
+    );
+  }
 
   async start(): Promise<string> {
     this.server = createServer((req, res) => {
@@ -572,7 +607,6 @@ export class FakeKubeApiServer {
     if (bucket.has(`${namespace}/${name}`)) {
       throw new HttpError(409, 'AlreadyExists', `${r.plural}${r.group ? `.${r.group}` : ''} "${name}" already exists`, { name, group: r.group, kind: r.plural });
     }
-    this.rv += 1;
     const stored: KubeObject = {
       ...clone(obj),
       apiVersion: apiVersionOf(r),
@@ -582,13 +616,15 @@ export class FakeKubeApiServer {
         name,
         namespace,
         uid: randomUUID(),
-        resourceVersion: String(this.rv),
+        resourceVersion: String(this.rv + 1),
         creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
       },
     };
     if (r.generation) stored.metadata.generation = 1;
     if (r.statusSubresource) delete stored.status;
+    this.admit(r, stored);
     if (r.kind === 'Secret') this.foldStringData(stored);
+    this.rv += 1;
     bucket.set(`${namespace}/${name}`, stored);
     this.record(r, 'ADDED', stored);
     return clone(stored);
@@ -640,6 +676,7 @@ export class FakeKubeApiServer {
         else next.status = clone(current.status);
       }
       if (r.kind === 'Secret') this.foldStringData(next);
+      this.admit(r, next);
       if (r.generation) {
         const gen = Number(current.metadata.generation ?? 1);
         next.metadata.generation = deepEqual(specPart(current), specPart(next)) ? gen : gen + 1;

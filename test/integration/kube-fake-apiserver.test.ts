@@ -37,6 +37,17 @@ describe('fake Kubernetes API server', () => {
     expect(status(exists)).toMatchObject({ code: 409, reason: 'AlreadyExists' });
   });
 
+  it('validates ModelCatalogs against the CRD as the real server does (422 Invalid with causes)', async () => {
+    const { custom } = apis(api.kubeConfig(NS));
+    const before = api.resourceVersion;
+    const bad = catalog('bad', [{ ...model('x', [upstream('u', 'http://127.0.0.1:1/v1')]), kind: 'Abliterated' }]); // abliterated: false
+    const err = await custom.createNamespacedCustomObject({ ...ref, body: bad }).catch((e: unknown) => e);
+    const s = status(err);
+    expect(s).toMatchObject({ code: 422, reason: 'Invalid' });
+    expect(s.message).toContain('ModelCatalog.tollgate.dev "bad" is invalid');
+    expect(api.resourceVersion).toBe(before); // nothing stored, no version consumed
+  });
+
   it('keeps server metadata, bumps generation only on spec changes, and refuses stale writes', async () => {
     const { custom } = apis(api.kubeConfig(NS));
     const created = (await custom.createNamespacedCustomObject({

@@ -133,9 +133,18 @@ describe('operator + kube catalog source', () => {
     const served = source.current().byId.get('alpha');
     expect(served?.upstreams[0]?.credentialsSecretRef).toEqual({ name: 'upstream-keys', key: 'primary' });
 
-    // A schema error is reported with its path.
+    // A schema violation is refused by the API server itself (422 Invalid, with the field).
     const schemaBad = catalog('main', [{ ...model('alpha', [upstream('one', up.baseUrl)]), pricing: { input: '-1', output: '1.00' } }]);
-    await applyCatalog(kc, NS, schemaBad);
+    const refused = await applyCatalog(kc, NS, schemaBad).catch((e: unknown) => e as { code?: number; body?: string });
+    expect(refused).toMatchObject({ code: 422 });
+    expect(String((refused as { body?: string }).body)).toContain('spec.models[0].pricing.input');
+    // Where the installed CRD is older and laxer, the operator's own schema check catches it.
+    api.validateCatalogs = false;
+    try {
+      await applyCatalog(kc, NS, schemaBad);
+    } finally {
+      api.validateCatalogs = true;
+    }
     const obj3 = await waitFor('schema error status', async () => {
       const o = await getCatalog(kc, NS, 'main');
       return o.status?.observedGeneration === 3 ? o : undefined;
