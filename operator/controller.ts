@@ -84,8 +84,14 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorHand
       if (c.metadata.namespace === namespace) queue?.add(`${c.metadata.namespace}/${c.metadata.name}`);
     }
   };
+  // Peers are re-checked only when a spec changes (duplicate ids span catalogs); a status-only update
+  // (our own writes, mostly) re-queues just that catalog, which then finds nothing to do.
+  const seenGeneration = new Map<string, number | undefined>();
   const onCatalog = (obj: ModelCatalogResource): void => {
-    queue?.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
+    const key = `${obj.metadata.namespace}/${obj.metadata.name}`;
+    queue?.add(key);
+    if (seenGeneration.has(key) && seenGeneration.get(key) === obj.metadata.generation) return;
+    seenGeneration.set(key, obj.metadata.generation);
     enqueueNamespace(obj.metadata.namespace);
   };
 
@@ -100,7 +106,10 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorHand
         : await custom.listClusterCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, plural: CATALOG_PLURAL })) as KubernetesListObject<ModelCatalogResource>,
     onAdd: onCatalog,
     onUpdate: onCatalog,
-    onDelete: (obj) => enqueueNamespace(obj.metadata.namespace),
+    onDelete: (obj) => {
+      seenGeneration.delete(`${obj.metadata.namespace}/${obj.metadata.name}`);
+      enqueueNamespace(obj.metadata.namespace);
+    },
     onError: (err) => log('warn', 'ModelCatalog watch failed; retrying', { error: errorText(err) }),
   });
   const secrets: Informer<V1Secret> = startInformer<V1Secret>({

@@ -116,6 +116,10 @@ describe('Helm chart', () => {
     expect(operator).toContain('args: ["operator"]');
     expect(gateway).toMatch(/path: \/healthz\s+port: http/);
     expect(gateway).toMatch(/path: \/readyz\s+port: http/);
+    const service = readFileSync(join(CHART, 'templates', 'gateway-service.yaml'), 'utf8');
+    expect(service).toMatch(/- name: metrics\s+port: \{\{ \.Values\.metrics\.port \}\}/);
+    expect((defaults.metrics as { port: number }).port).toBe(9090);
+    expect((defaults.gateway as { port: number }).port).toBe(8080);
     const sc = defaults.containerSecurityContext as Record<string, unknown>;
     expect(sc).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
   });
