@@ -81,6 +81,9 @@ beforeAll(async () => {
   await countTokens(['warm up']);
 }, 30_000);
 
+// Client cuts and deadlines are exact only while no token is on the wire when the gateway hangs up: an
+// upstream keeps generating until it sees the disconnect (3-45 ms here, one shared event loop), and the
+// gateway cannot count what it never received. So paced tests leave 150-200 ms between tokens.
 const harnesses: Harness[] = [];
 async function harness(opts: HarnessOptions): Promise<Harness> {
   const h = await startHarness({ ledger: 'redis', ...opts });
@@ -199,7 +202,7 @@ describe('charges to the micro-dollar against the simulator', () => {
   });
 
   it('streaming, cut by the client mid-way: what the upstream sent, more than 0 and less than the hold', async () => {
-    const h = await harness({ simulator: { tokenDelayMs: 40 } });
+    const h = await harness({ simulator: { tokenDelayMs: 150 } });
     const body = chatBody({ max_tokens: 500, stream: true, sim_reply_tokens: 200 });
     const reservation = worstOf(h, body);
     const abort = new AbortController();
@@ -287,7 +290,7 @@ describe.each([
   });
 
   it('streaming, cut by the client', async () => {
-    const h = await harness({ upstreamFormat: format, simulator: { tokenDelayMs: 40 } });
+    const h = await harness({ upstreamFormat: format, simulator: { tokenDelayMs: 150 } });
     const abort = new AbortController();
     const res = await post(h, body({ stream: true, sim_reply_tokens: 200 }), abort.signal);
     expect(res.status).toBe(200);
@@ -324,8 +327,8 @@ describe.each([
   });
 
   it("the gateway's own request deadline mid-stream", async () => {
-    // The deadline falls between two paced tokens (every 50 ms), so no token is on the wire when it fires.
-    const h = await harness({ upstreamFormat: format, simulator: { tokenDelayMs: 50 }, config: { requestTimeoutMs: 725 } });
+    // The deadline falls midway between two paced tokens (every 200 ms), so no token is on the wire when it fires.
+    const h = await harness({ upstreamFormat: format, simulator: { tokenDelayMs: 200 }, config: { requestTimeoutMs: 1100 } });
     const res = await post(h, body({ stream: true, sim_reply_tokens: 200 }));
     expect(res.status).toBe(200);
     await res.text();
@@ -401,6 +404,62 @@ describe('charges through the Anthropic Messages endpoint and for tool calls', (
     const body = (await res.json()) as { type: string; error: { type: string; code: string; available_micro_usd: number; max_tokens_hint?: number } };
     expect(body).toMatchObject({ type: 'error', error: { type: 'billing_error', code: 'key_monthly_cap_reached', available_micro_usd: 4000 } });
     expect(body.error.max_tokens_hint).toBeGreaterThan(0);
+  });
+});
+
+describe('a mixed burst of streams: completed, cut by clients, cut by the upstream', () => {
+  it('each request is charged what its upstream sent, and the books balance', async () => {
+    const h = await harness({ simulator: { tokenDelayMs: 150 } });
+    const COUNT = 60;
+    h.simulator.injectFault({ cutAfterChunks: 8, times: COUNT / 3 });
+    const body = JSON.stringify(chatBody({ max_tokens: 400, stream: true, sim_reply_tokens: 24 }));
+    const outcomes = await Promise.all(
+      Array.from({ length: COUNT }, async (_, i) => {
+        const abort = new AbortController();
+        const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
+          body,
+          signal: abort.signal,
+        });
+        const requestId = res.headers.get('x-request-id') as string;
+        const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+        // Clients cut late enough that every stream has started (the burst's start-up is the busiest moment).
+        const cutAt = i % 3 === 0 ? 10 + (i % 7) : Number.POSITIVE_INFINITY;
+        let seen = '';
+        for (;;) {
+          if ((seen.match(/"content":"[^"]/g) ?? []).length >= cutAt) {
+            abort.abort();
+            return { requestId, cut: true };
+          }
+          const { value, done } = await reader.read();
+          if (done) return { requestId, cut: false };
+          seen += new TextDecoder().decode(value);
+        }
+      }),
+    );
+    const records = await until('every usage record', async () => {
+      const all = await h.backend.ledger.listUsage(h.accountId, { limit: 1000 });
+      return all.length === COUNT ? all : undefined;
+    });
+    const simOf = (requestId: string) => h.simulator.requests.find((r) => r.headers['x-request-id'] === requestId);
+    // The upstream's side of a client cut is recorded once its connection closes.
+    await until('upstreams of client cuts closed', () =>
+      records.every((r) => r.status !== 'client_cancelled' || simOf(r.requestId)?.aborted === true || simOf(r.requestId)?.finished === true) ? true : undefined,
+    );
+    expect(outcomes.filter((o) => o.cut).length).toBeGreaterThan(0);
+    let total = 0;
+    for (const record of records) {
+      const sim = simOf(record.requestId);
+      expect(sim, `upstream request of ${record.requestId}`).toBeDefined();
+      const s = sim as SimulatedRequest;
+      expect(record.usage, record.status).toMatchObject({ input: s.inputTokens, output: s.outputTokensSent });
+      expect(record.cost).toBe(expectedCost(h, s.inputTokens, s.outputTokensSent));
+      total += record.cost;
+    }
+    expect(new Set(records.map((r) => r.status))).toEqual(new Set(['completed', 'client_cancelled', 'upstream_failed']));
+    expect(await h.backend.ledger.balance(h.accountId)).toEqual({ balance: START - total, held: 0 });
+    expect(await h.backend.ledger.audit(h.accountId)).toMatchObject({ difference: 0, holdsOutstanding: 0, usageTotal: total });
   });
 });
 
@@ -502,15 +561,14 @@ describe('a request without max_tokens', () => {
 });
 
 describe('a gateway killed mid-stream', () => {
-  const REQUEST_TIMEOUT_MS = 1500;
-  const HOLD_MARGIN_MS = 500;
+  const REQUEST_TIMEOUT_MS = 3000;
+  const HOLD_MARGIN_MS = 1000;
   let child: ChildProcess | undefined;
   afterAll(() => {
     if (child && child.exitCode === null) child.kill('SIGKILL');
   });
 
-  // Skipped: timed out (8 s) in a loaded clean-clone CI run; the ledger-level tests cover reap + late settlement. To be made robust.
-  it.skip('its hold is reaped after the deadline; a late settlement charges once, a second is a no-op', async () => {
+  it('its hold is reaped after the deadline; a late settlement charges once, a second is a no-op', async () => {
     const redis = new Redis(inject('redisUrl'));
     const namespace = `e2e-kill-${randomBytes(4).toString('hex')}`;
     const backend = createRedisBackend({ redis, namespace });
@@ -551,7 +609,7 @@ describe('a gateway killed mid-stream', () => {
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
       });
-      expect(res.status).toBe(200);
+      expect(res.status, res.status === 200 ? '' : await res.text()).toBe(200);
       const requestId = res.headers.get('x-request-id') as string;
       expect(requestId).toBeTruthy();
       const reader = (res.body as ReadableStream<Uint8Array>).getReader();
@@ -569,7 +627,7 @@ describe('a gateway killed mid-stream', () => {
       const amount = (await backend.ledger.balance(account.id)).held;
       expect(amount).toBe(worstCase(decodeChatRequest(structuredClone(body)).footprint, model).amount);
       expect((await backend.ledger.keySpend(account.id, key.id)).lifetimeHeld).toBe(amount);
-      expect(await backend.ledger.reapExpired()).toBe(0);
+      expect(await backend.ledger.reapExpired(), `reaped ${Date.now() - sentAt} ms after the request`).toBe(0);
 
       // A surviving gateway's reaper (every 100 ms) returns all of it, and not before the deadline.
       const survivor = await startGateway({
