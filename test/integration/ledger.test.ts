@@ -310,7 +310,8 @@ describe.each(backends)('ledger (%s)', (_name, make) => {
     const reaped: number[] = [];
     const reaper = startReaper(f.ledger, { intervalMs: 20, onReaped: (n) => reaped.push(n) });
     try {
-      for (let i = 0; i < 100 && (await f.ledger.balance(f.accountId)).held > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      // Wait for both: the hold gone and the reaper's report of it (which follows the ledger call).
+      for (let i = 0; i < 100 && ((await f.ledger.balance(f.accountId)).held > 0 || reaped.length === 0); i++) await new Promise((r) => setTimeout(r, 20));
     } finally {
       reaper.stop();
     }
