@@ -15,6 +15,7 @@ import { createLogger, type TollgateLogger } from './telemetry/logger.js';
 import { DISABLED_TRACING, type Tracing } from './telemetry/tracing.js';
 import { UpstreamDispatchers } from './upstream/dispatchers.js';
 import { UpstreamRouter } from './upstream/router.js';
+import { loadEncoder } from './wire/token-count.js';
 
 export interface GatewayParts {
   config: GatewayConfig;
@@ -46,6 +47,9 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   const logger = parts.logger ?? createLogger();
   metrics.onCatalog(catalog.current());
   const unsubscribe = catalog.onSwap((snapshot) => metrics.onCatalog(snapshot));
+  // Cut streams and Anthropic message_start count tokens; loading the table lazily stalled the
+  // process for seconds on the first such request, so it loads now, before the server listens.
+  await loadEncoder();
   const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs);
   const dispatchers = new UpstreamDispatchers();
   const exchange = {

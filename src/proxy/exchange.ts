@@ -76,12 +76,14 @@ function refusalError(plan: ExchangePlan, reason: string, needed: number, availa
   });
 }
 
-function failureToClientError(f: UpstreamFailure, model: CatalogModel): GatewayError {
+function failureToClientError(f: UpstreamFailure, model: CatalogModel, clientFormat: WireFormat): GatewayError {
   if (f.kind === 'timeout') return new GatewayError(504, `The upstream of ${model.id} did not answer in time; try again.`, { code: 'upstream_timeout' });
   if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
   const s = f.upstreamStatus ?? 502;
   if (s === 429) return new GatewayError(429, `The upstream of ${model.id} is rate limiting; retry after a moment.`, { code: 'upstream_rate_limited', retryAfterSeconds: Number(f.retryAfter) > 0 ? Number(f.retryAfter) : 1 });
-  if (s === 503 || s === 529) return new GatewayError(503, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
+  // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (wire-formats B.5,
+  // C.10): that is what each SDK raises as its overload error and retries.
+  if (s === 503 || s === 529) return new GatewayError(clientFormat === 'anthropic' ? 529 : 503, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
   if (s >= 500) return new GatewayError(502, `The upstream of ${model.id} failed (HTTP ${s}); try again.`, { code: 'upstream_error' });
   if (s === 401 || s === 403) {
     // The upstream refused *our* credential: not the client's fault, and never the client's key.
@@ -197,7 +199,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       return;
     }
     outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
-    throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model);
+    throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
   } finally {
     const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
     await settle(ctx, deps, plan, final, started, servedBy);

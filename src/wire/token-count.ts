@@ -8,16 +8,13 @@ export const TEMPLATE_TOKENS_PER_MESSAGE = 4;
 /** Tokens an image is counted as when nothing better is known. */
 export const TOKENS_PER_IMAGE = 85;
 
-let encoder: Tiktoken | undefined;
+let encoder: Promise<Tiktoken> | undefined;
 
-async function loadEncoder(): Promise<Tiktoken> {
-  if (encoder === undefined) {
-    const [{ Tiktoken: Encoder }, ranks] = await Promise.all([
-      import('js-tiktoken/lite'),
-      import('js-tiktoken/ranks/o200k_base'),
-    ]);
-    encoder = new Encoder(ranks.default);
-  }
+/** Loads o200k once; concurrent callers during the load share the same promise. */
+export function loadEncoder(): Promise<Tiktoken> {
+  encoder ??= Promise.all([import('js-tiktoken/lite'), import('js-tiktoken/ranks/o200k_base')]).then(
+    ([{ Tiktoken: Encoder }, ranks]) => new Encoder(ranks.default),
+  );
   return encoder;
 }
 

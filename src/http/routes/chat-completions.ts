@@ -5,9 +5,8 @@ import { openaiJsonRelay, openaiStreamRelay } from '../../proxy/openai-pass-thro
 import { decodeChatRequest, type DecodedChatRequest } from '../../wire/openai/chat-request.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
-import { modelNotFound } from './models.js';
+import { modelForRequest } from './models.js';
 import { crossFormatPlan } from '../../proxy/cross-format.js';
 
 function openaiUpstreamBody(decoded: DecodedChatRequest, upstream: CatalogUpstream, outputLimit: number): string {
@@ -27,13 +26,7 @@ export function chatCompletions(catalog: CatalogSource, deps: ExchangeDeps) {
     ctx.state.route = '/v1/chat/completions';
     const decoded = decodeChatRequest(ctx.state.body);
     ctx.state.modelId = decoded.model;
-    const snapshot = catalog.current();
-    const model = snapshot.byId.get(decoded.model);
-    if (model === undefined) throw modelNotFound(decoded.model, snapshot);
-    if (decoded.hasImages && !model.supportsVision) {
-      const withVision = snapshot.models.filter((m) => m.supportsVision).map((m) => m.id).join(', ');
-      throw new GatewayError(400, `The model ${model.id} does not read images (supports_vision is false). Remove the image parts, or use a model with vision: ${withVision}.`, { code: 'model_not_vision_capable', param: 'messages' });
-    }
+    const model = modelForRequest(catalog.current(), decoded.model, decoded.hasImages, 'parts');
     const relayOptions = { completionId: `chatcmpl-${ctx.state.requestId}`, clientModel: model.id, includeUsage: decoded.includeUsage };
     const passThrough = decoded.stream ? openaiStreamRelay(relayOptions) : openaiJsonRelay(relayOptions);
     const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(decoded.body));

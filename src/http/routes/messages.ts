@@ -7,9 +7,8 @@ import { runExchange, type ExchangeDeps } from '../../proxy/exchange.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../wire/anthropic/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
 import { stripGatewayThinking } from '../../wire/translate/index.js';
-import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
-import { modelNotFound } from './models.js';
+import { modelForRequest, modelNotFound } from './models.js';
 
 function passThroughBody(decoded: DecodedMessagesRequest, upstream: CatalogUpstream): string {
   // Thinking blocks we signed (or unsigned ones) came from an OpenAI-format upstream; a real
@@ -25,19 +24,10 @@ function header(ctx: GatewayContext, name: string): string | undefined {
 }
 
 export function messages(catalog: CatalogSource, deps: ExchangeDeps) {
-  // An Anthropic stream from an OpenAI-format upstream needs our prompt count for message_start, so
-  // load the tokenizer now, in the background: lazily it cost the first such request ~0.8 s.
-  void countPromptTokens({ texts: ['warm-up'], messages: 0, images: 0 }).catch(() => undefined);
   return async (ctx: GatewayContext): Promise<void> => {
     const decoded = decodeMessagesRequest(ctx.state.body, { requireMaxTokens: true });
     ctx.state.modelId = decoded.model;
-    const snapshot = catalog.current();
-    const model = snapshot.byId.get(decoded.model);
-    if (model === undefined) throw modelNotFound(decoded.model, snapshot);
-    if (decoded.hasImages && !model.supportsVision) {
-      const withVision = snapshot.models.filter((m) => m.supportsVision).map((m) => m.id).join(', ');
-      throw new GatewayError(400, `The model ${model.id} does not read images (supports_vision is false). Remove the image blocks, or use a model with vision: ${withVision}.`, { code: 'model_not_vision_capable', param: 'messages' });
-    }
+    const model = modelForRequest(catalog.current(), decoded.model, decoded.hasImages, 'blocks');
     const clientHeaders: Record<string, string> = {};
     const version = header(ctx, 'anthropic-version');
     const beta = header(ctx, 'anthropic-beta');
@@ -65,19 +55,8 @@ export function messages(catalog: CatalogSource, deps: ExchangeDeps) {
         upstream.format === 'anthropic' ? { 'anthropic-version': version ?? '2023-06-01', ...(beta === undefined ? {} : { 'anthropic-beta': beta }) } : translated.upstreamHeaders(upstream),
       relay: (upstream) => (upstream.format === 'anthropic' ? passThrough : translated.relay(upstream)),
       estimateInputTokens,
-    }).catch(asAnthropicOverload);
+    });
   };
-}
-
-/**
- * An overloaded upstream is 503 for OpenAI clients but 529 overloaded_error for Anthropic ones
- * (wire-formats B.5): SDK 1.x raises OverloadedError for it and Claude Code reports it as such.
- */
-function asAnthropicOverload(err: unknown): never {
-  if (err instanceof GatewayError && err.code === 'upstream_overloaded' && err.status === 503) {
-    throw new GatewayError(529, err.message, { code: err.code, ...(err.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: err.retryAfterSeconds }) });
-  }
-  throw err;
 }
 
 /** Counted here with the gateway's tokenizer: never a paid upstream call, never a charge. */

@@ -101,3 +101,14 @@ export function modelNotFound(id: string, snapshot: CatalogSnapshot): GatewayErr
   const known = snapshot.models.map((m) => m.id).join(', ');
   return new GatewayError(404, `The model \`${id.slice(0, 200)}\` does not exist. Available models: ${known}.`, { code: 'model_not_found', param: 'model' });
 }
+
+/** The model a completion asked for, checked against what the request carries (before any charge). */
+export function modelForRequest(snapshot: CatalogSnapshot, id: string, hasImages: boolean, partsWord: 'parts' | 'blocks'): CatalogModel {
+  const model = snapshot.byId.get(id);
+  if (model === undefined) throw modelNotFound(id, snapshot);
+  if (hasImages && !model.supportsVision) {
+    const withVision = snapshot.models.filter((m) => m.supportsVision).map((m) => m.id).join(', ');
+    throw new GatewayError(400, `The model ${model.id} does not read images (supports_vision is false). Remove the image ${partsWord}, or use a model with vision: ${withVision}.`, { code: 'model_not_vision_capable', param: 'messages' });
+  }
+  return model;
+}
