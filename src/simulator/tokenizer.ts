@@ -1,15 +1,16 @@
-// One o200k_base encoder for the whole process: building it parses ~200k ranks (~0.7 s), so never per request.
-import { Tiktoken } from 'js-tiktoken/lite';
-import o200k from 'js-tiktoken/ranks/o200k_base';
+// One o200k_base encoder for the whole process (gpt-tokenizer's module, the same one the gateway's
+// token counter loads, so a process running both holds one rank table); built at import, never per request.
+import * as encoder from 'gpt-tokenizer/encoding/o200k_base';
 
-const encoder = new Tiktoken(o200k);
+// Prompts may contain text spelling a special token; it is counted as plain text, never an error.
+const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
 export function countTokens(text: string): number {
-  return text.length === 0 ? 0 : encoder.encode(text).length;
+  return text.length === 0 ? 0 : encoder.countTokens(text, AS_PLAIN_TEXT);
 }
 
 export function encode(text: string): number[] {
-  return encoder.encode(text);
+  return encoder.encode(text, AS_PLAIN_TEXT);
 }
 
 export function decode(tokens: number[]): string {
@@ -18,7 +19,7 @@ export function decode(tokens: number[]): string {
 
 /** Splits text into pieces of exactly one token each (ASCII text only decodes cleanly token by token). */
 export function tokenPieces(text: string): string[] {
-  return encoder.encode(text).map((t) => encoder.decode([t]));
+  return encoder.encode(text, AS_PLAIN_TEXT).map((t) => encoder.decode([t]));
 }
 
 /**

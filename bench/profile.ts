@@ -1,0 +1,69 @@
+// CPU profile of the gateway under load: `npm run bench:profile [-- --format anthropic --seconds 10]`.
+// Starts Redis, the instant simulator and Tollgate (with --cpu-prof) as in the benchmark, drives it with
+// autocannon at 50 connections, and prints the functions with the most self time. The .cpuprofile file
+// is left in bench/results/ for a flame graph (Chrome DevTools or speedscope can open it).
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { startRedisServer } from '../test/helpers/redis-server.js';
+import { requestShape, throughput, type BenchFormat } from './load.js';
+import { startTarget } from './targets.js';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const args = process.argv.slice(2);
+const flag = (name: string, fallback: string): string => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] !== undefined ? (args[i + 1] as string) : fallback;
+};
+const format = flag('format', 'openai') as BenchFormat;
+const seconds = Number(flag('seconds', '10'));
+const dir = new URL('./results/', import.meta.url).pathname;
+mkdirSync(dir, { recursive: true });
+const before = new Set(readdirSync(dir));
+
+const redis = await startRedisServer();
+const sim = await startTarget({ role: 'simulator' });
+const startedAt = Date.now();
+const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'profile', tracing: 'off' }, [
+  '--cpu-prof',
+  `--cpu-prof-dir=${dir}`,
+]);
+// A short warm-up so JIT tiers settle before the profiled window dominates.
+await throughput(gw.url, requestShape(format, gw.key), 50, 2);
+// Samples before this point are start-up and warm-up (module loading, the tokenizer table), not requests.
+const loadFromMs = Date.now() - startedAt;
+const result = await throughput(gw.url, requestShape(format, gw.key), 50, seconds);
+await gw.stop();
+await sim.stop();
+await redis.stop();
+process.stderr.write(`profile: ${format} ${result.requestsPerSec} req/s, p50 ${result.p50} ms, non-2xx ${result.non2xx}\n`);
+
+const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile') && !before.has(f));
+if (file === undefined) throw new Error('the gateway wrote no .cpuprofile');
+const profile = JSON.parse(readFileSync(dir + file, 'utf8')) as CpuProfile;
+const hits = new Map<number, number>();
+let elapsedUs = 0;
+let total = 0;
+profile.samples.forEach((s, i) => {
+  elapsedUs += profile.timeDeltas[i] ?? 0;
+  if (elapsedUs < loadFromMs * 1000) return;
+  total += 1;
+  hits.set(s, (hits.get(s) ?? 0) + 1);
+});
+const bySite = new Map<string, number>();
+for (const n of profile.nodes) {
+  const where = n.callFrame.url.replace(/^.*\/(node_modules\/|src\/|bench\/)/, '$1');
+  const site = `${n.callFrame.functionName || '(anonymous)'} ${where}:${n.callFrame.lineNumber + 1}`;
+  bySite.set(site, (bySite.get(site) ?? 0) + (hits.get(n.id) ?? 0));
+}
+const top = [...bySite.entries()].sort((a, b) => b[1] - a[1]).slice(0, Number(flag('top', '40')));
+process.stdout.write(`self time, ${total} samples, ${dir}${file}\n`);
+for (const [site, n] of top) process.stdout.write(`${((n / total) * 100).toFixed(1).padStart(5)}%  ${site}\n`);
