@@ -13,6 +13,9 @@ const USAGE = `usage: npm run admin -- <command>
   usage <accountId> [keyId]
   audit <accountId>`;
 
+/** Positional arguments each command needs. */
+const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, credit: 3, refund: 2, usage: 1, audit: 1 };
+
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
   if (i < 0) return undefined;
@@ -28,43 +31,58 @@ async function main(argv: string[]): Promise<number> {
   const lifetime = flag(args, '--lifetime-cap');
   const monthly = flag(args, '--monthly-cap');
   const caps = { ...(lifetime ? { lifetime_cap_usd: lifetime } : {}), ...(monthly ? { monthly_cap_usd: monthly } : {}) };
-  const [cmd, a, b, c] = args;
+  const [cmd, ...rest] = args;
   const call = async (method: string, path: string, body?: unknown): Promise<number> => {
     const res = await fetch(`${base}/admin${path}`, {
       method,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
-    process.stdout.write(`${JSON.stringify(await res.json(), null, 2)}\n`);
+    const text = await res.text();
+    let shown = text;
+    try {
+      shown = JSON.stringify(JSON.parse(text), null, 2);
+    } catch {
+      // not JSON (a proxy's error page, say): shown as it came
+    }
+    process.stdout.write(`${shown}\n`);
     return res.ok ? 0 : 1;
   };
+  // Ids go into the path: required (a missing one is a usage error, not a call to ".../undefined") and encoded.
+  const needs = NEEDS[cmd ?? ''] ?? 0;
+  if (rest.slice(0, needs).filter((v) => v !== '').length < needs) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const [a = '', b = '', c = ''] = rest;
+  const id = encodeURIComponent;
   switch (cmd) {
     case 'accounts':
       return call('GET', '/accounts');
     case 'create-account':
-      return call('POST', '/accounts', { name: a ?? 'account' });
+      return call('POST', '/accounts', { name: a || 'account' });
     case 'account':
-      return call('GET', `/accounts/${a}`);
+      return call('GET', `/accounts/${id(a)}`);
     case 'create-key':
-      return call('POST', `/accounts/${a}/keys`, { name: b ?? 'key', ...caps });
+      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...caps });
     case 'keys':
-      return call('GET', `/accounts/${a}/keys`);
+      return call('GET', `/accounts/${id(a)}/keys`);
     case 'revoke':
-      return call('POST', `/accounts/${a}/keys/${b}/revoke`);
+      return call('POST', `/accounts/${id(a)}/keys/${id(b)}/revoke`);
     case 'caps':
-      return call('PUT', `/accounts/${a}/keys/${b}/caps`, caps);
+      return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/caps`, caps);
     case 'credit':
-      return call('POST', `/accounts/${a}/credit`, { amount_usd: b, idempotency_key: c });
+      return call('POST', `/accounts/${id(a)}/credit`, { amount_usd: b, idempotency_key: c });
     case 'refund':
-      return call('POST', `/accounts/${a}/refund`, { request_id: b });
+      return call('POST', `/accounts/${id(a)}/refund`, { request_id: b });
     case 'usage':
-      return call('GET', `/accounts/${a}/usage${b ? `?key_id=${encodeURIComponent(b)}` : ''}`);
+      return call('GET', `/accounts/${id(a)}/usage${b ? `?key_id=${id(b)}` : ''}`);
     case 'audit':
-      return call('GET', `/accounts/${a}/audit`);
+      return call('GET', `/accounts/${id(a)}/audit`);
     default:
-      process.stderr.write(`${USAGE}\n`);
-      return 2;
   }
+  process.stderr.write(`${USAGE}\n`);
+  return 2;
 }
 
 main(process.argv.slice(2)).then(

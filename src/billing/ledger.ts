@@ -27,12 +27,18 @@ export type ReservationOutcome =
   | { admitted: true }
   | {
       admitted: false;
-      /** The limit that refused: the first that cannot cover `needed`. */
+      /**
+       * The limit that refused: of the account balance, the key's lifetime cap and its monthly cap, the
+       * one with the least left. On a tie the first in that order is named (balance, lifetime, monthly).
+       */
       reason: RefusalReason;
       needed: Micros;
       /** What that limit has left (never negative). */
       available: Micros;
-      /** The smallest of all three limits' remainders: what any request could still reserve. */
+      /**
+       * The smallest of all three limits' remainders: what any request could still reserve. For a refusal
+       * by a limit it equals `available`; it is kept apart because revoked and unknown keys report 0.
+       */
       availableOverall: Micros;
     };
 
@@ -87,6 +93,15 @@ export interface UsageRecord {
   refunded?: boolean;
 }
 
+export interface RefundOutcome {
+  /** What went back to the balance: 0 when the request was charged nothing, or on a repeat. */
+  refunded: Micros;
+  /** No settled request has this id on the account (never settled, or its marker has expired). */
+  unknown: boolean;
+  /** The request was refunded before; nothing changed. */
+  duplicate: boolean;
+}
+
 export interface AccountBalance {
   /** Money on the account (credits less charges). */
   balance: Micros;
@@ -124,8 +139,8 @@ export interface Ledger {
   reapExpired(now?: number): Promise<number>;
   /** Add a top-up. A repeated idempotency key is a no-op that returns false. */
   credit(accountId: string, amount: Micros, idempotencyKey: string): Promise<boolean>;
-  /** Credit back the charge of one settled request, once. Returns the amount refunded (0 if already). */
-  refund(accountId: string, requestId: string): Promise<Micros>;
+  /** Credit back the charge of one settled request, once. */
+  refund(accountId: string, requestId: string): Promise<RefundOutcome>;
   balance(accountId: string): Promise<AccountBalance>;
   keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend>;
   /** Newest first; filtered to one key when keyId is given. */

@@ -5,6 +5,8 @@ import type {
   AuditReport,
   KeySpend,
   Ledger,
+  RefundOutcome,
+  RefusalReason,
   ReservationOutcome,
   ReservationRequest,
   SettlementOutcome,
@@ -44,28 +46,24 @@ export class MemoryLedger implements Ledger {
     if (key.record.revokedAt !== undefined) {
       return { admitted: false, reason: 'key_revoked', needed: amount, available: 0, availableOverall: 0 };
     }
-    const balanceLeft = nonNeg(acct.balance - acct.held);
-    let overall = balanceLeft;
-    let lifetimeLeft: number | undefined;
-    let monthLeft: number | undefined;
+    // The binding limit is the one with the least left (ties: balance, lifetime cap, monthly cap), as in reserve.lua.
+    let reason: RefusalReason = 'insufficient_balance';
+    let left = nonNeg(acct.balance - acct.held);
     if (key.record.lifetimeCap !== undefined) {
-      lifetimeLeft = nonNeg(key.record.lifetimeCap - key.lifetimeSpent - key.lifetimeHeld);
-      overall = Math.min(overall, lifetimeLeft);
+      const lifetimeLeft = nonNeg(key.record.lifetimeCap - key.lifetimeSpent - key.lifetimeHeld);
+      if (lifetimeLeft < left) {
+        reason = 'key_lifetime_cap_reached';
+        left = lifetimeLeft;
+      }
     }
     if (key.record.monthlyCap !== undefined) {
-      monthLeft = nonNeg(key.record.monthlyCap - get(key.monthSpent, month) - get(key.monthHeld, month));
-      overall = Math.min(overall, monthLeft);
+      const monthLeft = nonNeg(key.record.monthlyCap - get(key.monthSpent, month) - get(key.monthHeld, month));
+      if (monthLeft < left) {
+        reason = 'key_monthly_cap_reached';
+        left = monthLeft;
+      }
     }
-    const refuse = (reason: 'insufficient_balance' | 'key_lifetime_cap_reached' | 'key_monthly_cap_reached', available: number): ReservationOutcome => ({
-      admitted: false,
-      reason,
-      needed: amount,
-      available,
-      availableOverall: overall,
-    });
-    if (amount > balanceLeft) return refuse('insufficient_balance', balanceLeft);
-    if (lifetimeLeft !== undefined && amount > lifetimeLeft) return refuse('key_lifetime_cap_reached', lifetimeLeft);
-    if (monthLeft !== undefined && amount > monthLeft) return refuse('key_monthly_cap_reached', monthLeft);
+    if (amount > left) return { admitted: false, reason, needed: amount, available: left, availableOverall: left };
     acct.held += amount;
     key.lifetimeHeld += amount;
     add(key.monthHeld, month, amount);
@@ -181,16 +179,18 @@ export class MemoryLedger implements Ledger {
     return true;
   }
 
-  async refund(accountId: string, requestId: string): Promise<number> {
+  async refund(accountId: string, requestId: string): Promise<RefundOutcome> {
     const acct = this.state.accounts.get(accountId);
     const s = acct?.settled.get(requestId);
-    if (!acct || !s || s.refunded) return 0;
+    if (!acct || !s) return { refunded: 0, unknown: true, duplicate: false };
+    if (s.refunded) return { refunded: 0, unknown: false, duplicate: true };
     s.refunded = true;
-    if (s.charged <= 0) return 0;
-    acct.balance += s.charged;
-    acct.refunded += s.charged;
-    acct.usage.push({ kind: 'refund', requestId, amount: s.charged });
-    return s.charged;
+    if (s.charged > 0) {
+      acct.balance += s.charged;
+      acct.refunded += s.charged;
+      acct.usage.push({ kind: 'refund', requestId, amount: s.charged });
+    }
+    return { refunded: Math.max(0, s.charged), unknown: false, duplicate: false };
   }
 
   async balance(accountId: string): Promise<AccountBalance> {

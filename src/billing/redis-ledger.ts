@@ -5,6 +5,7 @@ import type {
   AuditReport,
   KeySpend,
   Ledger,
+  RefundOutcome,
   RefusalReason,
   ReservationOutcome,
   ReservationRequest,
@@ -185,12 +186,13 @@ export class RedisLedger implements Ledger {
     return r === 1;
   }
 
-  async refund(accountId: string, requestId: string): Promise<number> {
-    return this.scripts.run<number>(
+  async refund(accountId: string, requestId: string): Promise<RefundOutcome> {
+    const r = await this.scripts.run<number>(
       'refund',
       [this.k.account(accountId), this.k.settled(accountId, requestId), this.k.usage(accountId)],
       [requestId, String(this.opts.now())],
     );
+    return { refunded: r > 0 ? r : 0, unknown: r === -1, duplicate: r === -2 };
   }
 
   async balance(accountId: string): Promise<AccountBalance> {

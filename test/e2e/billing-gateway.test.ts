@@ -498,18 +498,21 @@ describe('402 refusals name the limit, the amounts and the largest affordable ma
     await fits.json();
   });
 
-  it('both caps: the hint fits the tighter one, whichever limit the code names', async () => {
-    const h = await harness({ keyCaps: { lifetimeCap: 6000, monthlyCap: 5000 } });
+  it.each([
+    ['key_monthly_cap_reached', { lifetimeCap: 6000, monthlyCap: 5000 }],
+    ['key_lifetime_cap_reached', { lifetimeCap: 5000, monthlyCap: 6000 }],
+  ] as const)('both caps: the tighter one is named (%s), and the hint fits it', async (code, keyCaps) => {
+    const h = await harness({ keyCaps });
     const res = await post(h, chatBody({ max_tokens: 50_000 }));
     expect(res.status).toBe(402);
     const body = (await res.json()) as RefusalBody;
-    expect(['key_lifetime_cap_reached', 'key_monthly_cap_reached']).toContain(body.error.code);
+    expect(body.error).toMatchObject({ code, available_micro_usd: 5000 });
     const hint = body.error.max_tokens_hint as number;
     expect(worstOf(h, chatBody({ max_tokens: hint }))).toBeLessThanOrEqual(5000);
     expect(worstOf(h, chatBody({ max_tokens: hint + 1 }))).toBeGreaterThan(5000);
     const over = await post(h, chatBody({ max_tokens: hint + 1 }));
     expect(over.status).toBe(402);
-    await over.json();
+    expect(((await over.json()) as RefusalBody).error).toMatchObject({ code, available_micro_usd: 5000 });
     const fits = await post(h, chatBody({ max_tokens: hint }));
     expect(fits.status).toBe(200);
     await fits.json();

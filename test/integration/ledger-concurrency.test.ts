@@ -191,7 +191,7 @@ describe('cluster readiness', () => {
       await ledger.reserve({ requestId: 'late', accountId: acct.id, keyId: record.id, amount: 500, holdTtlMs: 10, now: t0 });
       expect(await ledger.reapExpired(t0 + 10)).toBe(1);
       expect((await settle('late', t0 + 20)).late).toBe(true);
-      expect(await ledger.refund(acct.id, 'a0')).toBe(100);
+      expect((await ledger.refund(acct.id, 'a0')).refunded).toBe(100);
       expect((await ledger.audit(acct.id)).difference).toBe(0);
       // MONITOR output trails the replies slightly.
       await new Promise((r) => setTimeout(r, 200));

@@ -19,26 +19,23 @@ if not k[1] then return {0, 'unknown_key', amount, 0, 0} end
 if k[2] then return {0, 'key_revoked', amount, 0, 0} end
 
 local a = redis.call('HMGET', KEYS[1], 'balance', 'held')
-local balanceLeft = num(a[1]) - num(a[2])
-if balanceLeft < 0 then balanceLeft = 0 end
-local overall = balanceLeft
-
-local lifetimeLeft = nil
+-- The binding limit is the one with the least left; a refusal names it, so the client is told what
+-- actually stops the request. On a tie the earlier wins: balance, then lifetime cap, then monthly cap.
+local reason = 'insufficient_balance'
+local left = num(a[1]) - num(a[2])
+if left < 0 then left = 0 end
 if k[3] then
-  lifetimeLeft = num(k[3]) - num(k[5]) - num(k[6])
+  local lifetimeLeft = num(k[3]) - num(k[5]) - num(k[6])
   if lifetimeLeft < 0 then lifetimeLeft = 0 end
-  if lifetimeLeft < overall then overall = lifetimeLeft end
+  if lifetimeLeft < left then reason, left = 'key_lifetime_cap_reached', lifetimeLeft end
 end
-local monthLeft = nil
 if k[4] then
-  monthLeft = num(k[4]) - num(k[7]) - num(k[8])
+  local monthLeft = num(k[4]) - num(k[7]) - num(k[8])
   if monthLeft < 0 then monthLeft = 0 end
-  if monthLeft < overall then overall = monthLeft end
+  if monthLeft < left then reason, left = 'key_monthly_cap_reached', monthLeft end
 end
 
-if amount > balanceLeft then return {0, 'insufficient_balance', amount, balanceLeft, overall} end
-if lifetimeLeft and amount > lifetimeLeft then return {0, 'key_lifetime_cap_reached', amount, lifetimeLeft, overall} end
-if monthLeft and amount > monthLeft then return {0, 'key_monthly_cap_reached', amount, monthLeft, overall} end
+if amount > left then return {0, reason, amount, left, left} end
 
 redis.call('HINCRBY', KEYS[1], 'held', s(amount))
 redis.call('HINCRBY', KEYS[2], 'lifetimeHeld', s(amount))

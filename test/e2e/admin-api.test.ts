@@ -1,0 +1,514 @@
+// The admin API against the real admin server over loopback, on the Redis backend the gateway uses:
+// the bearer token, accounts, keys (shown once, stored as a hash), idempotent credits, caps, revocation
+// as the gateway sees it, refunds, usage and audit; bad input is a 400 with a JSON error, unknown ids
+// a 404, never a 500. Also the CLI over the same server.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { hashApiKey } from '../../src/accounts/api-key.js';
+import { startAdminServer } from '../../src/admin/server.js';
+import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+
+const TOKEN = `adm-${randomBytes(18).toString('base64url')}`;
+const MODEL = 'outlaw-1-xploded';
+
+type Json = Record<string, unknown>;
+interface Reply {
+  status: number;
+  body: Json;
+  text: string;
+}
+
+let h: Harness;
+let admin: { url: string; close(): Promise<void> };
+/** A second admin server with no hook into the gateway's key cache, as on another replica. */
+let remoteAdmin: { url: string; close(): Promise<void> };
+let redis: Redis;
+
+beforeAll(async () => {
+  h = await startHarness({ ledger: 'redis' });
+  admin = await startAdminServer({ backend: h.backend, token: TOKEN, onRevoke: () => h.gateway.authenticator.forget() }, 0, '127.0.0.1');
+  remoteAdmin = await startAdminServer({ backend: h.backend, token: TOKEN }, 0, '127.0.0.1');
+  redis = new Redis(inject('redisUrl'));
+});
+
+afterAll(async () => {
+  await admin?.close();
+  await remoteAdmin?.close();
+  await h?.close();
+  await redis?.quit();
+});
+
+interface CallOptions {
+  token?: string | null;
+  raw?: string;
+  base?: string;
+  authorization?: string;
+}
+
+/** One admin call. Every reply is JSON, below 500, and never carries the admin token. */
+async function call(method: string, path: string, body?: unknown, o: CallOptions = {}): Promise<Reply> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const token = o.token === undefined ? TOKEN : o.token;
+  if (o.authorization !== undefined) headers.authorization = o.authorization;
+  else if (token !== null) headers.authorization = `Bearer ${token}`;
+  const payload = o.raw ?? (body === undefined ? undefined : JSON.stringify(body));
+  const res = await fetch(`${o.base ?? admin.url}/admin${path}`, { method, headers, ...(payload === undefined ? {} : { body: payload }) });
+  const text = await res.text();
+  expect(res.status, `${method} ${path}: ${text}`).toBeLessThan(500);
+  expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  expect(text).not.toContain(TOKEN);
+  return { status: res.status, body: JSON.parse(text) as Json, text };
+}
+
+function errorOf(r: Reply): string {
+  const e = r.body.error as { message?: unknown } | undefined;
+  expect(typeof e?.message).toBe('string');
+  return e?.message as string;
+}
+
+async function newAccount(name = 'acme'): Promise<string> {
+  const r = await call('POST', '/accounts', { name });
+  expect(r.status).toBe(201);
+  return r.body.id as string;
+}
+
+async function newKey(accountId: string, body: Json = {}): Promise<{ key: string; keyId: string }> {
+  const r = await call('POST', `/accounts/${accountId}/keys`, body);
+  expect(r.status).toBe(201);
+  return { key: r.body.key as string, keyId: (r.body.record as Json).id as string };
+}
+
+async function fund(accountId: string, usd = '5.00'): Promise<void> {
+  const r = await call('POST', `/accounts/${accountId}/credit`, { amount_usd: usd, idempotency_key: `fund-${randomBytes(6).toString('hex')}` });
+  expect(r.body.applied).toBe(true);
+}
+
+function complete(key: string): Promise<Response> {
+  return fetch(`${h.baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'Say something short.' }] }),
+  });
+}
+
+/** Every key and value in one Redis namespace, as text. */
+async function dumpNamespace(ns: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${ns}:*`, 'COUNT', 1000);
+    cursor = next;
+    for (const k of keys) {
+      out.push(k);
+      const type = await redis.type(k);
+      if (type === 'string') out.push((await redis.get(k)) ?? '');
+      else if (type === 'hash') out.push(JSON.stringify(await redis.hgetall(k)));
+      else if (type === 'zset') out.push(JSON.stringify(await redis.zrange(k, 0, -1, 'WITHSCORES')));
+      else if (type === 'stream') out.push(JSON.stringify(await redis.xrange(k, '-', '+')));
+      else if (type === 'set') out.push(JSON.stringify(await redis.smembers(k)));
+      else if (type === 'list') out.push(JSON.stringify(await redis.lrange(k, 0, -1)));
+      else throw new Error(`unexpected key type ${type} of ${k}`);
+    }
+  } while (cursor !== '0');
+  return out;
+}
+
+describe('the admin token', () => {
+  it('is required: none, a wrong one, another scheme or a prefix of it are 401, and the reply never echoes it', async () => {
+    const wrong = `adm-${randomBytes(18).toString('base64url')}`;
+    for (const o of [
+      { token: null },
+      { token: wrong },
+      { token: '' },
+      { token: TOKEN.slice(0, -1) },
+      { token: `${TOKEN}x` },
+      { authorization: `Basic ${TOKEN}` },
+      { authorization: TOKEN },
+      { authorization: `bearer ${TOKEN}` },
+    ] satisfies CallOptions[]) {
+      for (const [method, path] of [['GET', '/accounts'], ['POST', '/accounts'], ['GET', '/no-such-route']] as const) {
+        const r = await call(method, path, method === 'POST' ? { name: 'x' } : undefined, o);
+        expect(r.status, JSON.stringify(o)).toBe(401);
+        expect(errorOf(r)).toMatch(/admin token missing or wrong/);
+        expect(r.text).not.toContain(wrong);
+      }
+    }
+    // No account was created by the refused POSTs.
+    const list = await call('GET', '/accounts');
+    expect((list.body.accounts as Json[]).filter((a) => a.name === 'x')).toEqual([]);
+  });
+
+  it('an admin server with an empty token refuses everything', async () => {
+    const closed = await startAdminServer({ backend: h.backend, token: '' }, 0, '127.0.0.1');
+    try {
+      for (const o of [{ token: '' }, { token: null }, { authorization: 'Bearer ' }] satisfies CallOptions[]) {
+        expect((await call('GET', '/accounts', undefined, { ...o, base: closed.url })).status).toBe(401);
+      }
+    } finally {
+      await closed.close();
+    }
+  });
+});
+
+describe('accounts and keys', () => {
+  it('creates an account, lists it and shows its balance', async () => {
+    const created = await call('POST', '/accounts', { name: 'acme corp' });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({ id: expect.stringMatching(/^acct_[A-Za-z0-9]{16}$/), name: 'acme corp', createdAt: expect.any(Number) });
+    const id = created.body.id as string;
+    const list = await call('GET', '/accounts');
+    expect(list.status).toBe(200);
+    expect(list.body.accounts).toContainEqual(created.body);
+    const one = await call('GET', `/accounts/${id}`);
+    expect(one.body).toEqual({ ...created.body, balance_micro_usd: 0, held_micro_usd: 0, balance_usd: '0.000000' });
+    // A body-less create gets the default name.
+    const unnamed = await call('POST', '/accounts');
+    expect(unnamed.status).toBe(201);
+    expect(unnamed.body.name).toBe('account');
+  });
+
+  it('shows a new key once; Redis holds only its hash, and the gateway accepts it', async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const r = await call('POST', `/accounts/${accountId}/keys`, { name: 'ci', lifetime_cap_usd: '20', monthly_cap_micro_usd: 5_000_000 });
+    expect(r.status).toBe(201);
+    const key = r.body.key as string;
+    expect(key).toMatch(/^sk-tg-[A-Za-z0-9]{43}$/);
+    const record = r.body.record as Json;
+    expect(record).toEqual({
+      id: expect.stringMatching(/^key_/), accountId, name: 'ci', displayHint: `sk-tg-${key.slice(6, 10)}…${key.slice(-4)}`,
+      createdAt: expect.any(Number), lifetimeCap: 20_000_000, monthlyCap: 5_000_000,
+    });
+    // Listed without the secret.
+    const keys = await call('GET', `/accounts/${accountId}/keys`);
+    expect(keys.body.keys).toEqual([record]);
+    expect(keys.text).not.toContain(key.slice(6));
+
+    // In Redis: the SHA-256 of the key points at the record; the plaintext is nowhere in the namespace.
+    const hash = hashApiKey(key);
+    const [, found] = await redis.scan('0', 'MATCH', `*:keyhash:${hash}`, 'COUNT', 1_000_000);
+    expect(found).toHaveLength(1);
+    const hashKey = found[0] as string;
+    expect(await redis.get(hashKey)).toBe(`${accountId} ${record.id as string}`);
+    const ns = hashKey.slice(0, hashKey.indexOf(':keyhash:'));
+    const dump = await dumpNamespace(ns);
+    expect(dump.join('\n')).toContain(accountId);
+    for (const entry of dump) expect(entry).not.toContain(key.slice(6));
+
+    const res = await complete(key);
+    expect(res.status).toBe(200);
+    await res.json();
+  });
+
+  it('credits once per idempotency key, in USD or micro-USD, beyond 9,999 USD too', async () => {
+    const accountId = await newAccount();
+    const first = await call('POST', `/accounts/${accountId}/credit`, { amount_usd: '12.50', idempotency_key: 'pay-1' });
+    expect(first.status).toBe(200);
+    expect(first.body).toEqual({ applied: true, balance_micro_usd: 12_500_000, balance_usd: '12.500000' });
+    const again = await call('POST', `/accounts/${accountId}/credit`, { amount_usd: '12.50', idempotency_key: 'pay-1' });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual({ applied: false, balance_micro_usd: 12_500_000, balance_usd: '12.500000' });
+    // The key decides, not the amount: a retry with a different amount is still the same top-up.
+    expect((await call('POST', `/accounts/${accountId}/credit`, { amount_micro_usd: 1, idempotency_key: 'pay-1' })).body.applied).toBe(false);
+    expect((await call('POST', `/accounts/${accountId}/credit`, { amount_micro_usd: 7, idempotency_key: 'pay-2' })).body).toEqual({
+      applied: true, balance_micro_usd: 12_500_007, balance_usd: '12.500007',
+    });
+    expect((await call('POST', `/accounts/${accountId}/credit`, { amount_usd: '25000', idempotency_key: 'pay-3' })).body).toMatchObject({
+      applied: true, balance_micro_usd: 25_012_500_007,
+    });
+    const audit = await call('GET', `/accounts/${accountId}/audit`);
+    expect(audit.body).toEqual({
+      accountId, credited: 25_012_500_007, refunded: 0, balance: 25_012_500_007, drawnDown: 0, usageTotal: 0, difference: 0, holdsOutstanding: 0,
+    });
+  });
+
+  it('sets and clears caps; the gateway applies them at once', async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const { key, keyId } = await newKey(accountId);
+    const set = await call('PUT', `/accounts/${accountId}/keys/${keyId}/caps`, { lifetime_cap_usd: '0.000003', monthly_cap_micro_usd: 1 });
+    expect(set.status).toBe(200);
+    expect(set.body).toEqual({ updated: true, lifetime_cap_micro_usd: 3, monthly_cap_micro_usd: 1 });
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ id: keyId, lifetimeCap: 3, monthlyCap: 1 })]);
+    const refused = await complete(key);
+    expect(refused.status).toBe(402);
+    // The monthly cap has the least left, so it is the one named.
+    expect(((await refused.json()) as { error: Json }).error).toMatchObject({ code: 'key_monthly_cap_reached', available_micro_usd: 1 });
+
+    const cleared = await call('PUT', `/accounts/${accountId}/keys/${keyId}/caps`, {});
+    expect(cleared.body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: null });
+    const keys = (await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[];
+    expect(keys[0]).not.toHaveProperty('lifetimeCap');
+    expect(keys[0]).not.toHaveProperty('monthlyCap');
+    const ok = await complete(key);
+    expect(ok.status).toBe(200);
+    await ok.json();
+  });
+});
+
+describe('revocation', () => {
+  async function refusedWithin(key: string, ms: number): Promise<number> {
+    const start = Date.now();
+    for (;;) {
+      const res = await complete(key);
+      const body = (await res.json()) as { error?: Json };
+      if (res.status === 401) {
+        expect(body.error).toMatchObject({ code: 'revoked_api_key' });
+        return Date.now() - start;
+      }
+      expect(res.status).toBe(200);
+      if (Date.now() - start > ms) throw new Error(`key still accepted ${ms} ms after revocation`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  for (const [name, server] of [
+    ['through the admin server of this gateway', () => admin.url],
+    ['through another replica\'s admin server (no cache hook)', () => remoteAdmin.url],
+  ] as const) {
+    it(`${name}: the gateway refuses the key with 401 within 2 s`, async () => {
+      const accountId = await newAccount();
+      await fund(accountId);
+      const { key, keyId } = await newKey(accountId);
+      const other = await newKey(accountId);
+      // Warm the gateway's key cache first, so the revocation has to get past it.
+      const warm = await complete(key);
+      expect(warm.status).toBe(200);
+      await warm.json();
+      const r = await call('POST', `/accounts/${accountId}/keys/${keyId}/revoke`, undefined, { base: server() });
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({ revoked: true });
+      expect(await refusedWithin(key, 2000)).toBeLessThan(2000);
+      const keys = (await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[];
+      expect(keys.find((k) => k.id === keyId)).toMatchObject({ revokedAt: expect.any(Number) });
+      expect(keys.find((k) => k.id === other.keyId)).not.toHaveProperty('revokedAt');
+      // The account's other key still works.
+      const still = await complete(other.key);
+      expect(still.status).toBe(200);
+      await still.json();
+    });
+  }
+
+  it('revoking twice keeps the first revocation time; unknown keys and other accounts\' keys are 404', async () => {
+    const accountId = await newAccount();
+    const otherAccount = await newAccount();
+    const { keyId } = await newKey(accountId);
+    expect((await call('POST', `/accounts/${accountId}/keys/${keyId}/revoke`)).status).toBe(200);
+    const at = ((await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[])[0]?.revokedAt;
+    await new Promise((r) => setTimeout(r, 5));
+    expect((await call('POST', `/accounts/${accountId}/keys/${keyId}/revoke`)).status).toBe(200);
+    expect(((await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[])[0]?.revokedAt).toBe(at);
+    for (const path of [`/accounts/${accountId}/keys/key_nope/revoke`, `/accounts/${otherAccount}/keys/${keyId}/revoke`]) {
+      const r = await call('POST', path);
+      expect(r.status).toBe(404);
+      expect(errorOf(r)).toBe('no such key');
+    }
+  });
+});
+
+describe('refunds, usage and audit', () => {
+  it('refunds a settled request once; usage and audit show it; unknown requests are 404', async () => {
+    const accountId = await newAccount();
+    await fund(accountId, '1.00');
+    const { key, keyId } = await newKey(accountId);
+    const second = await newKey(accountId);
+    const requestIds: string[] = [];
+    for (const k of [key, second.key, key]) {
+      const res = await complete(k);
+      expect(res.status).toBe(200);
+      await res.json();
+      requestIds.push(res.headers.get('x-request-id') as string);
+    }
+    // Settlement follows the response: wait for all three records.
+    let usage: Json[] = [];
+    for (let i = 0; i < 100 && usage.length < 3; i++) {
+      usage = (await call('GET', `/accounts/${accountId}/usage`)).body.usage as Json[];
+      if (usage.length < 3) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(usage.map((u) => u.requestId)).toEqual([...requestIds].reverse());
+    for (const u of usage) expect(u).toMatchObject({ accountId, model: MODEL, status: 'completed', cost: expect.any(Number) });
+    const byKey = (await call('GET', `/accounts/${accountId}/usage?key_id=${keyId}`)).body.usage as Json[];
+    expect(byKey.map((u) => u.requestId)).toEqual([requestIds[2], requestIds[0]]);
+    expect(((await call('GET', `/accounts/${accountId}/usage?limit=1`)).body.usage as Json[]).map((u) => u.requestId)).toEqual([requestIds[2]]);
+
+    const target = usage.find((u) => u.requestId === requestIds[0]) as Json;
+    const cost = target.cost as number;
+    expect(cost).toBeGreaterThan(0);
+    const total = usage.reduce((n, u) => n + (u.cost as number), 0);
+    const before = (await call('GET', `/accounts/${accountId}`)).body.balance_micro_usd as number;
+    expect(before).toBe(1_000_000 - total);
+
+    const refund = await call('POST', `/accounts/${accountId}/refund`, { request_id: requestIds[0] });
+    expect(refund.status).toBe(200);
+    expect(refund.body).toEqual({ refunded_micro_usd: cost, refunded_usd: `0.${String(cost).padStart(6, '0')}`, already_refunded: false });
+    const repeat = await call('POST', `/accounts/${accountId}/refund`, { request_id: requestIds[0] });
+    expect(repeat.status).toBe(200);
+    expect(repeat.body).toEqual({ refunded_micro_usd: 0, refunded_usd: '0.000000', already_refunded: true });
+    expect((await call('GET', `/accounts/${accountId}`)).body.balance_micro_usd).toBe(before + cost);
+
+    const refunded = (await call('GET', `/accounts/${accountId}/usage`)).body.usage as Json[];
+    expect(refunded.find((u) => u.requestId === requestIds[0])).toMatchObject({ refunded: true });
+    expect(refunded.find((u) => u.requestId === requestIds[1])).not.toHaveProperty('refunded');
+    expect((await call('GET', `/accounts/${accountId}/audit`)).body).toEqual({
+      accountId, credited: 1_000_000, refunded: cost, balance: before + cost, drawnDown: total - cost + cost, usageTotal: total, difference: 0, holdsOutstanding: 0,
+    });
+
+    // Unknown request ids, and another account's request, are 404 and change nothing.
+    const otherAccount = await newAccount();
+    for (const [acct, rid] of [[accountId, 'req_nope'], [otherAccount, requestIds[1] as string]]) {
+      const r = await call('POST', `/accounts/${acct}/refund`, { request_id: rid });
+      expect(r.status).toBe(404);
+      expect(errorOf(r)).toMatch(/no settled request/);
+    }
+    expect((await call('GET', `/accounts/${accountId}`)).body.balance_micro_usd).toBe(before + cost);
+  });
+});
+
+describe('bad input is a 400 with a clear JSON error; unknown ids are 404', () => {
+  let accountId: string;
+  let keyId: string;
+  beforeAll(async () => {
+    accountId = await newAccount();
+    keyId = (await newKey(accountId, { lifetime_cap_usd: '1.00' })).keyId;
+  });
+
+  it('bodies that are not a JSON object', async () => {
+    const secretish = `sk-tg-${randomBytes(20).toString('hex')}`;
+    for (const raw of [`{"name": "${secretish}"`, 'not json', '[1,2]', '"text"', 'null', '42']) {
+      const r = await call('POST', '/accounts', undefined, { raw });
+      expect(r.status, raw).toBe(400);
+      expect(errorOf(r)).toMatch(/^(body is not valid JSON|body must be a JSON object)$/);
+      expect(r.text).not.toContain(secretish);
+    }
+    const big = await call('POST', '/accounts', undefined, { raw: JSON.stringify({ name: 'x'.repeat(70 * 1024) }) });
+    expect(big.status).toBe(413);
+    expect(errorOf(big)).toMatch(/too large/);
+  });
+
+  it.each([
+    ['account name not a string', 'POST', '/accounts', { name: 42 }, /name must be a non-empty string/],
+    ['account name blank', 'POST', '/accounts', { name: '  ' }, /name must be a non-empty string/],
+    ['unknown account field', 'POST', '/accounts', { nmae: 'x' }, /unknown field nmae/],
+    ['key name not a string', 'POST', 'KEYS', { name: ['a'] }, /name must be/],
+    ['cap not a decimal string', 'POST', 'KEYS', { lifetime_cap_usd: '12.5.0' }, /lifetime_cap_usd must be a decimal USD string/],
+    ['cap as a number of USD', 'POST', 'KEYS', { lifetime_cap_usd: 12.5 }, /lifetime_cap_usd must be a decimal USD string/],
+    ['cap with seven decimals', 'POST', 'KEYS', { monthly_cap_usd: '0.0000001' }, /at most 6 decimals/],
+    ['negative micro cap', 'POST', 'KEYS', { monthly_cap_micro_usd: -1 }, /monthly_cap_micro_usd must be a non-negative integer/],
+    ['fractional micro cap', 'POST', 'KEYS', { monthly_cap_micro_usd: 1.5 }, /non-negative integer/],
+    ['micro cap as a string', 'POST', 'KEYS', { monthly_cap_micro_usd: '5' }, /non-negative integer/],
+    ['both forms of one cap', 'PUT', 'CAPS', { lifetime_cap_usd: '1', lifetime_cap_micro_usd: 1 }, /not both/],
+    ['misspelt cap field', 'PUT', 'CAPS', { lifetime_cap: '5' }, /unknown field lifetime_cap/],
+    ['credit without amount', 'POST', 'CREDIT', { idempotency_key: 'k' }, /give amount_usd/],
+    ['credit of zero', 'POST', 'CREDIT', { amount_usd: '0', idempotency_key: 'k' }, /more than zero/],
+    ['credit negative', 'POST', 'CREDIT', { amount_usd: '-5', idempotency_key: 'k' }, /decimal USD string/],
+    ['credit too large', 'POST', 'CREDIT', { amount_usd: '99999999999', idempotency_key: 'k' }, /decimal USD string/],
+    ['credit without idempotency key', 'POST', 'CREDIT', { amount_usd: '1' }, /idempotency_key is required/],
+    ['credit with empty idempotency key', 'POST', 'CREDIT', { amount_usd: '1', idempotency_key: '' }, /idempotency_key is required/],
+    ['credit with numeric idempotency key', 'POST', 'CREDIT', { amount_usd: '1', idempotency_key: 7 }, /idempotency_key is required/],
+    ['refund without request id', 'POST', 'REFUND', {}, /request_id is required/],
+    ['refund with numeric request id', 'POST', 'REFUND', { request_id: 5 }, /request_id is required/],
+    ['usage limit not a number', 'GET', 'USAGE?limit=abc', undefined, /limit must be an integer from 1 to 1000/],
+    ['usage limit zero', 'GET', 'USAGE?limit=0', undefined, /limit must be/],
+    ['usage limit negative', 'GET', 'USAGE?limit=-3', undefined, /limit must be/],
+    ['usage limit too large', 'GET', 'USAGE?limit=1001', undefined, /limit must be/],
+    ['usage limit given twice', 'GET', 'USAGE?limit=1&limit=2', undefined, /give limit once/],
+  ] as const)('%s', async (_name, method, where, body, message) => {
+    const paths: Record<string, string> = {
+      KEYS: `/accounts/${accountId}/keys`,
+      CAPS: `/accounts/${accountId}/keys/${keyId}/caps`,
+      CREDIT: `/accounts/${accountId}/credit`,
+      REFUND: `/accounts/${accountId}/refund`,
+    };
+    const [base = '', query] = where.split('?');
+    let path = paths[base] ?? (base === 'USAGE' ? `/accounts/${accountId}/usage` : base);
+    if (query !== undefined) path += `?${query}`;
+    const r = await call(method, path, body);
+    expect(r.status).toBe(400);
+    expect(errorOf(r)).toMatch(message);
+  });
+
+  it('a credit that would take the balance past 2^53 - 1 µUSD', async () => {
+    const full = await newAccount();
+    const top = await call('POST', `/accounts/${full}/credit`, { amount_micro_usd: Number.MAX_SAFE_INTEGER, idempotency_key: 'max' });
+    expect(top.body).toMatchObject({ applied: true, balance_micro_usd: Number.MAX_SAFE_INTEGER });
+    const over = await call('POST', `/accounts/${full}/credit`, { amount_micro_usd: 1, idempotency_key: 'one-more' });
+    expect(over.status).toBe(400);
+    expect(errorOf(over)).toMatch(/largest amount the ledger holds exactly/);
+    expect((await call('GET', `/accounts/${full}`)).body.balance_micro_usd).toBe(Number.MAX_SAFE_INTEGER);
+  });
+
+  it('a refused call changes nothing: the cap stays, no key or credit is added', async () => {
+    const keys = (await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[];
+    expect(keys).toEqual([expect.objectContaining({ id: keyId, lifetimeCap: 1_000_000 })]);
+    expect((await call('GET', `/accounts/${accountId}`)).body).toMatchObject({ balance_micro_usd: 0 });
+    expect((await call('GET', `/accounts/${accountId}/audit`)).body).toMatchObject({ credited: 0 });
+  });
+
+  it.each([
+    ['GET', '/accounts/acct_nope', undefined, 'no such account'],
+    ['GET', '/accounts/acct_nope/keys', undefined, 'no such account'],
+    ['POST', '/accounts/acct_nope/keys', { name: 'k' }, 'no such account'],
+    ['POST', '/accounts/acct_nope/credit', { amount_usd: '1', idempotency_key: 'k' }, 'no such account'],
+    ['POST', '/accounts/acct_nope/refund', { request_id: 'r' }, 'no such account'],
+    ['POST', '/accounts/acct_nope/keys/key_nope/revoke', undefined, 'no such account'],
+    ['PUT', '/accounts/acct_nope/keys/key_nope/caps', {}, 'no such account'],
+    ['GET', '/accounts/acct_nope/usage', undefined, 'no such account'],
+    ['GET', '/accounts/acct_nope/audit', undefined, 'no such account'],
+    ['GET', '/accounts/%7Bacct%7D%3Aaccount', undefined, 'no such account'],
+    ['PUT', 'ACCOUNT/keys/key_nope/caps', {}, 'no such key'],
+    ['GET', 'ACCOUNT/usage?key_id=key_nope', undefined, 'no such key'],
+    ['GET', '/nothing-here', undefined, /no such admin call: GET \/admin\/nothing-here/],
+    ['DELETE', '/accounts', undefined, /no such admin call: DELETE/],
+    ['GET', '', undefined, /no such admin call/],
+  ] as const)('%s %s is 404', async (method, where, body, message) => {
+    const r = await call(method, where.replace('ACCOUNT', `/accounts/${accountId}`), body);
+    expect(r.status).toBe(404);
+    expect(errorOf(r)).toMatch(message);
+  });
+});
+
+describe('the CLI', () => {
+  function cli(args: string[], token = TOKEN): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', new URL('../../src/admin/cli.ts', import.meta.url).pathname, ...args], {
+        env: { ...process.env, TOLLGATE_ADMIN_URL: admin.url, TOLLGATE_ADMIN_TOKEN: token },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+  }
+
+  it('creates an account, credits it once, sets caps, and fails cleanly', async () => {
+    const created = await cli(['create-account', 'cli-co']);
+    expect(created.code).toBe(0);
+    const account = JSON.parse(created.stdout) as Json;
+    expect(account).toMatchObject({ name: 'cli-co', id: expect.stringMatching(/^acct_/) });
+    const id = account.id as string;
+    const first = await cli(['credit', id, '3.25', 'cli-pay']);
+    expect([first.code, JSON.parse(first.stdout)]).toEqual([0, { applied: true, balance_micro_usd: 3_250_000, balance_usd: '3.250000' }]);
+    const second = await cli(['credit', id, '3.25', 'cli-pay']);
+    expect(JSON.parse(second.stdout)).toMatchObject({ applied: false, balance_micro_usd: 3_250_000 });
+    const key = await cli(['create-key', id, 'ci', '--lifetime-cap', '20', '--monthly-cap', '5']);
+    expect(key.code).toBe(0);
+    expect((JSON.parse(key.stdout) as { record: Json }).record).toMatchObject({ name: 'ci', lifetimeCap: 20_000_000, monthlyCap: 5_000_000 });
+
+    const missing = await cli(['revoke', id]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('usage:');
+    const unknown = await cli(['audit', 'acct_nope']);
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.stdout)).toEqual({ error: { message: 'no such account' } });
+    const wrong = `adm-${randomBytes(18).toString('base64url')}`;
+    const refused = await cli(['accounts'], wrong);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/admin token missing or wrong/);
+    expect(refused.stdout + refused.stderr).not.toContain(wrong);
+  });
+});
