@@ -46,7 +46,7 @@ export const anthropicErrorEvent = (type: string, message: string): string =>
   `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message } })}\n\n`;
 
 export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
-  return async ({ ctx, response, clientGone }) => {
+  return async ({ ctx, response, cancellation }) => {
     const out = emptyOutcome('completed');
     const counters: AnthropicUsageCounters = {};
     const client = new ClientEventStream(ctx.res);
@@ -118,7 +118,7 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
       cut = true;
     }
     if (sawUsageEnd) out.usage = anthropicTokenUsage(counters);
-    if (clientGone.aborted || !client.open) {
+    if (cancellation.clientGone || !client.open) {
       out.status = 'client_cancelled';
       return out;
     }

@@ -38,11 +38,56 @@ export class ClientEventStream {
   }
 }
 
-/** An AbortSignal that fires when the client goes away before the response is complete. */
-export function clientGoneSignal(res: ServerResponse): AbortController {
-  const controller = new AbortController();
-  res.once('close', () => {
-    if (!res.writableFinished) controller.abort();
-  });
-  return controller;
+/**
+ * Why an exchange stops early: the client went away before its response was complete, or the request
+ * deadline passed. One controller and one cleared timer per request: AbortSignal.timeout plus
+ * AbortSignal.any cost several times more (each combined signal is tracked by weak references until
+ * collected, and the timeout timer outlives the request), and showed in the profile.
+ */
+export class ExchangeCancellation {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private gone = false;
+  private expired = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    timeoutMs: number,
+  ) {
+    res.once('close', this.onClose);
+    this.timer = setTimeout(this.onDeadline, timeoutMs);
+    this.timer.unref();
+  }
+
+  /** Aborts the upstream call, for either reason. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The client disconnected before the response was complete. */
+  get clientGone(): boolean {
+    return this.gone;
+  }
+
+  /** The request deadline passed. */
+  get timedOut(): boolean {
+    return this.expired;
+  }
+
+  /** Stops watching: call once the exchange is over. */
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.res.off('close', this.onClose);
+  }
+
+  private readonly onClose = (): void => {
+    if (this.res.writableFinished) return;
+    this.gone = true;
+    this.controller.abort();
+  };
+
+  private readonly onDeadline = (): void => {
+    this.expired = true;
+    this.controller.abort();
+  };
 }

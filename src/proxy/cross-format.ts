@@ -86,7 +86,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
           return out;
         };
       }
-      return async ({ ctx, response, clientGone }) => {
+      return async ({ ctx, response, cancellation }) => {
         const out = emptyOutcome('completed');
         const inputTokenEstimate = req.clientFormat === 'anthropic' ? await req.estimateInputTokens() : 0;
         const translator = createStreamTranslator(upstream.format, req.clientFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
@@ -119,7 +119,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         out.reasoningGenerated = translator.reasoningPieces();
         out.finishReason = translator.finishReason;
         if (translator.reportedInputTokens !== undefined) out.reportedInputTokens = translator.reportedInputTokens;
-        if (clientGone.aborted || !client.open) {
+        if (cancellation.clientGone || !client.open) {
           out.status = 'client_cancelled';
           return out;
         }

@@ -11,7 +11,7 @@ import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
 import type { WireFormat } from '../wire/format.js';
-import { clientGoneSignal } from './client-stream.js';
+import { ExchangeCancellation } from './client-stream.js';
 import type { Relay, RelayOutcome } from './relay.js';
 import { UpstreamFailure, classifyTransportError, sendUpstream } from './upstream-request.js';
 import type { ExchangeObserver } from './observer.js';
@@ -145,9 +145,8 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   }
   deps.observer.reservation(ctx, 'admitted');
 
-  const client = clientGoneSignal(ctx.res);
-  const deadline = AbortSignal.timeout(deps.requestTimeoutMs);
-  const signal = AbortSignal.any([client.signal, deadline]);
+  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs);
+  const { signal } = cancellation;
   let outcome: RelayOutcome | undefined;
   let servedBy: CatalogUpstream | undefined;
   const started = performance.now();
@@ -155,7 +154,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     let lastFailure: UpstreamFailure | undefined;
     for (const upstream of deps.router.candidates(model)) {
       const target = deps.dispatchers.target(upstream);
-      const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens);
+      const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens, plan.stream);
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         accept: plan.stream ? 'text/event-stream' : 'application/json',
@@ -175,7 +174,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
         call.failed(failure);
         if (failure.kind === 'aborted') {
           outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'client_cancelled', finishReason: undefined, firstTokenAt: undefined };
-          if (deadline.aborted) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
+          if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
           return;
         }
         deps.router.recordFailure(model, upstream);
@@ -187,7 +186,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       servedBy = upstream;
       call.relayStarted(plan.stream);
       try {
-        outcome = await plan.relay(upstream)({ ctx, response, clientGone: client.signal });
+        outcome = await plan.relay(upstream)({ ctx, response, cancellation });
       } catch (err) {
         const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
         outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
@@ -201,6 +200,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
     throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
   } finally {
+    cancellation.dispose();
     const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
     await settle(ctx, deps, plan, final, started, servedBy);
   }

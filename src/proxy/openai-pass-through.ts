@@ -82,7 +82,7 @@ export function inBandOpenAIError(message: string, type = 'server_error', code: 
 }
 
 export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
-  return async ({ ctx, response, clientGone }) => {
+  return async ({ ctx, response, cancellation }) => {
     const out = emptyOutcome('completed');
     const client = new ClientEventStream(ctx.res);
     ctx.respond = false;
@@ -155,13 +155,13 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
         if (failed !== undefined) break;
       }
     } catch {
-      if (clientGone.aborted) {
+      if (cancellation.clientGone) {
         out.status = 'client_cancelled';
         return out;
       }
       failed = IN_BAND_CUT;
     }
-    if (clientGone.aborted || !client.open) {
+    if (cancellation.clientGone || !client.open) {
       out.status = 'client_cancelled';
       return out;
     }

@@ -22,8 +22,8 @@ export interface RelayOutcome {
 export interface RelayInput {
   ctx: GatewayContext;
   response: Dispatcher.ResponseData;
-  /** Fires when the client disconnects. */
-  clientGone: AbortSignal;
+  /** Whether the client has disconnected (read when the upstream stream ends). */
+  cancellation: { readonly clientGone: boolean };
 }
 
 export type Relay = (input: RelayInput) => Promise<RelayOutcome>;

