@@ -103,7 +103,11 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   });
   const port = (server.address() as AddressInfo).port;
   const metricsServer = parts.serveMetrics === false ? undefined : await metrics.startServer(config.metricsPort, config.host);
-  const reaper = startReaper(backend.ledger, { intervalMs: config.reaperIntervalMs, onReaped: (n) => metrics.holdsExpired(n) });
+  const reaper = startReaper(backend.ledger, {
+    intervalMs: config.reaperIntervalMs,
+    onReaped: (n) => metrics.holdsExpired(n),
+    onHolds: (holds) => metrics.setHolds(holds.count, holds.held),
+  });
   return {
     url: `http://${config.host}:${port}`,
     port,

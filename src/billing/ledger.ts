@@ -131,12 +131,22 @@ export interface AuditReport {
   holdsOutstanding: number;
 }
 
+/** Holds in flight across the whole ledger (every account), as one sample. */
+export interface HoldsSummary {
+  /** Holds reserved and neither settled nor returned yet. */
+  count: number;
+  /** Micro-USD those holds keep from balances. */
+  held: Micros;
+}
+
 export interface Ledger {
   reserve(req: ReservationRequest): Promise<ReservationOutcome>;
   /** Charge min(cost, held), release the rest, append the usage record. Exactly once per request id. */
   settle(req: SettlementRequest): Promise<SettlementOutcome>;
   /** Return every hold whose deadline has passed. Returns how many were returned. */
   reapExpired(now?: number): Promise<number>;
+  /** Every outstanding hold, ledger-wide: a read-only scan the reaper samples for the holds gauges. */
+  holdsSummary(): Promise<HoldsSummary>;
   /** Add a top-up. A repeated idempotency key is a no-op that returns false. */
   credit(accountId: string, amount: Micros, idempotencyKey: string): Promise<boolean>;
   /** Credit back the charge of one settled request, once. */

@@ -3,6 +3,7 @@
 import type {
   AccountBalance,
   AuditReport,
+  HoldsSummary,
   KeySpend,
   Ledger,
   RefundOutcome,
@@ -162,6 +163,16 @@ export class MemoryLedger implements Ledger {
       }
     }
     return count;
+  }
+
+  async holdsSummary(): Promise<HoldsSummary> {
+    let count = 0;
+    let held = 0;
+    for (const acct of this.state.accounts.values()) {
+      count += acct.holds.size;
+      held += acct.held;
+    }
+    return { count, held };
   }
 
   async credit(accountId: string, amount: number, idempotencyKey: string): Promise<boolean> {

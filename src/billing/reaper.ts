@@ -1,9 +1,12 @@
-// Returns expired holds (requests whose pod died before settling) on a timer. Runs never overlap.
-import type { Ledger } from './ledger.js';
+// Returns expired holds (requests whose pod died before settling) on a timer, and samples the
+// ledger's outstanding holds for the metrics. Runs never overlap.
+import type { HoldsSummary, Ledger } from './ledger.js';
 
 export interface ReaperOptions {
   intervalMs: number;
   onReaped?: (n: number) => void;
+  /** When given, each pass ends with a ledger-wide sample of outstanding holds, reported here. */
+  onHolds?: (summary: HoldsSummary) => void;
   /** A failed pass (Redis down) is reported here and retried at the next tick. */
   onError?: (err: unknown) => void;
 }
@@ -15,10 +18,21 @@ export function startReaper(ledger: Ledger, opts: ReaperOptions): { stop(): void
     if (running || stopped) return;
     running = true;
     try {
-      const n = await ledger.reapExpired();
-      if (n > 0) opts.onReaped?.(n);
-    } catch (err) {
-      opts.onError?.(err);
+      try {
+        const n = await ledger.reapExpired();
+        if (n > 0) opts.onReaped?.(n);
+      } catch (err) {
+        opts.onError?.(err);
+      }
+      // Sampled after the reap, so holds it just returned are no longer counted. A failed reap does not
+      // skip the sample: the gauges would otherwise freeze at their last value.
+      if (opts.onHolds && !stopped) {
+        try {
+          opts.onHolds(await ledger.holdsSummary());
+        } catch (err) {
+          opts.onError?.(err);
+        }
+      }
     } finally {
       running = false;
     }
