@@ -20,7 +20,8 @@ export interface UpstreamCallObservation {
 export interface ExchangeObserver {
   timeLedger<T>(op: LedgerOperation, fn: () => Promise<T>): Promise<T>;
   reservation(ctx: GatewayContext, outcome: 'admitted' | RefusalReason): void;
-  upstreamStarted(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream, host: string, port: number, maxTokens: number): UpstreamCallObservation;
+  /** `maxTokens` is the output limit sent upstream; `stream` whether the client asked for a stream. */
+  upstreamStarted(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream, host: string, port: number, maxTokens: number, stream: boolean): UpstreamCallObservation;
   settled(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream | undefined, usage: TokenUsage, chargedMicros: number, outcome: RelayOutcome): void;
 }
 

@@ -28,7 +28,9 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
       metrics.reservation(result);
       ctx.state.span?.setReservation(result);
     },
-    upstreamStarted(ctx, model, upstream, host, port, maxTokens): UpstreamCallObservation {
+    upstreamStarted(ctx, model, upstream, host, port, maxTokens, stream): UpstreamCallObservation {
+      // The same on every attempt; set here because only the exchange knows the output limit it reserved.
+      ctx.state.span?.setRequest({ maxTokens, stream });
       const span = ctx.state.span
         ? tracing.startUpstreamSpan(ctx.state.span, {
             model: model.id,
@@ -39,6 +41,7 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
             operation: 'chat',
             provider: upstream.format,
             maxTokens,
+            stream,
           })
         : undefined;
       const t0 = performance.now();
@@ -48,6 +51,8 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
           span?.injectHeaders(headers);
         },
         failed(failure) {
+          // Timed like a finished call, so the duration histogram's count is the number of calls.
+          metrics.upstreamFinished(model.id, upstream.name, performance.now() - t0);
           if (failure.kind !== 'aborted') metrics.upstreamError(model.id, upstream.name, errorClass(failure));
           span?.end({ type: errorClass(failure), message: failure.message });
         },

@@ -247,9 +247,10 @@ class LiveRequestSpan implements RequestSpan {
     if (this.ended) return;
     this.ended = true;
     this.span.setAttribute(ATTR.httpStatus, status);
-    // Server spans: a 4xx is the client's doing and not a span error (HTTP semantic conventions).
-    if (status >= 500 || error !== undefined) {
-      this.span.setAttribute(ATTR.errorType, error?.type ?? String(status));
+    if (status >= 500 || error !== undefined) this.span.setAttribute(ATTR.errorType, error?.type ?? String(status));
+    // Server spans: a 4xx (a refusal, a bad request) is the client's doing and not a span error, even
+    // with its error.type (HTTP semantic conventions); an error under a 2xx/3xx already sent is.
+    if (status >= 500 || (error !== undefined && status < 400)) {
       this.span.setStatus({ code: SpanStatusCode.ERROR, message: error?.message });
     }
     this.span.end();

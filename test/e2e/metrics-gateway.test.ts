@@ -1,0 +1,448 @@
+// Prometheus metrics through a real gateway (issue 5 acceptance): scripted traffic over loopback with
+// the official clients, the simulator as upstream (both formats) and the Redis ledger, then GET /metrics
+// on the gateway's metrics port, parsed from the text exposition. Every scenario asserts the complete
+// set of counter and histogram-count changes (scrape after minus scrape before): the expected ones to
+// the unit, and that nothing else moved. Tokens are the simulator's own counts; cost is the ledger's
+// charge as recorded.
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { UsageRecord } from '../../src/billing/ledger.js';
+import { worstCase } from '../../src/billing/worst-case.js';
+import type { SimulatedRequest } from '../../src/simulator/server.js';
+import type { WireFormat } from '../../src/wire/format.js';
+import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
+import { countTokens } from '../../src/wire/token-count.js';
+import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import { simulatorCost } from './e2e-support.js';
+
+const MODEL = 'outlaw-1-xploded';
+const REASONING_MODEL = 'glm-5.3-xploded';
+const PROMPT = 'Tell me about the river stone.';
+const ROUTES: Record<WireFormat, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
+
+// ---------------------------------------------------------------------------------------------
+// The Prometheus text exposition format, parsed (only what the gateway emits: no timestamps needed,
+// but tolerated; label values with \\, \" and \n escapes).
+
+interface Exposition {
+  /** `name{label="value",...}` with labels sorted by name -> value. */
+  samples: Map<string, number>;
+  /** Metric family name -> type (counter, gauge, histogram, ...). */
+  types: Map<string, string>;
+}
+
+function seriesKey(name: string, labels: Readonly<Record<string, string>>): string {
+  const parts = Object.keys(labels)
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(labels[k])}`);
+  return parts.length === 0 ? name : `${name}{${parts.join(',')}}`;
+}
+
+function parseLabels(text: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  let i = 0;
+  while (i < text.length) {
+    const eq = text.indexOf('=', i);
+    if (eq < 0 || text[eq + 1] !== '"') throw new Error(`bad label set: {${text}}`);
+    const name = text.slice(i, eq).trim();
+    let value = '';
+    let j = eq + 2;
+    for (; j < text.length && text[j] !== '"'; j++) {
+      if (text[j] === '\\') {
+        const next = text[++j];
+        value += next === 'n' ? '\n' : (next ?? '');
+      } else value += text[j];
+    }
+    if (j >= text.length) throw new Error(`unterminated label value: {${text}}`);
+    labels[name] = value;
+    i = j + 1;
+    if (text[i] === ',') i++;
+  }
+  return labels;
+}
+
+function parseExposition(body: string): Exposition {
+  const samples = new Map<string, number>();
+  const types = new Map<string, string>();
+  for (const line of body.split('\n')) {
+    if (line === '') continue;
+    if (line.startsWith('#')) {
+      const m = /^# TYPE (\S+) (\S+)$/.exec(line);
+      if (m) types.set(m[1]!, m[2]!);
+      continue;
+    }
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$/.exec(line);
+    if (!m) throw new Error(`unparsable exposition line: ${line}`);
+    const value = m[3] === '+Inf' ? Infinity : m[3] === '-Inf' ? -Infinity : Number(m[3]);
+    samples.set(seriesKey(m[1]!, m[2] ? parseLabels(m[2]) : {}), value);
+  }
+  return { samples, types };
+}
+
+async function scrape(h: Harness): Promise<Exposition> {
+  const port = h.gateway.metricsServer?.port;
+  if (port === undefined) throw new Error('the gateway serves no /metrics');
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  return parseExposition(await res.text());
+}
+
+/** Series that only ever count: counters and the `_count` of histograms. */
+function countingSeries(e: Exposition, key: string): boolean {
+  const name = key.replace(/\{.*$/, '');
+  if (e.types.get(name) === 'counter') return true;
+  return name.endsWith('_count') && e.types.get(name.slice(0, -'_count'.length)) === 'histogram';
+}
+
+/** Every counting series that changed between the scrapes, with its change. */
+function deltas(before: Exposition, after: Exposition): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, value] of after.samples) {
+    if (!countingSeries(after, key)) continue;
+    const d = value - (before.samples.get(key) ?? 0);
+    if (d !== 0) out[key] = d;
+  }
+  return out;
+}
+
+function gauge(e: Exposition, name: string): number {
+  const v = e.samples.get(name);
+  if (v === undefined) throw new Error(`no series ${name}`);
+  return v;
+}
+
+/** The expected changes, as `deltas` reports them (zero entries dropped). */
+function expected(entries: Array<[string, Record<string, string>, number]>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, labels, v] of entries) {
+    const key = seriesKey(`tollgate_${name}`, labels);
+    out[key] = (out[key] ?? 0) + v;
+    if (out[key] === 0) delete out[key];
+  }
+  return out;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * Scrapes until the request is fully accounted: its requests_total sample (recorded last, after
+ * settlement) has moved. Returns that scrape.
+ */
+async function scrapeWhenFinished(h: Harness, before: Exposition, format: WireFormat, status: string, model = MODEL): Promise<Exposition> {
+  const key = seriesKey('tollgate_requests_total', { format, model, route: ROUTES[format], status });
+  return until(`${key} to move`, async () => {
+    const now = await scrape(h);
+    return (now.samples.get(key) ?? 0) > (before.samples.get(key) ?? 0) ? now : undefined;
+  });
+}
+
+async function usageRecord(h: Harness, requestId: string): Promise<UsageRecord> {
+  return until(`usage record of ${requestId}`, async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 1000 })).find((r) => r.requestId === requestId));
+}
+
+function simRequest(h: Harness, requestId: string): SimulatedRequest {
+  const all = h.simulator.requests.filter((r) => r.headers['x-request-id'] === requestId);
+  expect(all, `upstream calls of ${requestId}`).toHaveLength(1);
+  return all[0]!;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+type Body = Record<string, unknown>;
+
+function body(extra: Body = {}, model = MODEL): Body {
+  return { model, max_tokens: 300, messages: [{ role: 'user', content: PROMPT }], ...extra };
+}
+
+interface Sent {
+  status: number;
+  requestId: string;
+}
+
+/** A whole request through the official client of the format; the stream read to its end. */
+async function viaSdk(h: Harness, format: WireFormat, b: Body, key = h.key): Promise<Sent> {
+  try {
+    if (format === 'openai') {
+      const client = new OpenAI({ apiKey: key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
+      const params = b as unknown as OpenAI.Chat.ChatCompletionCreateParams;
+      if (b.stream === true) {
+        const { data, response } = await client.chat.completions.create({ ...params, stream: true }).withResponse();
+        let text = '';
+        for await (const chunk of data) text += chunk.choices[0]?.delta.content ?? '';
+        expect(text.length).toBeGreaterThan(0);
+        return { status: response.status, requestId: response.headers.get('x-request-id') ?? '' };
+      }
+      const { data, response } = await client.chat.completions.create({ ...params, stream: false }).withResponse();
+      expect(data.choices[0]?.message.content?.length).toBeGreaterThan(0);
+      return { status: response.status, requestId: response.headers.get('x-request-id') ?? '' };
+    }
+    const client = new Anthropic({ apiKey: key, baseURL: h.baseUrl, maxRetries: 0 });
+    const params = b as unknown as Anthropic.MessageCreateParams;
+    if (b.stream === true) {
+      const { data, response } = await client.messages.create({ ...params, stream: true }).withResponse();
+      let text = '';
+      for await (const e of data) if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
+      expect(text.length).toBeGreaterThan(0);
+      return { status: response.status, requestId: response.headers.get('x-request-id') ?? '' };
+    }
+    const { data, response } = await client.messages.create({ ...params, stream: false }).withResponse();
+    expect(data.content.length).toBeGreaterThan(0);
+    return { status: response.status, requestId: response.headers.get('x-request-id') ?? '' };
+  } catch (err) {
+    // Both SDKs raise an APIError carrying the status and the response headers.
+    const e = err as { status?: number; headers?: Headers | Record<string, string> };
+    if (typeof e.status !== 'number') throw err;
+    const headers = e.headers;
+    const requestId = headers instanceof Headers ? headers.get('x-request-id') : headers?.['x-request-id'];
+    return { status: e.status, requestId: requestId ?? '' };
+  }
+}
+
+function rawPost(h: Harness, format: WireFormat, b: Body, signal?: AbortSignal): Promise<Response> {
+  const auth: Record<string, string> = format === 'openai' ? { authorization: `Bearer ${h.key}` } : { 'x-api-key': h.key, 'anthropic-version': '2023-06-01' };
+  return fetch(`${h.baseUrl}${ROUTES[format]}`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify(b),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/** Text pieces relayed so far, in either format's stream. */
+function contentPieces(format: WireFormat, sse: string): number {
+  return (sse.match(format === 'openai' ? /"content":"[^"]/g : /"text":"[^"]/g) ?? []).length;
+}
+
+/** What one completed (or cut) upstream call adds, besides its request line and upstream errors. */
+function meteredCall(model: string, sim: SimulatedRequest, record: UsageRecord, opts: { ttft: boolean }): Array<[string, Record<string, string>, number]> {
+  return [
+    ['reservations_total', { outcome: 'admitted', reason: 'none' }, 1],
+    ['ledger_call_duration_seconds_count', { operation: 'reserve' }, 1],
+    ['ledger_call_duration_seconds_count', { operation: 'settle' }, 1],
+    ['upstream_duration_seconds_count', { model, upstream: 'sim' }, 1],
+    ['upstream_time_to_first_token_seconds_count', { model, upstream: 'sim' }, opts.ttft ? 1 : 0],
+    ['tokens_total', { model, kind: 'input' }, sim.inputTokens],
+    ['tokens_total', { model, kind: 'output' }, sim.outputTokensSent],
+    ['cost_micro_usd_total', { model }, record.cost],
+  ];
+}
+
+function requestLine(format: WireFormat, status: string, model = MODEL): Array<[string, Record<string, string>, number]> {
+  return [
+    ['requests_total', { route: ROUTES[format], format, model, status }, 1],
+    ['request_duration_seconds_count', { route: ROUTES[format], format, model }, 1],
+  ];
+}
+
+// The o200k table loads at gateway start; loading it here first keeps this process's event loop (shared
+// by test, gateway and simulator) free of that stall while paced streams run.
+beforeAll(async () => {
+  await countTokens(['warm up']);
+}, 30_000);
+
+describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with %s-format upstreams', (upstreamFormat) => {
+  let h: Harness;
+  beforeAll(async () => {
+    // A fast reaper so the holds gauges are sampled within the test's patience.
+    h = await startHarness({ ledger: 'redis', upstreamFormat, config: { reaperIntervalMs: 50 } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  describe.each(['openai', 'anthropic'] as const)('%s client', (format) => {
+    it.each([false, true])('a success (stream %s): request, upstream call, tokens, cost and reservation', async (stream) => {
+      const before = await scrape(h);
+      const sent = await viaSdk(h, format, body({ stream }));
+      expect(sent.status).toBe(200);
+      const after = await scrapeWhenFinished(h, before, format, '200');
+      const sim = simRequest(h, sent.requestId);
+      const record = await usageRecord(h, sent.requestId);
+      expect(record.usage).toMatchObject({ input: sim.inputTokens, output: sim.outputTokensSent });
+      expect(record.cost).toBe(simulatorCost(h, sim));
+      expect(record.cost).toBeGreaterThan(0);
+      // A non-streamed reply has no first token to time: the whole body arrives at once.
+      expect(deltas(before, after)).toEqual(expected([...requestLine(format, '200'), ...meteredCall(MODEL, sim, record, { ttft: stream })]));
+      expect(gauge(after, 'tollgate_active_streams')).toBe(0);
+    });
+
+    it('402 refusals by each reason: no upstream call, no settlement', async () => {
+      const capped = await h.backend.accounts.createKey(h.accountId, { name: 'capped', lifetimeCap: 2_000 });
+      const poor = await h.backend.accounts.createAccount('poor');
+      await h.backend.ledger.credit(poor.id, 3_000, 'start');
+      const poorKey = await h.backend.accounts.createKey(poor.id, { name: 'poor' });
+      const calls = h.simulator.requests.length;
+      const before = await scrape(h);
+      // Worst case of 20,000 output tokens: about 20,000 µUSD, past both limits (and under the Anthropic SDK's
+      // non-streaming max_tokens bound).
+      expect((await viaSdk(h, format, body({ max_tokens: 20_000 }), capped.secret)).status).toBe(402);
+      expect((await viaSdk(h, format, body({ max_tokens: 20_000, stream: true }), poorKey.secret)).status).toBe(402);
+      const after = await until('both refusals counted', async () => {
+        const now = await scrape(h);
+        return deltas(before, now)[seriesKey('tollgate_requests_total', { format, model: MODEL, route: ROUTES[format], status: '402' })] === 2 ? now : undefined;
+      });
+      expect(h.simulator.requests.length).toBe(calls);
+      expect(deltas(before, after)).toEqual(
+        expected([
+          ...requestLine(format, '402'),
+          ...requestLine(format, '402'),
+          ['reservations_total', { outcome: 'refused', reason: 'key_lifetime_cap_reached' }, 1],
+          ['reservations_total', { outcome: 'refused', reason: 'insufficient_balance' }, 1],
+          ['ledger_call_duration_seconds_count', { operation: 'reserve' }, 2],
+        ]),
+      );
+    });
+
+    it('an upstream 5xx: a 502 to the client, one 5xx upstream error, nothing charged', async () => {
+      h.simulator.injectFault({ status: 500, match: { model: `sim-${MODEL}` } });
+      const before = await scrape(h);
+      const sent = await viaSdk(h, format, body());
+      expect(sent.status).toBe(502);
+      const after = await scrapeWhenFinished(h, before, format, '502');
+      expect(simRequest(h, sent.requestId).status).toBe(500);
+      expect(await usageRecord(h, sent.requestId)).toMatchObject({ cost: 0, status: 'upstream_failed' });
+      expect(deltas(before, after)).toEqual(
+        expected([
+          ...requestLine(format, '502'),
+          ['reservations_total', { outcome: 'admitted', reason: 'none' }, 1],
+          ['ledger_call_duration_seconds_count', { operation: 'reserve' }, 1],
+          ['ledger_call_duration_seconds_count', { operation: 'settle' }, 1],
+          // The failed call is timed like any other: the histogram's count is the number of calls.
+          ['upstream_duration_seconds_count', { model: MODEL, upstream: 'sim' }, 1],
+          ['upstream_errors_total', { model: MODEL, upstream: 'sim', class: '5xx' }, 1],
+        ]),
+      );
+    });
+
+    it('a stream cut by the upstream: a stream_cut error, and what was generated is metered', async () => {
+      h.simulator.injectFault({ cutAfterChunks: 9, match: { model: `sim-${MODEL}` } });
+      const before = await scrape(h);
+      const res = await rawPost(h, format, body({ stream: true, sim_reply_tokens: 100 }));
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('error');
+      const requestId = res.headers.get('x-request-id') as string;
+      const after = await scrapeWhenFinished(h, before, format, '200');
+      const sim = simRequest(h, requestId);
+      expect(sim.outputTokensSent).toBeGreaterThan(0);
+      expect(sim.outputTokensSent).toBeLessThan(100);
+      const record = await usageRecord(h, requestId);
+      expect(record).toMatchObject({ status: 'upstream_failed', usage: { input: sim.inputTokens, output: sim.outputTokensSent }, cost: simulatorCost(h, sim) });
+      expect(deltas(before, after)).toEqual(
+        expected([
+          ...requestLine(format, '200'),
+          ...meteredCall(MODEL, sim, record, { ttft: true }),
+          ['upstream_errors_total', { model: MODEL, upstream: 'sim', class: 'stream_cut' }, 1],
+        ]),
+      );
+      expect(gauge(after, 'tollgate_active_streams')).toBe(0);
+    });
+
+    it('a stream cut by the client: metered to what the upstream sent, no upstream error; the stream is active until then', async () => {
+      // Tokens every 150 ms, so none is on the wire when the client hangs up (see billing-gateway).
+      h.simulator.injectFault({ tokenDelayMs: 150, match: { model: `sim-${MODEL}` } });
+      const before = await scrape(h);
+      const abort = new AbortController();
+      const res = await rawPost(h, format, body({ stream: true, sim_reply_tokens: 200 }), abort.signal);
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-request-id') as string;
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      const decoder = new TextDecoder();
+      let seen = '';
+      while (contentPieces(format, seen) < 4) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error('stream ended before the client cut it');
+        seen += decoder.decode(value, { stream: true });
+      }
+      expect(gauge(await scrape(h), 'tollgate_active_streams')).toBe(1);
+      abort.abort();
+      await h.simulator.waitForRequest((r) => r.headers['x-request-id'] === requestId && r.aborted);
+      const after = await scrapeWhenFinished(h, before, format, '200');
+      const sim = simRequest(h, requestId);
+      expect(sim.outputTokensSent).toBeGreaterThanOrEqual(4);
+      expect(sim.outputTokensSent).toBeLessThan(200);
+      const record = await usageRecord(h, requestId);
+      expect(record).toMatchObject({ status: 'client_cancelled', usage: { input: sim.inputTokens, output: sim.outputTokensSent }, cost: simulatorCost(h, sim) });
+      expect(deltas(before, after)).toEqual(expected([...requestLine(format, '200'), ...meteredCall(MODEL, sim, record, { ttft: true })]));
+      expect(gauge(after, 'tollgate_active_streams')).toBe(0);
+    });
+  });
+
+  it('holds gauges: a request in flight is counted with its worst case after a reaper tick, and both go back to 0 once it settles', async () => {
+    const b = body({ stream: true, sim_reply_tokens: 12 });
+    const amount = worstCase(decodeChatRequest(structuredClone(b)).footprint, h.catalog.current().byId.get(MODEL)!).amount;
+    h.simulator.injectFault({ tokenDelayMs: 150, match: { model: `sim-${MODEL}` } });
+    const res = await rawPost(h, 'openai', b);
+    expect(res.status).toBe(200);
+    const held = await until('the hold in the gauges', async () => {
+      const e = await scrape(h);
+      return gauge(e, 'tollgate_holds_outstanding') === 1 ? e : undefined;
+    });
+    expect(gauge(held, 'tollgate_held_micro_usd')).toBe(amount);
+    expect((await h.backend.ledger.balance(h.accountId)).held).toBe(amount);
+    expect(await res.text()).toContain('[DONE]');
+    await until('the gauges back to 0', async () => {
+      const e = await scrape(h);
+      return gauge(e, 'tollgate_holds_outstanding') === 0 && gauge(e, 'tollgate_held_micro_usd') === 0 ? true : undefined;
+    });
+    expect((await h.backend.ledger.balance(h.accountId)).held).toBe(0);
+  });
+
+  it('a reasoning model: reasoning tokens are counted as the upstream reported them', async () => {
+    const before = await scrape(h);
+    const client = new OpenAI({ apiKey: h.key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
+    const { data, response } = await client.chat.completions
+      .create({ model: REASONING_MODEL, max_tokens: 400, messages: [{ role: 'user', content: PROMPT }] })
+      .withResponse();
+    const requestId = response.headers.get('x-request-id') as string;
+    const after = await scrapeWhenFinished(h, before, 'openai', '200', REASONING_MODEL);
+    const sim = simRequest(h, requestId);
+    const record = await usageRecord(h, requestId);
+    expect(data.usage?.completion_tokens).toBe(sim.outputTokensSent);
+    const reasoning = record.usage.reasoning;
+    if (upstreamFormat === 'openai') {
+      // What the simulator reported, relayed untouched to the client.
+      expect(reasoning).toBe(data.usage?.completion_tokens_details?.reasoning_tokens);
+      expect(reasoning).toBeGreaterThan(0);
+    }
+    expect(deltas(before, after)).toEqual(
+      expected([
+        ...requestLine('openai', '200', REASONING_MODEL),
+        ...meteredCall(REASONING_MODEL, sim, record, { ttft: false }),
+        ['tokens_total', { model: REASONING_MODEL, kind: 'reasoning' }, reasoning],
+      ]),
+    );
+  });
+});
+
+describe('the exposition parser', () => {
+  it('reads label escapes, histograms and types', () => {
+    const e = parseExposition(
+      [
+        '# HELP a_total x',
+        '# TYPE a_total counter',
+        'a_total{b="x\\"y\\\\z\\n",c="1"} 3',
+        '# TYPE h histogram',
+        'h_bucket{le="+Inf"} 2',
+        'h_count 2',
+        'h_sum 0.5',
+        'g 7 1700000000000',
+      ].join('\n'),
+    );
+    expect(e.samples.get(seriesKey('a_total', { c: '1', b: 'x"y\\z\n' }))).toBe(3);
+    expect(e.samples.get('h_count')).toBe(2);
+    expect(e.samples.get('g')).toBe(7);
+    expect(countingSeries(e, 'h_count')).toBe(true);
+    expect(countingSeries(e, 'h_sum')).toBe(false);
+    expect(countingSeries(e, seriesKey('a_total', { c: '1' }))).toBe(true);
+  });
+});

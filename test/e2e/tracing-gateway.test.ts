@@ -1,0 +1,417 @@
+// OpenTelemetry traces of a real gateway (issue 5 acceptance): requests in both wire formats, to both
+// upstream formats, over loopback with the official clients and the simulator as upstream. Spans are
+// captured by an in-memory exporter, and in a second part exported over OTLP/HTTP to a receiver on
+// loopback. Checked: the span tree (server span, one client span per upstream call, a retry on
+// another upstream), the gen_ai.* attributes against the simulator's own usage, our attributes against
+// the response headers and the ledger, the W3C traceparent the simulator received, a client's incoming
+// traceparent continued, and that no prompt or completion text is recorded by default.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { UsageRecord } from '../../src/billing/ledger.js';
+import type { SimulatedRequest } from '../../src/simulator/server.js';
+import { initTracing, type Tracing } from '../../src/telemetry/tracing.js';
+import type { WireFormat } from '../../src/wire/format.js';
+import { startHarness, upstreamFor, type Harness } from '../helpers/gateway-harness.js';
+
+const MODEL = 'outlaw-1-xploded';
+const UPSTREAM_MODEL = `sim-${MODEL}`;
+// Distinctive, so finding it anywhere in a span means the prompt leaked into the trace.
+const PROMPT = 'Describe the quartz-veined river stone of Ysolde, please.';
+const ROUTES: Record<WireFormat, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
+const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_SPAN_ID = '00f067aa0ba902b7';
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function usageRecord(h: Harness, requestId: string): Promise<UsageRecord> {
+  return until(`usage record of ${requestId}`, async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 1000 })).find((r) => r.requestId === requestId));
+}
+
+function upstreamCalls(h: Harness, requestId: string): SimulatedRequest[] {
+  return h.simulator.requests.filter((r) => r.headers['x-request-id'] === requestId);
+}
+
+interface Reply {
+  requestId: string;
+  status: number;
+  /** The generated text the client received. */
+  text: string;
+}
+
+/**
+ * One request with the official client of `format`; `traceparent` is sent as the client's own trace
+ * context. The Anthropic SDK traces its calls with the OpenTelemetry API, which in this process is the
+ * gateway's own provider: it then starts a span of its own and sends that as `traceparent` (replacing
+ * ours), so it runs with its tracing off unless `sdkTracing` asks for it.
+ */
+async function send(
+  h: Harness,
+  format: WireFormat,
+  opts: { stream: boolean; traceparent?: string; sdkTracing?: boolean; key?: string; maxTokens?: number },
+): Promise<Reply> {
+  const headers = opts.traceparent ? { traceparent: opts.traceparent } : {};
+  const maxTokens = opts.maxTokens ?? 300;
+  const messages = [{ role: 'user' as const, content: PROMPT }];
+  try {
+    if (format === 'openai') {
+      const client = new OpenAI({ apiKey: opts.key ?? h.key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
+      if (opts.stream) {
+        const { data, response } = await client.chat.completions.create({ model: MODEL, max_tokens: maxTokens, messages, stream: true }, { headers }).withResponse();
+        let text = '';
+        for await (const c of data) text += c.choices[0]?.delta.content ?? '';
+        return { requestId: response.headers.get('x-request-id') ?? '', status: response.status, text };
+      }
+      const { data, response } = await client.chat.completions.create({ model: MODEL, max_tokens: maxTokens, messages }, { headers }).withResponse();
+      return { requestId: response.headers.get('x-request-id') ?? '', status: response.status, text: data.choices[0]?.message.content ?? '' };
+    }
+    const client = new Anthropic({ apiKey: opts.key ?? h.key, baseURL: h.baseUrl, maxRetries: 0, ...(opts.sdkTracing ? {} : { openTelemetry: false }) });
+    if (opts.stream) {
+      const { data, response } = await client.messages.create({ model: MODEL, max_tokens: maxTokens, messages, stream: true }, { headers }).withResponse();
+      let text = '';
+      for await (const e of data) if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
+      return { requestId: response.headers.get('x-request-id') ?? '', status: response.status, text };
+    }
+    const { data, response } = await client.messages.create({ model: MODEL, max_tokens: maxTokens, messages }, { headers }).withResponse();
+    const text = data.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    return { requestId: response.headers.get('x-request-id') ?? '', status: response.status, text };
+  } catch (err) {
+    const e = err as { status?: number; headers?: Headers };
+    if (typeof e.status !== 'number' || !(e.headers instanceof Headers)) throw err;
+    return { requestId: e.headers.get('x-request-id') ?? '', status: e.status, text: '' };
+  }
+}
+
+/** The W3C traceparent the simulator received on one upstream call, split. */
+function receivedTraceparent(sim: SimulatedRequest): { traceId: string; spanId: string; flags: string } {
+  const header = sim.headers.traceparent;
+  expect(typeof header, 'traceparent sent upstream').toBe('string');
+  const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(header as string);
+  expect(m, `traceparent ${String(header)}`).not.toBeNull();
+  return { traceId: m![1]!, spanId: m![2]!, flags: m![3]! };
+}
+
+describe('spans of real requests, captured in memory', () => {
+  const exporter = new InMemorySpanExporter();
+  let tracing: Tracing;
+  const harnesses = new Map<WireFormat, Harness>();
+  let fallback: Harness;
+
+  beforeAll(async () => {
+    tracing = initTracing({ env: {}, spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    for (const upstreamFormat of ['openai', 'anthropic'] as const) {
+      harnesses.set(upstreamFormat, await startHarness({ ledger: 'redis', upstreamFormat, tracing }));
+    }
+    // Two upstreams for the model, so a failed call is retried on the other one.
+    fallback = await startHarness({
+      ledger: 'redis',
+      tracing,
+      models: (models, sim) =>
+        models.map((m) => (m.id === MODEL ? { ...m, upstreams: [upstreamFor('openai', sim, UPSTREAM_MODEL, 'primary'), upstreamFor('openai', sim, UPSTREAM_MODEL, 'backup')] } : m)),
+    });
+  });
+  afterAll(async () => {
+    for (const h of [...harnesses.values(), fallback]) await h?.close();
+    await tracing?.shutdown();
+  });
+
+  const spans = (): ReadableSpan[] => exporter.getFinishedSpans();
+  /** The server span of a request (it ends after settlement, possibly after the client saw the reply). */
+  const serverSpan = (requestId: string): Promise<ReadableSpan> =>
+    until(`server span of ${requestId}`, () => spans().find((s) => s.kind === SpanKind.SERVER && s.attributes['tollgate.request_id'] === requestId));
+  const childrenOf = (parent: ReadableSpan): ReadableSpan[] =>
+    spans().filter((s) => s.parentSpanContext?.spanId === parent.spanContext().spanId && s.spanContext().traceId === parent.spanContext().traceId);
+  /** Nothing the client wrote or was answered appears in any attribute of the gateway's spans. */
+  const expectNoContent = (traceId: string, reply: Reply): void => {
+    const inTrace = spans().filter((s) => s.spanContext().traceId === traceId && s.instrumentationScope.name === 'tollgate');
+    expect(inTrace.length).toBeGreaterThan(0);
+    const attributes = JSON.stringify(inTrace.map((s) => [s.name, s.attributes, s.events]));
+    expect(attributes).not.toContain('quartz-veined');
+    expect(attributes).not.toContain('Ysolde');
+    const words = reply.text.split(/\s+/).filter((w) => w.length >= 6);
+    for (const w of words) expect(attributes, `completion text "${w}" in the trace`).not.toContain(w);
+  };
+
+  // [client format, upstream format, stream, the client's trace context, finish reason on the client span]
+  // The client's context is none, a traceparent header set by hand, or the Anthropic SDK's own call span.
+  type Parent = 'none' | 'header' | 'sdk';
+  const cases: Array<[WireFormat, WireFormat, boolean, Parent, string]> = [
+    ['openai', 'openai', false, 'header', 'stop'],
+    ['openai', 'anthropic', true, 'none', 'stop'],
+    ['anthropic', 'anthropic', true, 'header', 'end_turn'],
+    ['anthropic', 'openai', false, 'sdk', 'end_turn'],
+    ['anthropic', 'anthropic', false, 'none', 'end_turn'],
+  ];
+
+  it.each(cases)('%s client, %s upstream, stream %s, client trace context: %s', async (format, upstreamFormat, stream, parent, finishReason) => {
+    const h = harnesses.get(upstreamFormat)!;
+    const reply = await send(h, format, {
+      stream,
+      ...(parent === 'header' ? { traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-01` } : {}),
+      sdkTracing: parent === 'sdk',
+    });
+    expect(reply.status).toBe(200);
+    expect(reply.text.length).toBeGreaterThan(0);
+    const server = await serverSpan(reply.requestId);
+    const record = await usageRecord(h, reply.requestId);
+    const [sim, ...more] = upstreamCalls(h, reply.requestId);
+    expect(more).toHaveLength(0);
+
+    // The tree: the client's trace continued (or a new one), the server span, one client span.
+    const traceId = server.spanContext().traceId;
+    if (parent === 'header') {
+      expect(traceId).toBe(CLIENT_TRACE_ID);
+      expect(server.parentSpanContext?.spanId).toBe(CLIENT_SPAN_ID);
+      expect(server.parentSpanContext?.isRemote).toBe(true);
+    } else if (parent === 'sdk') {
+      // The SDK's call span, exported by the same provider: the client's and the gateway's spans form one trace.
+      const sdkSpan = await until('the SDK call span', () => spans().find((s) => s.spanContext().spanId === server.parentSpanContext?.spanId));
+      expect(sdkSpan.kind).toBe(SpanKind.CLIENT);
+      expect(sdkSpan.instrumentationScope.name).not.toBe('tollgate');
+      expect(sdkSpan.spanContext().traceId).toBe(traceId);
+      expect(server.parentSpanContext?.isRemote).toBe(true);
+    } else {
+      expect(traceId).not.toBe(CLIENT_TRACE_ID);
+      expect(server.parentSpanContext).toBeUndefined();
+    }
+    const children = childrenOf(server);
+    expect(children).toHaveLength(1);
+    const client = children[0]!;
+    expect(client.kind).toBe(SpanKind.CLIENT);
+    expect(client.name).toBe(`chat ${UPSTREAM_MODEL}`);
+    expect(server.name).toBe(`POST ${ROUTES[format]}`);
+    expect(server.status.code).toBe(SpanStatusCode.UNSET);
+    expect(client.status.code).toBe(SpanStatusCode.UNSET);
+
+    // What the upstream received is the client span's context.
+    expect(receivedTraceparent(sim!)).toEqual({ traceId, spanId: client.spanContext().spanId, flags: '01' });
+
+    expect(server.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.route': ROUTES[format],
+      'http.response.status_code': 200,
+      'tollgate.request_id': reply.requestId,
+      'tollgate.format': format,
+      'tollgate.reservation': 'admitted',
+      'tollgate.cost_micro_usd': record.cost,
+      'gen_ai.request.model': MODEL,
+      'gen_ai.request.max_tokens': 300,
+      'gen_ai.request.stream': stream,
+    });
+    expect(record.cost).toBeGreaterThan(0);
+    expect(client.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': upstreamFormat,
+      'gen_ai.system': upstreamFormat,
+      'gen_ai.request.model': UPSTREAM_MODEL,
+      'gen_ai.request.max_tokens': 300,
+      'gen_ai.request.stream': stream,
+      'gen_ai.response.model': MODEL,
+      'gen_ai.usage.input_tokens': sim!.inputTokens,
+      'gen_ai.usage.output_tokens': sim!.outputTokensSent,
+      'gen_ai.response.finish_reasons': [finishReason],
+      'server.address': '127.0.0.1',
+      'server.port': h.simulator.port,
+      'tollgate.model': MODEL,
+      'tollgate.upstream': 'sim',
+    });
+    expect(sim!.inputTokens).toBeGreaterThan(0);
+    expect(sim!.outputTokensSent).toBeGreaterThan(0);
+    expect(record.usage).toMatchObject({ input: sim!.inputTokens, output: sim!.outputTokensSent });
+    // A stream times its first token; a whole JSON body has none to time.
+    if (stream) expect(client.attributes['gen_ai.response.time_to_first_chunk']).toBeGreaterThan(0);
+    else expect(client.attributes['gen_ai.response.time_to_first_chunk']).toBeUndefined();
+    expect(client.attributes['error.type']).toBeUndefined();
+    expectNoContent(traceId, reply);
+  });
+
+  it('a failed upstream call retried on the other upstream: two client spans, each with its own traceparent upstream', async () => {
+    fallback.simulator.injectFault({ status: 503, match: { model: UPSTREAM_MODEL } });
+    const reply = await send(fallback, 'openai', { stream: false });
+    expect(reply.status).toBe(200);
+    const server = await serverSpan(reply.requestId);
+    const calls = upstreamCalls(fallback, reply.requestId);
+    expect(calls.map((c) => c.status)).toEqual([503, 200]);
+    const children = childrenOf(server);
+    expect(children).toHaveLength(2);
+    const failed = children.find((s) => s.status.code === SpanStatusCode.ERROR);
+    const served = children.find((s) => s.status.code !== SpanStatusCode.ERROR);
+    expect(failed).toBeDefined();
+    expect(served).toBeDefined();
+    // One span per upstream tried, matched to the calls by the span id each carried.
+    expect(new Set(children.map((s) => s.attributes['tollgate.upstream']))).toEqual(new Set(['primary', 'backup']));
+    const traceId = server.spanContext().traceId;
+    expect(receivedTraceparent(calls[0]!)).toEqual({ traceId, spanId: failed!.spanContext().spanId, flags: '01' });
+    expect(receivedTraceparent(calls[1]!)).toEqual({ traceId, spanId: served!.spanContext().spanId, flags: '01' });
+    expect(failed!.attributes['error.type']).toBe('5xx');
+    expect(failed!.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
+    expect(served!.attributes).toMatchObject({
+      'gen_ai.usage.input_tokens': calls[1]!.inputTokens,
+      'gen_ai.usage.output_tokens': calls[1]!.outputTokensSent,
+    });
+    expect(server.status.code).toBe(SpanStatusCode.UNSET);
+    expect(server.attributes['tollgate.cost_micro_usd']).toBe((await usageRecord(fallback, reply.requestId)).cost);
+    expectNoContent(traceId, reply);
+  });
+
+  it.each(['openai', 'anthropic'] as const)('%s client: an upstream 5xx fails both spans; a 402 refusal has no client span', async (format) => {
+    const h = harnesses.get('openai')!;
+    h.simulator.injectFault({ status: 500, match: { model: UPSTREAM_MODEL } });
+    const failedReply = await send(h, format, { stream: false });
+    expect(failedReply.status).toBe(502);
+    const failedServer = await serverSpan(failedReply.requestId);
+    expect(failedServer.status.code).toBe(SpanStatusCode.ERROR);
+    expect(failedServer.attributes).toMatchObject({ 'http.response.status_code': 502, 'error.type': 'upstream_error', 'tollgate.reservation': 'admitted' });
+    const [client, ...more] = childrenOf(failedServer);
+    expect(more).toHaveLength(0);
+    expect(client!.status.code).toBe(SpanStatusCode.ERROR);
+    expect(client!.attributes['error.type']).toBe('5xx');
+    const [sim] = upstreamCalls(h, failedReply.requestId);
+    expect(receivedTraceparent(sim!).spanId).toBe(client!.spanContext().spanId);
+
+    const capped = await h.backend.accounts.createKey(h.accountId, { name: 'capped', lifetimeCap: 1_000 });
+    const refused = await send(h, format, { stream: false, key: capped.secret, maxTokens: 20_000 });
+    expect(refused.status).toBe(402);
+    const refusedServer = await serverSpan(refused.requestId);
+    expect(refusedServer.attributes).toMatchObject({ 'http.response.status_code': 402, 'tollgate.reservation': 'refused:key_lifetime_cap_reached', 'gen_ai.request.model': MODEL });
+    // A refusal is the client's limit, not a failure of the gateway.
+    expect(refusedServer.status.code).toBe(SpanStatusCode.UNSET);
+    expect(childrenOf(refusedServer)).toHaveLength(0);
+    expect(upstreamCalls(h, refused.requestId)).toHaveLength(0);
+    expectNoContent(refusedServer.spanContext().traceId, refused);
+  });
+});
+
+// --- OTLP/HTTP export of a real request to a receiver on loopback ---------------------------------
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number;
+  boolValue?: boolean;
+  arrayValue?: { values?: OtlpValue[] };
+}
+interface OtlpAttribute {
+  key: string;
+  value: OtlpValue;
+}
+interface OtlpSpan {
+  name: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  kind: number;
+  attributes: OtlpAttribute[];
+}
+interface OtlpBody {
+  resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
+}
+
+function plain(v: OtlpValue | undefined): unknown {
+  if (v === undefined) return undefined;
+  if (v.arrayValue) return (v.arrayValue.values ?? []).map(plain);
+  if (v.intValue !== undefined) return Number(v.intValue);
+  return v.stringValue ?? v.doubleValue ?? v.boolValue;
+}
+
+function attributesOf(span: OtlpSpan): Record<string, unknown> {
+  return Object.fromEntries(span.attributes.map((a) => [a.key, plain(a.value)]));
+}
+
+describe('spans of a real request, exported over OTLP/HTTP', () => {
+  let receiver: Server;
+  const bodies: { url: string | undefined; contentType: string | undefined; body: string }[] = [];
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push({ url: req.url, contentType: req.headers['content-type'], body: Buffer.concat(chunks).toString('utf8') });
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
+  });
+  afterAll(async () => {
+    vi.unstubAllEnvs();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  });
+
+  it('the server and client spans of a gateway request reach the collector, tree and attributes intact', async () => {
+    // The standard variables, read by the SDK: what an operator sets in the chart.
+    vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`);
+    vi.stubEnv('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'http/json');
+    vi.stubEnv('OTEL_SERVICE_NAME', 'tollgate-e2e');
+    const tracing = initTracing();
+    expect(tracing.enabled).toBe(true);
+    const h = await startHarness({ ledger: 'redis', upstreamFormat: 'anthropic', tracing });
+    let reply: Reply;
+    let record: UsageRecord;
+    try {
+      reply = await send(h, 'openai', { stream: true, traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-01` });
+      expect(reply.status).toBe(200);
+      record = await usageRecord(h, reply.requestId);
+      // The server span ends just after settlement; the batch processor exports it at shutdown.
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      await h.close();
+      await tracing.shutdown();
+    }
+
+    expect(bodies.length).toBeGreaterThan(0);
+    const spans: OtlpSpan[] = [];
+    const services = new Set<unknown>();
+    for (const b of bodies) {
+      expect(b.url).toBe('/v1/traces');
+      expect(b.contentType).toMatch(/^application\/json/);
+      for (const rs of (JSON.parse(b.body) as OtlpBody).resourceSpans) {
+        services.add(plain(rs.resource.attributes.find((a) => a.key === 'service.name')?.value));
+        for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      }
+    }
+    expect([...services]).toEqual(['tollgate-e2e']);
+    const server = spans.find((s) => attributesOf(s)['tollgate.request_id'] === reply.requestId);
+    expect(server, 'server span exported').toBeDefined();
+    const client = spans.find((s) => s.parentSpanId === server!.spanId);
+    expect(client, 'client span exported').toBeDefined();
+    expect(spans.filter((s) => s.traceId === CLIENT_TRACE_ID)).toHaveLength(2);
+    expect(server!).toMatchObject({ name: 'POST /v1/chat/completions', traceId: CLIENT_TRACE_ID, parentSpanId: CLIENT_SPAN_ID, kind: 2 });
+    expect(client!).toMatchObject({ name: `chat ${UPSTREAM_MODEL}`, traceId: CLIENT_TRACE_ID, kind: 3 });
+
+    const [sim] = upstreamCalls(h, reply.requestId);
+    expect(receivedTraceparent(sim!)).toEqual({ traceId: CLIENT_TRACE_ID, spanId: client!.spanId, flags: '01' });
+    expect(attributesOf(server!)).toMatchObject({
+      'tollgate.request_id': reply.requestId,
+      'tollgate.reservation': 'admitted',
+      'tollgate.cost_micro_usd': record.cost,
+      'http.response.status_code': 200,
+    });
+    expect(attributesOf(client!)).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'anthropic',
+      'gen_ai.request.model': UPSTREAM_MODEL,
+      'gen_ai.request.max_tokens': 300,
+      'gen_ai.response.model': MODEL,
+      'gen_ai.usage.input_tokens': sim!.inputTokens,
+      'gen_ai.usage.output_tokens': sim!.outputTokensSent,
+      'gen_ai.response.finish_reasons': ['stop'],
+      'server.address': '127.0.0.1',
+      'server.port': h.simulator.port,
+    });
+    const exported = bodies.map((b) => b.body).join('\n');
+    expect(exported).not.toContain('quartz-veined');
+  });
+});
