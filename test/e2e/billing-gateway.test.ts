@@ -561,6 +561,18 @@ describe('a request without max_tokens', () => {
     expect(b.max_completion_tokens).toBe(77);
     expect(b.max_tokens).toBeUndefined();
   });
+
+  it('sends only max_completion_tokens when the client sent a larger max_tokens too: the limit reserved for', async () => {
+    const h = await harness({});
+    const body = chatBody({ max_completion_tokens: 77, max_tokens: 4000 });
+    const res = await post(h, body);
+    expect(res.status).toBe(200);
+    await res.json();
+    const b = h.simulator.requests[0]?.body as Body;
+    expect(b.max_completion_tokens).toBe(77);
+    expect(b.max_tokens).toBeUndefined();
+    expect(worstOf(h, body)).toBe(worstOf(h, chatBody({ max_completion_tokens: 77 })));
+  });
 });
 
 describe('a gateway killed mid-stream', () => {

@@ -1,25 +1,14 @@
 // POST /v1/chat/completions: decode, check the model and its capabilities, then the metered exchange.
-import type { CatalogSource, CatalogUpstream } from '../../catalog/snapshot.js';
+import type { CatalogSource } from '../../catalog/snapshot.js';
 import { runExchange, type ExchangeDeps, type ExchangePlan } from '../../proxy/exchange.js';
 import { openaiJsonRelay, openaiStreamRelay } from '../../proxy/openai-pass-through.js';
-import { decodeChatRequest, type DecodedChatRequest } from '../../wire/openai/chat-request.js';
+import { decodeChatRequest } from '../../wire/openai/chat-request.js';
+import { openaiChatUpstreamBody } from '../../wire/openai/chat-upstream.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
 import { countPromptTokens } from '../../wire/token-count.js';
 import type { GatewayContext } from '../state.js';
 import { modelForRequest } from './models.js';
 import { crossFormatPlan } from '../../proxy/cross-format.js';
-
-function openaiUpstreamBody(decoded: DecodedChatRequest, upstream: CatalogUpstream, outputLimit: number): string {
-  const body = decoded.body;
-  body.model = upstream.upstreamModel;
-  if (decoded.stream) {
-    const options = typeof body.stream_options === 'object' && body.stream_options !== null ? body.stream_options : {};
-    body.stream_options = { ...options, include_usage: true };
-  }
-  // The reservation covered this many output tokens: make the upstream stop there too.
-  if (decoded.footprint.maxOutputTokens === undefined) body.max_tokens = outputLimit;
-  return JSON.stringify(body);
-}
 
 export function chatCompletions(catalog: CatalogSource, deps: ExchangeDeps) {
   return async (ctx: GatewayContext): Promise<void> => {
@@ -46,7 +35,7 @@ export function chatCompletions(catalog: CatalogSource, deps: ExchangeDeps) {
       footprint: decoded.footprint,
       stream: decoded.stream,
       upstreamBody: (upstream, outputLimit) =>
-        upstream.format === 'openai' ? openaiUpstreamBody(decoded, upstream, outputLimit) : translated.upstreamBody(upstream, outputLimit),
+        upstream.format === 'openai' ? openaiChatUpstreamBody(decoded, upstream.upstreamModel, outputLimit) : translated.upstreamBody(upstream, outputLimit),
       upstreamHeaders: (upstream) => (upstream.format === 'openai' ? {} : translated.upstreamHeaders(upstream)),
       relay: (upstream) => (upstream.format === 'openai' ? passThrough : translated.relay(upstream)),
       estimateInputTokens,

@@ -12,7 +12,15 @@ export interface DecodedChatRequest {
   includeUsage: boolean;
   footprint: RequestFootprint;
   hasImages: boolean;
+  /**
+   * The field that set `footprint.maxOutputTokens`; undefined when the client gave no limit. When a
+   * client sends both, max_completion_tokens wins (max_tokens is its deprecated predecessor) and is
+   * the only one forwarded: OpenAI refuses the pair, and compatible servers disagree on which wins.
+   */
+  outputLimitField: OutputLimitField | undefined;
 }
+
+export type OutputLimitField = 'max_completion_tokens' | 'max_tokens';
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
 
@@ -132,6 +140,7 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
       maxOutputTokens: maxCompletion ?? maxTokens,
     },
     hasImages: tally.images > 0,
+    outputLimitField: maxCompletion !== undefined ? 'max_completion_tokens' : maxTokens !== undefined ? 'max_tokens' : undefined,
   };
 }
 
