@@ -1,6 +1,6 @@
 // API key secrets: generation, hashing, the dashboard hint and the shape check the gateway runs
 // before any lookup. Nothing here ever returns or logs the secret itself.
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -30,7 +30,8 @@ export function generateApiKey(marker: string): string {
 
 /** SHA-256 hex: the only form in which a key is stored. The secret has 256 bits, so no salt or KDF is needed. */
 export function hashApiKey(secret: string): string {
-  return createHash('sha256').update(secret, 'utf8').digest('hex');
+  // The one-shot hash: about a third of the cost of createHash().update().digest(), on every request.
+  return hash('sha256', secret, 'hex');
 }
 
 /** What the dashboard shows after creation, e.g. `sk-tg-AbCd…wxyz`. */

@@ -146,7 +146,6 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   deps.observer.reservation(ctx, 'admitted');
 
   const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs);
-  const { signal } = cancellation;
   let outcome: RelayOutcome | undefined;
   let servedBy: CatalogUpstream | undefined;
   const started = performance.now();
@@ -168,7 +167,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       const body = plan.upstreamBody(upstream, bound.outputTokens);
       let response;
       try {
-        response = await sendUpstream(target, upstream, body, headers, signal);
+        response = await sendUpstream(target, upstream, body, headers, cancellation);
       } catch (err) {
         const failure = classifyTransportError(err);
         call.failed(failure);

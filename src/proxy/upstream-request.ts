@@ -44,7 +44,7 @@ export async function sendUpstream(
   upstream: CatalogUpstream,
   body: string,
   headers: Record<string, string>,
-  signal: AbortSignal,
+  signal: NonNullable<Dispatcher.RequestOptions['signal']>,
 ): Promise<Dispatcher.ResponseData> {
   let response: Dispatcher.ResponseData;
   try {
