@@ -17,6 +17,13 @@ import { UpstreamDispatchers } from './upstream/dispatchers.js';
 import { UpstreamRouter } from './upstream/router.js';
 import { loadEncoder } from './wire/token-count.js';
 
+/** Status recorded for a request whose client disconnected before the response was complete. */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+function errorText(err: unknown): string {
+  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 500);
+}
+
 export interface GatewayParts {
   config: GatewayConfig;
   catalog: CatalogSource;
@@ -50,14 +57,15 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   // Cut streams and Anthropic message_start count tokens; loading the table lazily stalled the
   // process for seconds on the first such request, so it loads now, before the server listens.
   await loadEncoder();
-  const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs);
+  const observer = telemetryObserver(metrics, tracing);
+  const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs, (read) => observer.timeLedger('lookup', read));
   const dispatchers = new UpstreamDispatchers();
   const exchange = {
     ledger: backend.ledger,
     router: new UpstreamRouter(),
     dispatchers,
     secrets: parts.secrets,
-    observer: telemetryObserver(metrics, tracing),
+    observer,
     requestTimeoutMs: config.requestTimeoutMs,
     holdMarginMs: config.holdMarginMs,
     log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
@@ -71,10 +79,13 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
     requestFinished: (ctx: GatewayContext) => {
       const s = ctx.state;
-      const status = ctx.status;
+      // A client that hung up mid-response is recorded as 499 (nginx's "client closed request"),
+      // whatever status the response had begun with.
+      const status = s.clientClosed === true ? CLIENT_CLOSED_REQUEST : ctx.status;
       const latencyMs = performance.now() - s.startedAt;
       metrics.requestFinished(s.route, s.format, s.modelId, status, latencyMs);
       if (s.span) {
+        s.span.setRoute(s.route);
         s.span.setRequest({ ...(s.modelId === undefined ? {} : { model: s.modelId }) });
         s.span.end(status, s.outcome?.errorCode ? { type: s.outcome.errorCode } : undefined);
       }
@@ -105,8 +116,13 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   const metricsServer = parts.serveMetrics === false ? undefined : await metrics.startServer(config.metricsPort, config.host);
   const reaper = startReaper(backend.ledger, {
     intervalMs: config.reaperIntervalMs,
-    onReaped: (n) => metrics.holdsExpired(n),
+    onReaped: (n, released) => metrics.holdsExpired(n, released),
     onHolds: (holds) => metrics.setHolds(holds.count, holds.held),
+    onError: (err) => {
+      metrics.reaperFailed();
+      // The message only: a client error object can carry the command and its arguments.
+      logger.log.warn({ event: 'reaper_failed', error: errorText(err) }, 'reaper pass failed; expired holds are retried at the next pass');
+    },
   });
   return {
     url: `http://${config.host}:${port}`,

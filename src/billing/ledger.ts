@@ -139,11 +139,21 @@ export interface HoldsSummary {
   held: Micros;
 }
 
+/** What one reaper pass returned. */
+export interface ReapResult {
+  /** Expired holds returned. */
+  count: number;
+  /** Micro-USD those holds released back to balances and caps. */
+  released: Micros;
+}
+
 export interface Ledger {
   reserve(req: ReservationRequest): Promise<ReservationOutcome>;
   /** Charge min(cost, held), release the rest, append the usage record. Exactly once per request id. */
   settle(req: SettlementRequest): Promise<SettlementOutcome>;
-  /** Return every hold whose deadline has passed. Returns how many were returned. */
+  /** Return every hold whose deadline has passed: how many, and the micro-USD they released. */
+  reap(now?: number): Promise<ReapResult>;
+  /** `reap(now)`, counting only the holds. */
   reapExpired(now?: number): Promise<number>;
   /** Every outstanding hold, ledger-wide: a read-only scan the reaper samples for the holds gauges. */
   holdsSummary(): Promise<HoldsSummary>;

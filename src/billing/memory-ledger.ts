@@ -6,6 +6,7 @@ import type {
   HoldsSummary,
   KeySpend,
   Ledger,
+  ReapResult,
   RefundOutcome,
   RefusalReason,
   ReservationOutcome,
@@ -146,8 +147,13 @@ export class MemoryLedger implements Ledger {
   }
 
   async reapExpired(nowArg?: number): Promise<number> {
+    return (await this.reap(nowArg)).count;
+  }
+
+  async reap(nowArg?: number): Promise<ReapResult> {
     const now = nowArg ?? this.opts.now();
     let count = 0;
+    let released = 0;
     for (const acct of this.state.accounts.values()) {
       for (const [rid, hold] of acct.holds) {
         if (hold.deadline > now) continue;
@@ -160,9 +166,10 @@ export class MemoryLedger implements Ledger {
         acct.reaped.set(rid, { amount: hold.amount, keyId: hold.keyId, month: hold.month });
         acct.holds.delete(rid);
         count++;
+        released += hold.amount;
       }
     }
-    return count;
+    return { count, released };
   }
 
   async holdsSummary(): Promise<HoldsSummary> {

@@ -1,13 +1,14 @@
 // Returns expired holds (requests whose pod died before settling) on a timer, and samples the
 // ledger's outstanding holds for the metrics. Runs never overlap.
-import type { HoldsSummary, Ledger } from './ledger.js';
+import type { HoldsSummary, Ledger, Micros } from './ledger.js';
 
 export interface ReaperOptions {
   intervalMs: number;
-  onReaped?: (n: number) => void;
+  /** Holds returned by a pass (only when some were) and the micro-USD they released. */
+  onReaped?: (n: number, released: Micros) => void;
   /** When given, each pass ends with a ledger-wide sample of outstanding holds, reported here. */
   onHolds?: (summary: HoldsSummary) => void;
-  /** A failed pass (Redis down) is reported here and retried at the next tick. */
+  /** A failed pass (Redis down) is reported here, once per pass, and retried at the next tick. */
   onError?: (err: unknown) => void;
 }
 
@@ -17,12 +18,14 @@ export function startReaper(ledger: Ledger, opts: ReaperOptions): { stop(): void
   const tick = async (): Promise<void> => {
     if (running || stopped) return;
     running = true;
+    // The first error of the pass; reported once, so a pass counts as one failure however many steps failed.
+    let failure: { err: unknown } | undefined;
     try {
       try {
-        const n = await ledger.reapExpired();
-        if (n > 0) opts.onReaped?.(n);
+        const r = await ledger.reap();
+        if (r.count > 0) opts.onReaped?.(r.count, r.released);
       } catch (err) {
-        opts.onError?.(err);
+        failure = { err };
       }
       // Sampled after the reap, so holds it just returned are no longer counted. A failed reap does not
       // skip the sample: the gauges would otherwise freeze at their last value.
@@ -30,9 +33,10 @@ export function startReaper(ledger: Ledger, opts: ReaperOptions): { stop(): void
         try {
           opts.onHolds(await ledger.holdsSummary());
         } catch (err) {
-          opts.onError?.(err);
+          failure ??= { err };
         }
       }
+      if (failure) opts.onError?.(failure.err);
     } finally {
       running = false;
     }

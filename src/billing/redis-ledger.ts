@@ -6,6 +6,7 @@ import type {
   HoldsSummary,
   KeySpend,
   Ledger,
+  ReapResult,
   RefundOutcome,
   RefusalReason,
   ReservationOutcome,
@@ -116,8 +117,12 @@ export class RedisLedger implements Ledger {
   }
 
   async reapExpired(nowArg?: number): Promise<number> {
+    return (await this.reap(nowArg)).count;
+  }
+
+  async reap(nowArg?: number): Promise<ReapResult> {
     const now = nowArg ?? this.opts.now();
-    let total = 0;
+    const total: ReapResult = { count: 0, released: 0 };
     const visited = new Set<string>();
     for (;;) {
       const due = await this.redis.zrangebyscore(this.k.reapIndex(), '-inf', now, 'LIMIT', 0, REAP_ACCOUNTS_BATCH);
@@ -125,15 +130,17 @@ export class RedisLedger implements Ledger {
       if (fresh.length === 0) return total;
       for (const accountId of fresh) {
         visited.add(accountId);
-        total += await this.reapAccount(accountId, now);
+        await this.reapAccount(accountId, now, total);
       }
     }
   }
 
-  /** Reaps one account's due holds, then re-files the account in the index by its next deadline. */
-  private async reapAccount(accountId: string, now: number): Promise<number> {
+  /**
+   * Reaps one account's due holds (adding them to `total`), then re-files the account in the index by
+   * its next deadline.
+   */
+  private async reapAccount(accountId: string, now: number, total: ReapResult): Promise<void> {
     const a = accountId;
-    let count = 0;
     let next = -1;
     for (;;) {
       const rids = await this.redis.zrangebyscore(this.k.holds(a), '-inf', now, 'LIMIT', 0, REAP_BATCH);
@@ -152,8 +159,9 @@ export class RedisLedger implements Ledger {
         keys.push(this.k.hold(a, rid), this.k.key(a, keyId), this.k.reaped(a, rid));
         args.push(rid, keyId);
       });
-      const [n, nextDeadline] = await this.scripts.run<[number, number]>('reap', keys, args);
-      count += n;
+      const [n, nextDeadline, released] = await this.scripts.run<[number, number, number]>('reap', keys, args);
+      total.count += n;
+      total.released += released;
       next = nextDeadline;
       if (rids.length < REAP_BATCH) break;
     }
@@ -163,7 +171,6 @@ export class RedisLedger implements Ledger {
     else await this.redis.zrem(this.k.reapIndex(), a);
     const first = await this.redis.zrange(this.k.holds(a), 0, 0, 'WITHSCORES');
     if (first[1] !== undefined) await this.redis.zadd(this.k.reapIndex(), 'LT', Number(first[1]), a);
-    return count;
   }
 
   /**

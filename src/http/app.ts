@@ -11,7 +11,7 @@ import { requestContext, type ErrorReporter } from './request-context.js';
 import { chatCompletions } from './routes/chat-completions.js';
 import { messages, countMessageTokens } from './routes/messages.js';
 import { getModel, listModels } from './routes/models.js';
-import type { GatewayContext, GatewayState } from './state.js';
+import { UNMATCHED_ROUTE, type GatewayContext, type GatewayState } from './state.js';
 import type { Next } from 'koa';
 import type { Tracing } from '../telemetry/tracing.js';
 
@@ -58,17 +58,35 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
     api.post(`${prefix}/messages/count_tokens`, routeName('/v1/messages/count_tokens'), countMessageTokens(deps.catalog));
   }
 
+  /**
+   * The route template of a request the API routes did not name (refused before routing, a health
+   * check, an unknown path): what the routers would match, prefix-less API paths under `/v1`, else
+   * `unmatched`. Never the raw path, which would make one metric series or span name per URL.
+   */
+  const templateOf = (ctx: GatewayContext): string => {
+    const matched = (ctx as { _matchedRoute?: string | RegExp })._matchedRoute;
+    if (typeof matched === 'string') return matched;
+    for (const [router, isApi] of [[health, false], [api, true]] as const) {
+      const layer = router.match(ctx.path, ctx.method).pathAndMethod.find((l) => l.methods.length > 0);
+      if (layer !== undefined && typeof layer.path === 'string') return isApi && !layer.path.startsWith('/v1/') ? `/v1${layer.path}` : layer.path;
+    }
+    return UNMATCHED_ROUTE;
+  };
+
   const finished = async (ctx: GatewayContext, next: Next): Promise<void> => {
     try {
       await next();
     } finally {
+      // Only requests that never reached a named route pay for the lookup.
+      if (ctx.state.route === UNMATCHED_ROUTE) ctx.state.route = templateOf(ctx);
       deps.requestFinished(ctx);
     }
   };
 
   const traceRequest = async (ctx: GatewayContext, next: Next): Promise<void> => {
     if (deps.tracing.enabled) {
-      ctx.state.span = deps.tracing.startRequestSpan({ route: ctx.path, requestId: ctx.state.requestId, incomingHeaders: ctx.headers, method: ctx.method, format: ctx.state.format });
+      // Named by the route template once it is known (requestFinished), never by the raw path.
+      ctx.state.span = deps.tracing.startRequestSpan({ requestId: ctx.state.requestId, incomingHeaders: ctx.headers, method: ctx.method, format: ctx.state.format });
     }
     await next();
   };

@@ -15,6 +15,11 @@ interface CacheEntry {
 
 const MAX_CACHE_ENTRIES = 100_000;
 
+/** Wraps each store read (cache misses only), e.g. to time it as the ledger `lookup` operation. */
+export type LookupTimer = (read: () => Promise<ApiKeyRecord | undefined>) => Promise<ApiKeyRecord | undefined>;
+
+const untimed: LookupTimer = (read) => read();
+
 export class KeyAuthenticator {
   private readonly cache = new Map<string, CacheEntry>();
   private readonly inFlight = new Map<string, Promise<ApiKeyRecord | undefined>>();
@@ -22,6 +27,7 @@ export class KeyAuthenticator {
   constructor(
     private readonly accounts: AccountStore,
     private readonly ttlMs: number,
+    private readonly timeLookup: LookupTimer = untimed,
   ) {}
 
   async lookup(secret: string): Promise<ApiKeyRecord | undefined> {
@@ -32,7 +38,7 @@ export class KeyAuthenticator {
     // Coalesce concurrent lookups of one key into one store read.
     let pending = this.inFlight.get(hash);
     if (pending === undefined) {
-      pending = this.accounts.findKeyByHash(hash).finally(() => this.inFlight.delete(hash));
+      pending = this.timeLookup(() => this.accounts.findKeyByHash(hash)).finally(() => this.inFlight.delete(hash));
       this.inFlight.set(hash, pending);
     }
     const record = await pending;

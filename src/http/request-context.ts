@@ -5,7 +5,7 @@ import type { Next } from 'koa';
 import { GatewayError } from './gateway-error.js';
 import { errorBody } from '../wire/error-body.js';
 import type { WireFormat } from '../wire/format.js';
-import type { GatewayContext } from './state.js';
+import { UNMATCHED_ROUTE, type GatewayContext } from './state.js';
 
 export interface ErrorReporter {
   (err: unknown, ctx: GatewayContext): void;
@@ -30,7 +30,7 @@ export function requestContext(reportUnexpected: ErrorReporter) {
     ctx.state.requestId = requestId;
     ctx.state.startedAt = performance.now();
     ctx.state.format = routeFormat(ctx.path, ctx.headers);
-    ctx.state.route = 'unmatched';
+    ctx.state.route = UNMATCHED_ROUTE;
     ctx.set('x-request-id', requestId);
     if (ctx.state.format === 'anthropic') ctx.set('request-id', requestId);
     try {

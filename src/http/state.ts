@@ -4,6 +4,9 @@ import type { WireFormat } from '../wire/format.js';
 import type { ApiKeyRecord } from '../accounts/account-store.js';
 import type { RequestSpan } from '../telemetry/tracing.js';
 
+/** The route of a request no route template matched (an unknown path or method). */
+export const UNMATCHED_ROUTE = 'unmatched';
+
 export interface GatewayState {
   requestId: string;
   /** The wire format errors are rendered in (decided by the route, or the anthropic-version header on /v1/models). */
@@ -23,6 +26,8 @@ export interface GatewayState {
   span?: RequestSpan;
   /** Facts the exchange reports for the request log. */
   outcome?: RequestOutcome;
+  /** The client hung up before its response was complete (recorded as status 499). */
+  clientClosed?: boolean;
 }
 
 export interface RequestOutcome {

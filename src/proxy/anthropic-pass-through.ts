@@ -34,6 +34,7 @@ export function anthropicJsonRelay(opts: AnthropicRelayOptions): Relay {
     out.usage = anthropicTokenUsage(counters);
     out.finishReason = typeof json.stop_reason === 'string' ? json.stop_reason : undefined;
     collectContent(json, out);
+    if (typeof json.model === 'string') out.responseModel = json.model;
     json.model = opts.clientModel;
     ctx.status = 200;
     ctx.type = 'application/json';
@@ -71,6 +72,7 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         if (name === 'message_start' && isObject(parsed.message)) {
           mergeAnthropicUsage(counters, parsed.message.usage);
           out.reportedInputTokens = anthropicTokenUsage(counters).input;
+          if (typeof parsed.message.model === 'string') out.responseModel = parsed.message.model;
           parsed.message.model = opts.clientModel;
           data = JSON.stringify(parsed);
         } else if (name === 'message_delta') {

@@ -76,6 +76,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         return async ({ ctx, response }) => {
           const out = emptyOutcome('completed');
           const json: unknown = JSON.parse(await response.body.text());
+          if (isObject(json) && typeof json.model === 'string') out.responseModel = json.model;
           const translated = translateResponse(json, upstream.format, req.clientFormat, ctxBase);
           out.usage = toTokenUsage(translated.usage);
           out.finishReason = translated.finishReason;
@@ -119,6 +120,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         out.reasoningGenerated = translator.reasoningPieces();
         out.finishReason = translator.finishReason;
         if (translator.reportedInputTokens !== undefined) out.reportedInputTokens = translator.reportedInputTokens;
+        if (translator.responseModel !== undefined) out.responseModel = translator.responseModel;
         if (cancellation.clientGone || !client.open) {
           out.status = 'client_cancelled';
           return out;

@@ -199,6 +199,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
     throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
   } finally {
+    if (cancellation.clientGone) ctx.state.clientClosed = true;
     cancellation.dispose();
     const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
     await settle(ctx, deps, plan, final, started, servedBy);

@@ -61,6 +61,7 @@ export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {
     }
     out.usage = openaiUsage(json.usage);
     if (Array.isArray(json.choices)) for (const c of json.choices) collectDelta(c, out);
+    if (typeof json.model === 'string') out.responseModel = json.model;
     json.id = opts.completionId;
     json.model = opts.clientModel;
     ctx.status = 200;
@@ -130,6 +131,7 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       if (idFrom === undefined) {
         idFrom = fieldText('id', chunk.id);
         modelFrom = fieldText('model', chunk.model);
+        if (typeof chunk.model === 'string') out.responseModel = chunk.model;
       }
       let text = data;
       if (text.includes(idFrom) && modelFrom !== undefined && text.includes(modelFrom)) {

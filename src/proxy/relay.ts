@@ -17,6 +17,8 @@ export interface RelayOutcome {
   finishReason: string | undefined;
   /** performance.now() of the first generated token relayed (time to first token). */
   firstTokenAt: number | undefined;
+  /** The model the upstream said answered (its reply's `model`), for traces. */
+  responseModel?: string;
 }
 
 export interface RelayInput {

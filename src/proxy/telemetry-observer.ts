@@ -1,6 +1,7 @@
 // Feeds what the exchange reports into Prometheus metrics and the request's trace.
 import type { GatewayMetrics, UpstreamErrorClass } from '../telemetry/metrics.js';
 import type { Tracing } from '../telemetry/tracing.js';
+import { inputContent, outputContent, replyContent } from '../telemetry/genai-content.js';
 import type { ExchangeObserver, UpstreamCallObservation } from './observer.js';
 import type { UpstreamFailure } from './upstream-request.js';
 
@@ -44,6 +45,8 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
             stream,
           })
         : undefined;
+      // Content only when asked for: with it off the client's body is not even read.
+      if (span !== undefined && tracing.contentEnabled) span.recordContent(inputContent(ctx.state.format, ctx.state.body));
       const t0 = performance.now();
       let streaming = false;
       return {
@@ -63,11 +66,17 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
           if (outcome.status === 'upstream_failed') metrics.upstreamError(model.id, upstream.name, 'stream_cut');
           if (span) {
             span.recordResponse({
-              responseModel: model.id,
+              // What the upstream said answered; its catalog name when it did not say.
+              responseModel: outcome.responseModel ?? upstream.upstreamModel,
               ...(outcome.usage ? { inputTokens: outcome.usage.input, outputTokens: outcome.usage.output, cachedInputTokens: outcome.usage.cachedInput, reasoningTokens: outcome.usage.reasoning } : {}),
               ...(outcome.finishReason ? { finishReasons: [outcome.finishReason] } : {}),
               ...(ttft === undefined ? {} : { timeToFirstTokenMs: ttft }),
             });
+            if (tracing.contentEnabled) {
+              // A whole reply is read back from the body the client gets, parts and all; a stream from its pieces.
+              const reply = streaming ? undefined : replyContent(ctx.state.format, ctx.body);
+              span.recordContent({ output: reply ?? outputContent(outcome) });
+            }
             span.end(outcome.status === 'upstream_failed' ? { type: 'stream_cut' } : undefined);
           }
         },

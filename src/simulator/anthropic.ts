@@ -95,13 +95,13 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
   const signature = plan.reasoning.length > 0 ? signThinking(ctx.thinkingSecret, thinkingText) : '';
   const usage = { input_tokens: inputTokens, output_tokens: plan.outputTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
 
-  if (body.stream === true) return stream(ex, plan, id, model, signature, usage);
+  if (body.stream === true) return stream(ex, plan, id, ctx.replyModel(model), signature, usage);
   await ex.pause(ex.firstTokenDelayMs + ex.tokenDelayMs * Math.max(0, plan.outputTokens - 1));
   const content: Json[] = [];
   if (plan.reasoning.length > 0) content.push({ type: 'thinking', thinking: thinkingText, signature });
   if (plan.text.length > 0) content.push({ type: 'text', text: plan.text.join('') });
   for (const c of plan.toolCalls) content.push({ type: 'tool_use', id: c.id, name: c.name, input: JSON.parse(c.args) as unknown });
-  const message = { id, type: 'message', role: 'assistant', model, content, stop_reason: STOP_REASON[plan.finish], stop_sequence: null, usage };
+  const message = { id, type: 'message', role: 'assistant', model: ctx.replyModel(model), content, stop_reason: STOP_REASON[plan.finish], stop_sequence: null, usage };
   ex.json(200, message, plan.outputTokens);
 }
 

@@ -193,6 +193,8 @@ export interface SimContext {
   replyTokens: number;
   reasoningTokens: number;
   isReasoningModel(model: string): boolean;
+  /** The model name a reply reports for the requested one. */
+  replyModel(model: string): string;
   thinkingSecret: Buffer;
   /** Unique sequence for response, tool-call and message ids. */
   nextId(): number;

@@ -70,7 +70,7 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
 
   if (body.stream === true) {
     const opts = body.stream_options;
-    return stream(ex, plan, id, created, model, isObj(opts) && opts.include_usage === true ? usage : undefined);
+    return stream(ex, plan, id, created, ctx.replyModel(model), isObj(opts) && opts.include_usage === true ? usage : undefined);
   }
   await ex.pause(ex.firstTokenDelayMs + ex.tokenDelayMs * Math.max(0, plan.outputTokens - 1));
   const message: Json = { role: 'assistant', content: plan.toolCalls.length > 0 ? null : plan.text.join(''), refusal: null };
@@ -82,7 +82,7 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
     id,
     object: 'chat.completion',
     created,
-    model,
+    model: ctx.replyModel(model),
     choices: [{ index: 0, message, logprobs: null, finish_reason: plan.finish }],
     usage,
     system_fingerprint: 'fp_sim',

@@ -26,6 +26,11 @@ export interface SimulatorOptions {
   reasoningTokens?: number;
   /** Upstream model names that reason; default: names containing "reason" or "think". */
   reasoningModels?: Iterable<string>;
+  /**
+   * The model name replies report, by requested name (default: the requested name). Hosted APIs answer
+   * an alias with the dated snapshot that served it, e.g. `gpt-4o` with `gpt-4o-2024-08-06`.
+   */
+  reportedModels?: Record<string, string>;
   /** Names listed by GET /v1/models (default ["sim-chat", "sim-reasoner"]). */
   models?: string[];
   /** When set, requests must carry `Authorization: Bearer <apiKey>` or `x-api-key: <apiKey>` (else 401). */
@@ -98,6 +103,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     replyTokens: opts.replyTokens ?? 24,
     reasoningTokens: opts.reasoningTokens ?? 16,
     isReasoningModel: (m: string) => (reasoningSet ? reasoningSet.has(m) : /reason|think/i.test(m)),
+    replyModel: (m: string) => opts.reportedModels?.[m] ?? m,
     thinkingSecret: randomBytes(32),
     nextId: () => ++seq,
   };

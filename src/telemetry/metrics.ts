@@ -140,6 +140,7 @@ export class GatewayMetrics {
   private readonly heldMicros: Gauge;
   private readonly reaperHolds: Counter;
   private readonly reaperMicros: Counter;
+  private readonly reaperErrors: Counter;
   private readonly activeStreams: Gauge;
   private readonly ledgerDuration: BoundHistogram;
   private readonly ledgerErrors: BoundCounter;
@@ -235,6 +236,11 @@ export class GatewayMetrics {
     this.reaperMicros = new Counter({
       name: `${p}reaper_returned_micro_usd_total`,
       help: 'Micro-USD released by the reaper from expired holds.',
+      registers,
+    });
+    this.reaperErrors = new Counter({
+      name: `${p}reaper_errors_total`,
+      help: 'Reaper passes that failed (the ledger unreachable or erroring); expired holds wait for the next pass.',
       registers,
     });
     this.activeStreams = new Gauge({
@@ -400,6 +406,11 @@ export class GatewayMetrics {
   holdsExpired(count: number, micros: Micros = 0): void {
     if (count > 0) this.reaperHolds.inc(count);
     if (micros > 0 && Number.isSafeInteger(micros)) this.reaperMicros.inc(micros);
+  }
+
+  /** A reaper pass failed. */
+  reaperFailed(): void {
+    this.reaperErrors.inc();
   }
 
   streamOpened(): void {

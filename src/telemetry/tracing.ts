@@ -46,6 +46,7 @@ export const ATTR = {
   usageOutputTokens: 'gen_ai.usage.output_tokens',
   usageCacheReadInputTokens: 'gen_ai.usage.cache_read.input_tokens',
   usageReasoningOutputTokens: 'gen_ai.usage.reasoning.output_tokens',
+  systemInstructions: 'gen_ai.system_instructions',
   inputMessages: 'gen_ai.input.messages',
   outputMessages: 'gen_ai.output.messages',
   serverAddress: 'server.address',
@@ -65,8 +66,11 @@ export const ATTR = {
 export type IncomingHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 export interface RequestSpanInfo {
-  /** Route template, e.g. `/v1/chat/completions` (never the raw URL). */
-  route: string;
+  /**
+   * Route template, e.g. `/v1/chat/completions` (never the raw URL), when known at the start; else the
+   * span is named by the method alone until `setRoute`.
+   */
+  route?: string;
   requestId: string;
   /** The client's headers; a W3C `traceparent` there becomes the parent of the request span. */
   incomingHeaders?: IncomingHeaders;
@@ -98,6 +102,8 @@ export interface RequestSpan {
   setRequest(details: RequestDetails): void;
   setReservation(result: { admitted: true } | { admitted: false; reason: RefusalReason }): void;
   setCost(micros: Micros): void;
+  /** The route template the request matched (or `unmatched`): names the span `<method> <route>`. */
+  setRoute(route: string): void;
   /** Ends the span with the HTTP status sent; 5xx (or an error) marks it failed. Later calls are ignored. */
   end(status: number, error?: SpanError): void;
 }
@@ -135,11 +141,19 @@ export interface UpstreamSpan {
   injectHeaders(headers: Record<string, string>): void;
   recordResponse(response: UpstreamResponse): void;
   /**
-   * Prompt and completion, only when TOLLGATE_TRACE_CONTENT=on (else ignored). Check
-   * `tracing.contentEnabled` before building them.
+   * Prompt and completion (gen_ai.system_instructions, gen_ai.input.messages, gen_ai.output.messages,
+   * as JSON), only when TOLLGATE_TRACE_CONTENT=on (else ignored). Check `tracing.contentEnabled`
+   * before building them.
    */
-  recordContent(content: { input?: unknown; output?: unknown }): void;
+  recordContent(content: GenAIContent): void;
   end(error?: SpanError | Error): void;
+}
+
+/** Content in the GenAI conventions' message shapes (see genai-content.ts). */
+export interface GenAIContent {
+  system?: unknown;
+  input?: unknown;
+  output?: unknown;
 }
 
 export interface Tracing {
@@ -189,6 +203,7 @@ const NOOP_REQUEST_SPAN: RequestSpan = Object.freeze({
   setRequest() {},
   setReservation() {},
   setCost() {},
+  setRoute() {},
   end() {},
 });
 
@@ -217,7 +232,11 @@ class LiveRequestSpan implements RequestSpan {
   readonly context: Context;
   private ended = false;
 
-  constructor(readonly span: Span, parent: Context) {
+  constructor(
+    readonly span: Span,
+    parent: Context,
+    private readonly method: string,
+  ) {
     this.context = trace.setSpan(parent, span);
   }
 
@@ -241,6 +260,11 @@ class LiveRequestSpan implements RequestSpan {
 
   setCost(micros: Micros): void {
     this.span.setAttribute(ATTR.costMicroUsd, micros);
+  }
+
+  setRoute(route: string): void {
+    this.span.setAttribute(ATTR.httpRoute, route);
+    this.span.updateName(`${this.method} ${route}`);
   }
 
   end(status: number, error?: SpanError): void {
@@ -282,8 +306,9 @@ class LiveUpstreamSpan implements UpstreamSpan {
     if (r.timeToFirstTokenMs !== undefined) s.setAttribute(ATTR.responseTimeToFirstChunk, r.timeToFirstTokenMs / 1000);
   }
 
-  recordContent(content: { input?: unknown; output?: unknown }): void {
+  recordContent(content: GenAIContent): void {
     if (!this.contentEnabled) return;
+    if (content.system !== undefined) this.span.setAttribute(ATTR.systemInstructions, JSON.stringify(content.system));
     if (content.input !== undefined) this.span.setAttribute(ATTR.inputMessages, JSON.stringify(content.input));
     if (content.output !== undefined) this.span.setAttribute(ATTR.outputMessages, JSON.stringify(content.output));
   }
@@ -318,12 +343,14 @@ class LiveTracing implements Tracing {
     const method = info.method ?? 'POST';
     const attributes: Attributes = {
       [ATTR.httpMethod]: method,
-      [ATTR.httpRoute]: info.route,
       [ATTR.requestId]: info.requestId,
     };
+    if (info.route !== undefined) attributes[ATTR.httpRoute] = info.route;
     if (info.format !== undefined) attributes[ATTR.format] = info.format;
-    const span = this.tracer.startSpan(`${method} ${info.route}`, { kind: SpanKind.SERVER, attributes }, parent);
-    return new LiveRequestSpan(span, parent);
+    // HTTP conventions: `<method> <route>`, or the method alone while the route is not known.
+    const name = info.route === undefined ? method : `${method} ${info.route}`;
+    const span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+    return new LiveRequestSpan(span, parent, method);
   }
 
   startUpstreamSpan(parent: RequestSpan, info: UpstreamSpanInfo): UpstreamSpan {

@@ -6,7 +6,8 @@
 // charge as recorded.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { UsageRecord } from '../../src/billing/ledger.js';
 import { worstCase } from '../../src/billing/worst-case.js';
 import type { SimulatedRequest } from '../../src/simulator/server.js';
@@ -150,6 +151,13 @@ async function usageRecord(h: Harness, requestId: string): Promise<UsageRecord> 
   return until(`usage record of ${requestId}`, async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 1000 })).find((r) => r.requestId === requestId));
 }
 
+/** The gateway's request log line of one request, parsed. */
+function requestLogLine(h: Harness, requestId: string): Record<string, unknown> {
+  const lines = h.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request' && l.requestId === requestId);
+  expect(lines, `request log lines of ${requestId}`).toHaveLength(1);
+  return lines[0]!;
+}
+
 function simRequest(h: Harness, requestId: string): SimulatedRequest {
   const all = h.simulator.requests.filter((r) => r.headers['x-request-id'] === requestId);
   expect(all, `upstream calls of ${requestId}`).toHaveLength(1);
@@ -253,8 +261,10 @@ beforeAll(async () => {
 describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with %s-format upstreams', (upstreamFormat) => {
   let h: Harness;
   beforeAll(async () => {
-    // A fast reaper so the holds gauges are sampled within the test's patience.
-    h = await startHarness({ ledger: 'redis', upstreamFormat, config: { reaperIntervalMs: 50 } });
+    // A fast reaper so the holds gauges are sampled within the test's patience; key lookups cached for the
+    // whole run, and the test key's done now, so only a scenario's new keys add lookups to its deltas.
+    h = await startHarness({ ledger: 'redis', upstreamFormat, config: { reaperIntervalMs: 50, keyCacheTtlMs: 3_600_000 } });
+    expect(await h.gateway.authenticator.lookup(h.key)).toBeDefined();
   });
   afterAll(async () => {
     await h?.close();
@@ -299,6 +309,8 @@ describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with 
           ['reservations_total', { outcome: 'refused', reason: 'key_lifetime_cap_reached' }, 1],
           ['reservations_total', { outcome: 'refused', reason: 'insufficient_balance' }, 1],
           ['ledger_call_duration_seconds_count', { operation: 'reserve' }, 2],
+          // Each new key is read from the store once, timed as a ledger lookup.
+          ['ledger_call_duration_seconds_count', { operation: 'lookup' }, 2],
         ]),
       );
     });
@@ -347,7 +359,7 @@ describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with 
       expect(gauge(after, 'tollgate_active_streams')).toBe(0);
     });
 
-    it('a stream cut by the client: metered to what the upstream sent, no upstream error; the stream is active until then', async () => {
+    it('a stream cut by the client: status 499, metered to what the upstream sent, no upstream error; the stream is active until then', async () => {
       // Tokens every 150 ms, so none is on the wire when the client hangs up (see billing-gateway).
       h.simulator.injectFault({ tokenDelayMs: 150, match: { model: `sim-${MODEL}` } });
       const before = await scrape(h);
@@ -366,14 +378,16 @@ describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with 
       expect(gauge(await scrape(h), 'tollgate_active_streams')).toBe(1);
       abort.abort();
       await h.simulator.waitForRequest((r) => r.headers['x-request-id'] === requestId && r.aborted);
-      const after = await scrapeWhenFinished(h, before, format, '200');
+      // 499, nginx's "client closed request": the 200 the stream began with is not what happened.
+      const after = await scrapeWhenFinished(h, before, format, '499');
       const sim = simRequest(h, requestId);
       expect(sim.outputTokensSent).toBeGreaterThanOrEqual(4);
       expect(sim.outputTokensSent).toBeLessThan(200);
       const record = await usageRecord(h, requestId);
       expect(record).toMatchObject({ status: 'client_cancelled', usage: { input: sim.inputTokens, output: sim.outputTokensSent }, cost: simulatorCost(h, sim) });
-      expect(deltas(before, after)).toEqual(expected([...requestLine(format, '200'), ...meteredCall(MODEL, sim, record, { ttft: true })]));
+      expect(deltas(before, after)).toEqual(expected([...requestLine(format, '499'), ...meteredCall(MODEL, sim, record, { ttft: true })]));
       expect(gauge(after, 'tollgate_active_streams')).toBe(0);
+      expect(requestLogLine(h, requestId)).toMatchObject({ status: 499, route: ROUTES[format], costMicroUsd: record.cost, level: 30 });
     });
   });
 
@@ -421,6 +435,142 @@ describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with 
         ['tokens_total', { model: REASONING_MODEL, kind: 'reasoning' }, reasoning],
       ]),
     );
+  });
+
+  it("a new key: its first request reads the key from the store (a timed ledger lookup), the next is served from the gateway's cache", async () => {
+    const fresh = await h.backend.accounts.createKey(h.accountId, { name: 'fresh' });
+    const before = await scrape(h);
+    const first = await viaSdk(h, 'openai', body(), fresh.secret);
+    const second = await viaSdk(h, 'openai', body(), fresh.secret);
+    expect([first.status, second.status]).toEqual([200, 200]);
+    const after = await until('both requests counted', async () => {
+      const now = await scrape(h);
+      return deltas(before, now)[seriesKey('tollgate_requests_total', { format: 'openai', model: MODEL, route: ROUTES.openai, status: '200' })] === 2 ? now : undefined;
+    });
+    const calls = await Promise.all(
+      [first, second].map(async (s) => meteredCall(MODEL, simRequest(h, s.requestId), await usageRecord(h, s.requestId), { ttft: false })),
+    );
+    expect(deltas(before, after)).toEqual(
+      expected([
+        ...requestLine('openai', '200'),
+        ...requestLine('openai', '200'),
+        ...calls.flat(),
+        ['ledger_call_duration_seconds_count', { operation: 'lookup' }, 1],
+      ]),
+    );
+  });
+
+  it('route labels are templates: a prefix-less path is its /v1 route, a request refused before routing keeps its route, an unknown path is other', async () => {
+    const before = await scrape(h);
+    // The OpenAI SDK with a base URL without /v1 posts to /chat/completions.
+    const client = new OpenAI({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: MODEL, max_tokens: 300, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
+    expect(response.status).toBe(200);
+    const requestId = response.headers.get('x-request-id') as string;
+    const noKey = await fetch(`${h.baseUrl}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body()) });
+    expect(noKey.status).toBe(401);
+    const unknown = await fetch(`${h.baseUrl}/v1/no/such/${Date.now()}`, { headers: { authorization: `Bearer ${h.key}` } });
+    expect(unknown.status).toBe(404);
+    const after = await until('all three counted', async () => {
+      const now = await scrape(h);
+      const d = deltas(before, now);
+      return d[seriesKey('tollgate_requests_total', { format: 'openai', model: MODEL, route: ROUTES.openai, status: '200' })] === 1 &&
+        d[seriesKey('tollgate_requests_total', { format: 'openai', model: 'unknown', route: 'other', status: '404' })] === 1
+        ? now
+        : undefined;
+    });
+    expect(deltas(before, after)).toEqual(
+      expected([
+        ...requestLine('openai', '200'),
+        ...meteredCall(MODEL, simRequest(h, requestId), await usageRecord(h, requestId), { ttft: false }),
+        ['requests_total', { route: '/v1/messages', format: 'anthropic', model: 'unknown', status: '401' }, 1],
+        ['request_duration_seconds_count', { route: '/v1/messages', format: 'anthropic', model: 'unknown' }, 1],
+        ['requests_total', { route: 'other', format: 'openai', model: 'unknown', status: '404' }, 1],
+        ['request_duration_seconds_count', { route: 'other', format: 'openai', model: 'unknown' }, 1],
+      ]),
+    );
+    expect(requestLogLine(h, noKey.headers.get('x-request-id') as string)).toMatchObject({ route: '/v1/messages', status: 401 });
+    expect(requestLogLine(h, unknown.headers.get('x-request-id') as string)).toMatchObject({ route: 'unmatched', status: 404 });
+  });
+});
+
+describe.each(['memory', 'redis'] as const)('the reaper of a gateway with the %s ledger', (ledger) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ ledger, config: { reaperIntervalMs: 50 } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('returns the holds of requests no pod settled, counting them and the micro-USD they released', async () => {
+    // What a pod killed mid-request leaves: holds reserved and never settled.
+    const amounts = [1_234, 56_789];
+    const before = await scrape(h);
+    for (const [i, amount] of amounts.entries()) {
+      const r = await h.backend.ledger.reserve({ requestId: `req_orphan${i}`, accountId: h.accountId, keyId: h.keyId, amount, holdTtlMs: 1 });
+      expect(r.admitted).toBe(true);
+    }
+    const after = await until('both holds returned', async () => {
+      const now = await scrape(h);
+      return deltas(before, now)['tollgate_reaper_returned_holds_total'] === amounts.length ? now : undefined;
+    });
+    expect(deltas(before, after)).toEqual(
+      expected([
+        ['reaper_returned_holds_total', {}, 2],
+        ['reaper_returned_micro_usd_total', {}, 1_234 + 56_789],
+      ]),
+    );
+    expect((await h.backend.ledger.balance(h.accountId)).held).toBe(0);
+  });
+});
+
+describe('a reaper pass that fails', () => {
+  let h: Harness;
+  let redis: Redis;
+  beforeAll(async () => {
+    h = await startHarness({ ledger: 'redis', config: { reaperIntervalMs: 50 } });
+    redis = new Redis(inject('redisUrl'));
+  });
+  afterAll(async () => {
+    await redis?.quit();
+    await h?.close();
+  });
+
+  it('is counted in tollgate_reaper_errors_total and logged as a warning, once per pass; passes after recovery are not', async () => {
+    const index = `${h.redisNamespace}:reap-index`;
+    const before = await scrape(h);
+    // A real Redis error on every pass (WRONGTYPE on the reaper's index), without touching the server
+    // other tests share.
+    await redis.set(index, 'not a sorted set');
+    let failing: Exposition;
+    try {
+      failing = await until('three failed passes', async () => {
+        const now = await scrape(h);
+        return (deltas(before, now)['tollgate_reaper_errors_total'] ?? 0) >= 3 ? now : undefined;
+      });
+    } finally {
+      await redis.del(index);
+    }
+    expect(Object.keys(deltas(before, failing))).toEqual(['tollgate_reaper_errors_total']);
+    const warnings = h.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === 'reaper_failed');
+    expect(warnings.length).toBeGreaterThanOrEqual(3);
+    for (const w of warnings) {
+      expect(w.level).toBe(40);
+      expect(w.error).toMatch(/^ReplyError: WRONGTYPE /);
+    }
+    // Recovered: a hold left behind is returned again, and the error count stops.
+    const recovered = await scrape(h);
+    expect((await h.backend.ledger.reserve({ requestId: 'req_orphan', accountId: h.accountId, keyId: h.keyId, amount: 700, holdTtlMs: 1 })).admitted).toBe(true);
+    const after = await until('the hold returned', async () => {
+      const now = await scrape(h);
+      return deltas(recovered, now)['tollgate_reaper_returned_holds_total'] === 1 ? now : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const later = await scrape(h);
+    // A pass that had already started before the key was removed may still fail once.
+    expect(deltas(recovered, later)['tollgate_reaper_errors_total'] ?? 0).toBeLessThanOrEqual(1);
+    expect(deltas(after, later)['tollgate_reaper_errors_total']).toBeUndefined();
   });
 });
 

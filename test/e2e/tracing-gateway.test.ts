@@ -20,6 +20,8 @@ import { startHarness, upstreamFor, type Harness } from '../helpers/gateway-harn
 
 const MODEL = 'outlaw-1-xploded';
 const UPSTREAM_MODEL = `sim-${MODEL}`;
+// The name the upstream's replies give (as a hosted API names the dated snapshot that served an alias).
+const REPORTED_MODEL = `${UPSTREAM_MODEL}-2026-01-15`;
 // Distinctive, so finding it anywhere in a span means the prompt leaked into the trace.
 const PROMPT = 'Describe the quartz-veined river stone of Ysolde, please.';
 const ROUTES: Record<WireFormat, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
@@ -112,7 +114,7 @@ describe('spans of real requests, captured in memory', () => {
   beforeAll(async () => {
     tracing = initTracing({ env: {}, spanProcessors: [new SimpleSpanProcessor(exporter)] });
     for (const upstreamFormat of ['openai', 'anthropic'] as const) {
-      harnesses.set(upstreamFormat, await startHarness({ ledger: 'redis', upstreamFormat, tracing }));
+      harnesses.set(upstreamFormat, await startHarness({ ledger: 'redis', upstreamFormat, tracing, simulator: { reportedModels: { [UPSTREAM_MODEL]: REPORTED_MODEL } } }));
     }
     // Two upstreams for the model, so a failed call is retried on the other one.
     fallback = await startHarness({
@@ -149,6 +151,7 @@ describe('spans of real requests, captured in memory', () => {
   type Parent = 'none' | 'header' | 'sdk';
   const cases: Array<[WireFormat, WireFormat, boolean, Parent, string]> = [
     ['openai', 'openai', false, 'header', 'stop'],
+    ['openai', 'openai', true, 'none', 'stop'],
     ['openai', 'anthropic', true, 'none', 'stop'],
     ['anthropic', 'anthropic', true, 'header', 'end_turn'],
     ['anthropic', 'openai', false, 'sdk', 'end_turn'],
@@ -218,7 +221,8 @@ describe('spans of real requests, captured in memory', () => {
       'gen_ai.request.model': UPSTREAM_MODEL,
       'gen_ai.request.max_tokens': 300,
       'gen_ai.request.stream': stream,
-      'gen_ai.response.model': MODEL,
+      // What the upstream's reply named, not the catalog id nor the name the gateway asked for.
+      'gen_ai.response.model': REPORTED_MODEL,
       'gen_ai.usage.input_tokens': sim!.inputTokens,
       'gen_ai.usage.output_tokens': sim!.outputTokensSent,
       'gen_ai.response.finish_reasons': [finishReason],
@@ -258,6 +262,7 @@ describe('spans of real requests, captured in memory', () => {
     expect(failed!.attributes['error.type']).toBe('5xx');
     expect(failed!.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
     expect(served!.attributes).toMatchObject({
+      'gen_ai.response.model': UPSTREAM_MODEL,
       'gen_ai.usage.input_tokens': calls[1]!.inputTokens,
       'gen_ai.usage.output_tokens': calls[1]!.outputTokensSent,
     });
@@ -291,6 +296,196 @@ describe('spans of real requests, captured in memory', () => {
     expect(childrenOf(refusedServer)).toHaveLength(0);
     expect(upstreamCalls(h, refused.requestId)).toHaveLength(0);
     expectNoContent(refusedServer.spanContext().traceId, refused);
+  });
+
+  it('server spans are named by route template, never by the raw path: unknown paths are all "unmatched"', async () => {
+    const h = harnesses.get('openai')!;
+    const auth = { authorization: `Bearer ${h.key}` };
+    // The OpenAI SDK with a base URL without /v1 posts to /chat/completions.
+    const client = new OpenAI({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: MODEL, max_tokens: 300, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
+    const noKey = await fetch(`${h.baseUrl}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: '{}' });
+    const model = await fetch(`${h.baseUrl}/v1/models/${MODEL}`, { headers: auth });
+    const health = await fetch(`${h.baseUrl}/healthz`);
+    const unknown = await fetch(`${h.baseUrl}/v1/no/such/${Date.now()}`, { headers: auth });
+    const other = await fetch(`${h.baseUrl}/${Date.now()}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+    const requests: Array<[Headers, number, string, string]> = [
+      [response.headers, 200, 'POST /v1/chat/completions', '/v1/chat/completions'],
+      // Refused before routing: the route it was meant for.
+      [noKey.headers, 401, 'POST /v1/messages', '/v1/messages'],
+      [model.headers, 200, 'GET /v1/models/:id', '/v1/models/:id'],
+      [health.headers, 200, 'GET /healthz', '/healthz'],
+      [unknown.headers, 404, 'GET unmatched', 'unmatched'],
+      [other.headers, 404, 'POST unmatched', 'unmatched'],
+    ];
+    expect([response.status, noKey.status, model.status, health.status, unknown.status, other.status]).toEqual(requests.map((r) => r[1]));
+    for (const [headers, status, name, route] of requests) {
+      const span = await serverSpan(headers.get('x-request-id') as string);
+      expect({ name: span.name, route: span.attributes['http.route'], status: span.attributes['http.response.status_code'] }).toEqual({ name, route, status });
+    }
+  });
+
+  it('a stream the client cuts: the server span records 499, not the 200 the stream began with', async () => {
+    const h = harnesses.get('openai')!;
+    // Tokens every 150 ms, so the client hangs up mid-stream with none on the wire.
+    h.simulator.injectFault({ tokenDelayMs: 150, match: { model: UPSTREAM_MODEL } });
+    const abort = new AbortController();
+    const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 300, stream: true, sim_reply_tokens: 200, messages: [{ role: 'user', content: PROMPT }] }),
+      signal: abort.signal,
+    });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-request-id') as string;
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let seen = '';
+    while ((seen.match(/"content":"[^"]/g) ?? []).length < 3) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('stream ended before the client cut it');
+      seen += decoder.decode(value, { stream: true });
+    }
+    abort.abort();
+    const server = await serverSpan(requestId);
+    expect(server.attributes['http.response.status_code']).toBe(499);
+    // The client's doing, not a failure of the gateway.
+    expect(server.status.code).toBe(SpanStatusCode.UNSET);
+    const [client, ...more] = childrenOf(server);
+    expect(more).toHaveLength(0);
+    expect(client!.attributes['error.type']).toBeUndefined();
+    expect(server.attributes['tollgate.cost_micro_usd']).toBe((await usageRecord(h, requestId)).cost);
+  });
+});
+
+// --- Prompt and completion, recorded only when TOLLGATE_TRACE_CONTENT=on ---------------------------
+
+describe('prompt and completion on the client span with TOLLGATE_TRACE_CONTENT=on', () => {
+  const exporter = new InMemorySpanExporter();
+  let tracing: Tracing;
+  const harnesses = new Map<WireFormat, Harness>();
+  const SYSTEM = 'You answer in one sentence about stones.';
+  const FOLLOW_UP = 'And what colour is it?';
+
+  beforeAll(async () => {
+    tracing = initTracing({ env: { TOLLGATE_TRACE_CONTENT: 'on' }, spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    expect(tracing.contentEnabled).toBe(true);
+    for (const upstreamFormat of ['openai', 'anthropic'] as const) harnesses.set(upstreamFormat, await startHarness({ upstreamFormat, tracing }));
+  });
+  afterAll(async () => {
+    for (const h of harnesses.values()) await h.close();
+    await tracing?.shutdown();
+  });
+
+  const spans = (): ReadableSpan[] => exporter.getFinishedSpans();
+  const serverSpan = (requestId: string): Promise<ReadableSpan> =>
+    until(`server span of ${requestId}`, () => spans().find((s) => s.kind === SpanKind.SERVER && s.attributes['tollgate.request_id'] === requestId));
+  const json = (v: unknown): unknown => (typeof v === 'string' ? JSON.parse(v) : v);
+
+  // A conversation with a tool round trip, in each client format, and what the conventions make of it.
+  const openaiMessages = [
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: PROMPT },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{"q":"quartz"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: 'granite with quartz veins' },
+    { role: 'user', content: [{ type: 'text', text: FOLLOW_UP }] },
+  ];
+  const openaiExpected = [
+    { role: 'system', parts: [{ type: 'text', content: SYSTEM }] },
+    { role: 'user', parts: [{ type: 'text', content: PROMPT }] },
+    { role: 'assistant', parts: [{ type: 'tool_call', id: 'call_1', name: 'lookup', arguments: { q: 'quartz' } }] },
+    { role: 'tool', parts: [{ type: 'tool_call_response', id: 'call_1', response: 'granite with quartz veins' }] },
+    { role: 'user', parts: [{ type: 'text', content: FOLLOW_UP }] },
+  ];
+  const anthropicMessages = [
+    { role: 'user', content: PROMPT },
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { q: 'quartz' } }] },
+    {
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'toolu_1', content: 'granite with quartz veins' },
+        { type: 'text', text: FOLLOW_UP },
+      ],
+    },
+  ];
+  const anthropicExpected = [
+    { role: 'user', parts: [{ type: 'text', content: PROMPT }] },
+    { role: 'assistant', parts: [{ type: 'tool_call', id: 'toolu_1', name: 'lookup', arguments: { q: 'quartz' } }] },
+    {
+      role: 'user',
+      parts: [
+        { type: 'tool_call_response', id: 'toolu_1', response: 'granite with quartz veins' },
+        { type: 'text', content: FOLLOW_UP },
+      ],
+    },
+  ];
+  const tools = {
+    openai: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
+    anthropic: [{ name: 'lookup', input_schema: { type: 'object', properties: { q: { type: 'string' } } } }],
+  };
+
+  const cases: Array<[WireFormat, WireFormat, boolean, string]> = [
+    ['openai', 'openai', false, 'stop'],
+    ['openai', 'anthropic', true, 'stop'],
+    ['anthropic', 'anthropic', true, 'end_turn'],
+    ['anthropic', 'openai', false, 'end_turn'],
+  ];
+
+  it.each(cases)('%s client, %s upstream, stream %s: the messages as the client sent them, and the text it received', async (format, upstreamFormat, stream, finishReason) => {
+    const h = harnesses.get(upstreamFormat)!;
+    const body =
+      format === 'openai'
+        ? { model: MODEL, max_tokens: 300, stream, messages: openaiMessages, tools: tools.openai, tool_choice: 'none' }
+        : { model: MODEL, max_tokens: 300, stream, system: SYSTEM, messages: anthropicMessages, tools: tools.anthropic, tool_choice: { type: 'none' } };
+    const auth: Record<string, string> = format === 'openai' ? { authorization: `Bearer ${h.key}` } : { 'x-api-key': h.key, 'anthropic-version': '2023-06-01' };
+    const res = await fetch(`${h.baseUrl}${ROUTES[format]}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const raw = await res.text();
+    expect(res.status, raw).toBe(200);
+    // The text the client received, from its stream or its JSON reply.
+    let text = '';
+    if (stream) {
+      for (const line of raw.split('\n')) {
+        if (!line.startsWith('data: {')) continue;
+        const event = JSON.parse(line.slice(6)) as { choices?: { delta?: { content?: string } }[]; delta?: { text?: string } };
+        text += (format === 'openai' ? event.choices?.[0]?.delta?.content : event.delta?.text) ?? '';
+      }
+    } else {
+      const reply = JSON.parse(raw) as { choices?: { message: { content: string } }[]; content?: { text?: string }[] };
+      text = format === 'openai' ? (reply.choices?.[0]?.message.content ?? '') : (reply.content ?? []).map((b) => b.text ?? '').join('');
+    }
+    expect(text.length).toBeGreaterThan(0);
+
+    const server = await serverSpan(res.headers.get('x-request-id') as string);
+    const client = spans().find((s) => s.parentSpanContext?.spanId === server.spanContext().spanId);
+    expect(client).toBeDefined();
+    const a = client!.attributes;
+    expect(json(a['gen_ai.input.messages'])).toEqual(format === 'openai' ? openaiExpected : anthropicExpected);
+    // Anthropic's separate system prompt goes to gen_ai.system_instructions; OpenAI's stays a message.
+    if (format === 'anthropic') expect(json(a['gen_ai.system_instructions'])).toEqual([{ type: 'text', content: SYSTEM }]);
+    else expect(a['gen_ai.system_instructions']).toBeUndefined();
+    expect(json(a['gen_ai.output.messages'])).toEqual([{ role: 'assistant', parts: [{ type: 'text', content: text }], finish_reason: finishReason }]);
+    // On the inference span only: the server span carries no text.
+    expect(JSON.stringify(server.attributes)).not.toContain('quartz');
+  });
+
+  it('a reasoning reply: the reasoning and the answer as separate parts', async () => {
+    const h = harnesses.get('openai')!;
+    const client = new OpenAI({ apiKey: h.key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
+    const { data, response } = await client.chat.completions.create({ model: 'glm-5.3-xploded', max_tokens: 400, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
+    const message = data.choices[0]!.message as { content: string | null; reasoning_content?: string };
+    expect(message.reasoning_content?.length).toBeGreaterThan(0);
+    const server = await serverSpan(response.headers.get('x-request-id') as string);
+    const span = spans().find((s) => s.parentSpanContext?.spanId === server.spanContext().spanId);
+    expect(json(span!.attributes['gen_ai.output.messages'])).toEqual([
+      {
+        role: 'assistant',
+        parts: [
+          { type: 'reasoning', content: message.reasoning_content },
+          { type: 'text', content: message.content },
+        ],
+        finish_reason: data.choices[0]!.finish_reason,
+      },
+    ]);
   });
 });
 
@@ -404,7 +599,7 @@ describe('spans of a real request, exported over OTLP/HTTP', () => {
       'gen_ai.provider.name': 'anthropic',
       'gen_ai.request.model': UPSTREAM_MODEL,
       'gen_ai.request.max_tokens': 300,
-      'gen_ai.response.model': MODEL,
+      'gen_ai.response.model': UPSTREAM_MODEL,
       'gen_ai.usage.input_tokens': sim!.inputTokens,
       'gen_ai.usage.output_tokens': sim!.outputTokensSent,
       'gen_ai.response.finish_reasons': ['stop'],

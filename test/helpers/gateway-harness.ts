@@ -68,6 +68,8 @@ export interface Harness {
   baseUrl: string;
   /** Log lines the gateway wrote. */
   logLines: string[];
+  /** Key prefix of the Redis ledger (`ledger: 'redis'` only). */
+  redisNamespace: string | undefined;
   close(): Promise<void>;
 }
 
@@ -100,9 +102,11 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const catalog = new StaticCatalog({ models });
   let backend: Backend;
   let redis: Redis | undefined;
+  let redisNamespace: string | undefined;
   if (opts.ledger === 'redis') {
     redis = new Redis(inject('redisUrl'), { enableAutoPipelining: true });
-    backend = createRedisBackend({ redis, namespace: `e2e${process.pid}x${namespaceCounter++}x${Date.now()}` });
+    redisNamespace = `e2e${process.pid}x${namespaceCounter++}x${Date.now()}`;
+    backend = createRedisBackend({ redis, namespace: redisNamespace });
   } else {
     backend = createMemoryBackend();
   }
@@ -136,6 +140,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     key: created.secret,
     baseUrl: gateway.url,
     logLines,
+    redisNamespace,
     async close() {
       await gateway.close();
       await simulator.close();

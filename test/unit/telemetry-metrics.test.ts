@@ -84,6 +84,8 @@ const REQUIRED = [
   'tollgate_holds_outstanding',
   'tollgate_held_micro_usd',
   'tollgate_reaper_returned_holds_total',
+  'tollgate_reaper_returned_micro_usd_total',
+  'tollgate_reaper_errors_total',
   'tollgate_active_streams',
   'tollgate_ledger_call_duration_seconds',
   'tollgate_ledger_errors_total',
@@ -208,6 +210,10 @@ describe('GatewayMetrics', () => {
     m.holdsExpired(3, 999);
     expect(await value(m, 'tollgate_reaper_returned_holds_total')).toBe(3);
     expect(await value(m, 'tollgate_reaper_returned_micro_usd_total')).toBe(999);
+    expect(await value(m, 'tollgate_reaper_errors_total')).toBe(0);
+    m.reaperFailed();
+    m.reaperFailed();
+    expect(await value(m, 'tollgate_reaper_errors_total')).toBe(2);
 
     m.streamOpened();
     m.streamOpened();

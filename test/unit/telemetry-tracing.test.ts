@@ -189,13 +189,33 @@ describe('spans', () => {
     expect(t.contentEnabled).toBe(true);
     const req = t.startRequestSpan({ route: '/v1/chat/completions', requestId: 'req-4' });
     const up = t.startUpstreamSpan(req, { model: 'm', upstream: 'u', serverAddress: 'h', provider: 'openai' });
-    up.recordContent({ input: [{ role: 'user', content: 'hello' }], output: [{ role: 'assistant', content: 'hi' }] });
+    up.recordContent({ system: [{ type: 'text', content: 'be kind' }], input: [{ role: 'user', content: 'hello' }], output: [{ role: 'assistant', content: 'hi' }] });
     up.end();
     req.end(200);
     await t.forceFlush();
     const client = byName(exporter.getFinishedSpans(), 'chat m');
+    expect(JSON.parse(client.attributes['gen_ai.system_instructions'] as string)).toEqual([{ type: 'text', content: 'be kind' }]);
     expect(JSON.parse(client.attributes['gen_ai.input.messages'] as string)).toEqual([{ role: 'user', content: 'hello' }]);
     expect(client.attributes['gen_ai.output.messages']).toContain('"hi"');
+  });
+
+  it('a server span started before routing is named by its method, then by the route template setRoute gives', async () => {
+    const { tracing: t, exporter } = start();
+    const routed = t.startRequestSpan({ requestId: 'req-6', method: 'GET' });
+    routed.setRoute('/v1/models/:id');
+    routed.end(200);
+    const unknown = t.startRequestSpan({ requestId: 'req-7', method: 'POST' });
+    unknown.setRoute('unmatched');
+    unknown.end(404);
+    const never = t.startRequestSpan({ requestId: 'req-8', method: 'DELETE' });
+    never.end(500);
+    await t.forceFlush();
+    const spans = exporter.getFinishedSpans().map((s) => [s.name, s.attributes['http.route'], s.attributes['tollgate.request_id']]);
+    expect(spans).toEqual([
+      ['GET /v1/models/:id', '/v1/models/:id', 'req-6'],
+      ['POST unmatched', 'unmatched', 'req-7'],
+      ['DELETE', undefined, 'req-8'],
+    ]);
   });
 
   it('honours OTEL_TRACES_SAMPLER', async () => {

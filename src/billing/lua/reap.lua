@@ -3,10 +3,11 @@
 -- script stays valid in Redis Cluster (all of them carry the account's hash tag).
 -- KEYS: 1 account, 2 holds zset, then per hold i (i = 0..n-1): 3+3i hold, 4+3i key hash, 5+3i reaped marker
 -- ARGV: 1 now, 2 marker ttl seconds, then per hold i: 3+2i request id, 4+2i key id
--- Returns {reaped count, earliest remaining deadline or -1}.
+-- Returns {reaped count, earliest remaining deadline or -1, micro-USD released}.
 local function s(n) return string.format('%d', n) end
 local now = tonumber(ARGV[1])
 local count = 0
+local released = 0
 local i = 0
 while KEYS[3 + 3 * i] do
   local holdKey, keyKey, reapedKey = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
@@ -24,6 +25,7 @@ while KEYS[3 + 3 * i] do
     redis.call('DEL', holdKey)
     redis.call('ZREM', KEYS[2], rid)
     count = count + 1
+    released = released + held
   elseif not h[1] then
     redis.call('ZREM', KEYS[2], rid)
   end
@@ -31,4 +33,4 @@ end
 local nextDue = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local nextDeadline = -1
 if nextDue[2] then nextDeadline = tonumber(nextDue[2]) end
-return {count, nextDeadline}
+return {count, nextDeadline, released}

@@ -26,6 +26,7 @@ export class StreamTranslator {
   private toolCalled = false;
   private emitted = false;
   private readonly generated: string[] = [];
+  private startModel: string | undefined;
 
   constructor(
     private readonly decoder: StreamDecoder,
@@ -93,6 +94,11 @@ export class StreamTranslator {
     return this.endState;
   }
 
+  /** The model the upstream named at the start of its stream (before the client's name replaces it). */
+  get responseModel(): string | undefined {
+    return this.startModel;
+  }
+
   /** Input tokens of the first usage the upstream reported (Anthropic message_start), for cut streams. */
   get reportedInputTokens(): number | undefined {
     return this.firstInputTokens;
@@ -123,6 +129,9 @@ export class StreamTranslator {
         this.upstreamFinish = e.reason;
         this.stopSequence = e.stopSequence ?? null;
         return '';
+      case 'start':
+        if (this.startModel === undefined && e.model !== undefined) this.startModel = e.model;
+        break;
       case 'done':
         return this.finish();
       case 'error':
