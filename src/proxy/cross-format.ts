@@ -59,9 +59,12 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param ? { param: err.param } : {}) });
         throw err;
       }
-      if (upstream.format === 'openai') {
-        if (translated.max_tokens === undefined && translated.max_completion_tokens === undefined) translated.max_tokens = outputLimit;
-      } else if (typeof translated.max_tokens !== 'number') {
+      // The upstream gets exactly the output limit the reservation covers (the client's, capped by the
+      // context window, or the model's default), so it can never generate past what was held.
+      if (upstream.format === 'openai' && translated.max_completion_tokens !== undefined) {
+        translated.max_completion_tokens = outputLimit;
+        delete translated.max_tokens;
+      } else {
         translated.max_tokens = outputLimit;
       }
       return JSON.stringify(translated);

@@ -44,6 +44,18 @@ describe('openai client, Anthropic-format upstream', () => {
     expect(res.usage!.completion_tokens).toBe(rec!.usage.output);
   });
 
+  it('the upstream gets exactly the reserved output limit: the client\'s, capped by the context window', async () => {
+    await client.chat.completions.create({ model: PLAIN, max_completion_tokens: 300, messages: [{ role: 'user', content: 'Say hello' }] });
+    const small = h.simulator.requests[h.simulator.requests.length - 1]!.body as { max_tokens?: number; max_completion_tokens?: number };
+    expect(small.max_tokens).toBe(300);
+    expect(small.max_completion_tokens).toBeUndefined();
+    // Far past the 1M-token window: forwarded as sent, the upstream could generate past the hold.
+    await client.chat.completions.create({ model: PLAIN, max_tokens: 50_000_000, messages: [{ role: 'user', content: 'Say hello' }] });
+    const big = h.simulator.requests[h.simulator.requests.length - 1]!.body as { max_tokens?: number };
+    expect(big.max_tokens).toBeGreaterThan(0);
+    expect(big.max_tokens).toBeLessThanOrEqual(1_000_000);
+  });
+
   it('streaming with stream_options.include_usage: one usage chunk, choices empty, totals exact', async () => {
     const m0 = await mark(h);
     const stream = await client.chat.completions.create({ model: PLAIN, max_tokens: 200, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Tell me a story' }] });
