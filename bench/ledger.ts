@@ -46,9 +46,79 @@ export async function ledgerPairs(redisUrl: string, durationMs: number, concurre
   }
 }
 
-/** Total commands Redis has executed, INFO itself excluded. */
-export async function redisCommandCount(redis: Redis): Promise<{ total: number; byCommand: Record<string, number> }> {
-  const info = await redis.info('commandstats');
+export interface RedisPerRequest {
+  /** Commands Redis executed per request, including those a Lua script runs (INFO commandstats). */
+  total: number;
+  byCommand: Record<string, number>;
+  /** Commands the gateway sent per request (MONITOR, script-internal calls left out). */
+  sent: number;
+  sentByCommand: Record<string, number>;
+  /**
+   * Socket reads Redis processed per request (INFO stats total_reads_processed): each is one batch the
+   * gateway sent and then waited on, so on sequential requests it counts the round trips.
+   */
+  roundTrips: number;
+}
+
+const perRequest = (n: number, requests: number): number => Math.round((n / requests) * 100) / 100;
+
+/**
+ * Counts what `requests` sequential gateway requests (run by `drive`) cost in Redis. Counted by Redis
+ * itself, not guessed: nothing else may use this Redis meanwhile (the other targets are idle).
+ */
+export async function countRedisPerRequest(redisUrl: string, requests: number, drive: () => Promise<void>): Promise<RedisPerRequest> {
+  const counter = new Redis(redisUrl);
+  const monitor = await new Redis(redisUrl).monitor();
+  const sent: Record<string, number> = {};
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const name = (args[0] ?? '').toLowerCase();
+    // The counter's own INFO calls and anything a script runs are not the gateway's commands.
+    if (source === 'lua' || name === 'info') return;
+    sent[name] = (sent[name] ?? 0) + 1;
+  });
+  try {
+    await quiet(counter);
+    const before = await redisCommandCount(counter);
+    await drive();
+    const after = await redisCommandCount(counter);
+    // MONITOR lines trail the commands slightly; the last ones arrive within this.
+    await new Promise((r) => setTimeout(r, 200));
+    const sentTotal = Object.values(sent).reduce((a, b) => a + b, 0);
+    return {
+      total: perRequest(after.total - before.total, requests),
+      byCommand: commandDelta(before.byCommand, after.byCommand, requests),
+      sent: perRequest(sentTotal, requests),
+      sentByCommand: Object.fromEntries(Object.entries(sent).map(([k, v]) => [k, perRequest(v, requests)])),
+      // The read of the second INFO is counted in its own figure; it is the counter's, not the gateway's.
+      roundTrips: perRequest(after.reads - before.reads - 1, requests),
+    };
+  } finally {
+    monitor.disconnect();
+    await counter.quit();
+  }
+}
+
+/**
+ * Waits until Redis is idle: a gateway loaded by the step before goes on settling the requests the
+ * load generator left in flight, and those settles must not count as the measured requests'.
+ */
+async function quiet(redis: Redis, timeoutMs = 15_000): Promise<void> {
+  const processed = async (): Promise<number> => Number(/^total_commands_processed:(\d+)/m.exec(await redis.info('stats'))?.[1] ?? NaN);
+  const deadline = Date.now() + timeoutMs;
+  let last = await processed();
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 300));
+    const now = await processed();
+    // The one command between two readings is this loop's own INFO.
+    if (now - last <= 1) return;
+    last = now;
+  }
+  throw new Error(`Redis did not go idle within ${timeoutMs / 1000} s; its commands cannot be counted per request`);
+}
+
+/** Total commands Redis has executed (INFO itself excluded) and the socket reads it processed. */
+export async function redisCommandCount(redis: Redis): Promise<{ total: number; byCommand: Record<string, number>; reads: number }> {
+  const info = await redis.info('all');
   const byCommand: Record<string, number> = {};
   let total = 0;
   for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
@@ -57,14 +127,15 @@ export async function redisCommandCount(redis: Redis): Promise<{ total: number; 
     byCommand[name] = Number(m[2]);
     total += Number(m[2]);
   }
-  return { total, byCommand };
+  const reads = Number(/^total_reads_processed:(\d+)/m.exec(info)?.[1] ?? NaN);
+  return { total, byCommand, reads };
 }
 
 export function commandDelta(before: Record<string, number>, after: Record<string, number>, requests: number): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [name, calls] of Object.entries(after)) {
     const d = calls - (before[name] ?? 0);
-    if (d > 0) out[name] = Math.round((d / requests) * 100) / 100;
+    if (d > 0) out[name] = perRequest(d, requests);
   }
   return out;
 }

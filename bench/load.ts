@@ -122,9 +122,13 @@ export interface StreamResult {
   non2xx: number;
 }
 
-const TOKEN_MARK = {
-  openai: Buffer.from('"content":"'),
-  anthropic: Buffer.from('"text_delta"'),
+/**
+ * A chunk that carries text. OpenAI's first chunk has the role and an empty content, sent before the
+ * first token: matching `"content":"` alone timed the first byte, not the first token.
+ */
+const TOKEN_MARK: Record<BenchFormat, RegExp> = {
+  openai: /"content":"[^"]/,
+  anthropic: /"text_delta"/,
 };
 
 /** `count` streams one after another; the simulator paces tokens, so gaps show the gateway's overhead. */
@@ -144,7 +148,7 @@ export async function streamLatency(url: string, shape: RequestShape, format: Be
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
         const now = process.hrtime.bigint();
         if (first === undefined) {
-          if (chunk.includes(mark)) {
+          if (mark.test(chunk.toString('latin1'))) {
             first = now;
             ttfts.push(Number(now - t0) / 1e6);
           }

@@ -1,73 +1,222 @@
 // Memory benchmark: N concurrent slow streams held open through the gateway (in its own process),
-// reporting its RSS and heap per open stream. Also runnable alone: `tsx bench/memory.ts --streams 10000`.
-import { setMaxListeners } from 'node:events';
+// reporting its RSS (from /proc) and heap (from inside, after a GC) before and with the streams open.
+// Also runnable alone: `tsx bench/memory.ts --streams 10000`.
 import { Agent, request } from 'undici';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape } from './load.js';
-import { startTarget } from './targets.js';
+import { memoryModel } from './serve.js';
+import { procStats, startTarget, type Target } from './targets.js';
+
+export interface MemoryOptions {
+  streams: number;
+  /** Streams opened at once; the next batch starts when each of these has its first byte. */
+  batch?: number;
+  /** Longest a stream may take to deliver its first byte before it counts as failed. */
+  perStreamTimeoutMs?: number;
+  /** Longest the opening phase may take in all; what is open by then is measured. */
+  totalTimeoutMs?: number;
+  log?: (m: string) => void;
+}
+
+export interface MemorySample {
+  rssMb: number;
+  heapUsedMb: number;
+  externalMb: number;
+}
 
 export interface MemoryResult {
+  /** Streams asked for (`--streams`). */
+  requested: number;
+  /** Streams attempted: the request, or less when file descriptor limits allow fewer (see limitedBy). */
   streams: number;
   opened: number;
-  idleRssMb: number;
-  loadedRssMb: number;
+  failed: number;
+  limitedBy: string | undefined;
+  /** Simulator ports the streams were spread over (see below for why). */
+  origins: number;
+  openSeconds: number;
+  baseline: MemorySample;
+  loaded: MemorySample;
+  peakRssMb: number;
   rssPerStreamKb: number;
   heapPerStreamKb: number;
-  loadedHeapMb: number;
+  /** baseline RSS + N × RSS per stream, at N = 10,000 (equal to the measurement when 10,000 opened). */
+  projectedRssMbAt10k: number;
 }
 
 const mb = (b: number): number => Math.round((b / 1048576) * 10) / 10;
+const kb = (b: number): number => Math.round((b / 1024) * 10) / 10;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-export async function memoryBench(redisUrl: string, streams: number): Promise<MemoryResult> {
-  // Tokens every second for far longer than the measurement: every stream stays open until aborted.
-  const sim = await startTarget({ role: 'simulator', firstTokenDelayMs: 0, tokenDelayMs: 1000, replyTokens: 100_000 });
-  const gw = await startTarget({ role: 'gateway', redisUrl, upstream: sim.url, namespace: `benchmem${Date.now()}`, tracing: 'off' });
-  const agent = new Agent({ connections: null, pipelining: 1, connectTimeout: 60_000, headersTimeout: 120_000, bodyTimeout: 0 });
-  const abort = new AbortController();
-  setMaxListeners(0, abort.signal);
+/**
+ * The gateway pools at most 512 connections per upstream origin (src/upstream/dispatchers.ts) and a
+ * stream holds its connection to the end, so a 513th concurrent stream to one origin waits for a free
+ * connection and never gets its first byte. The simulator therefore listens on one port per this many
+ * streams, each port a model of its own.
+ */
+const STREAMS_PER_ORIGIN = 500;
+/** File descriptors kept free in each process for everything that is not a stream socket. */
+const FD_HEADROOM = 64;
+
+/**
+ * A GC frees V8 pages a little later, on a background task, so RSS is read until two readings agree
+ * (within 1 MB) after a GC each; reading right after one GC showed garbage as resident memory.
+ */
+async function sample(gw: Target): Promise<MemorySample & { peak: number; heapUsed: number; rss: number }> {
+  let inside = await gw.memory();
+  let rss = procStats(gw.pid).rss;
+  for (let i = 0; i < 8; i++) {
+    await sleep(400);
+    inside = await gw.memory();
+    await sleep(400);
+    const next = procStats(gw.pid).rss;
+    const settled = Math.abs(next - rss) < 1048576;
+    rss = next;
+    if (settled) break;
+  }
+  return {
+    rss,
+    peak: procStats(gw.pid).rssPeak,
+    heapUsed: inside.heapUsed,
+    rssMb: mb(rss),
+    heapUsedMb: mb(inside.heapUsed),
+    externalMb: mb(inside.external),
+  };
+}
+
+export async function memoryBench(redisUrl: string, opts: MemoryOptions): Promise<MemoryResult> {
+  const log = opts.log ?? (() => undefined);
+  const batch = opts.batch ?? 200;
+  const perStreamTimeoutMs = opts.perStreamTimeoutMs ?? 20_000;
+  const totalTimeoutMs = opts.totalTimeoutMs ?? 120_000;
+  const origins = Math.max(1, Math.ceil(opts.streams / STREAMS_PER_ORIGIN));
+  // The first token comes at once (the stream is live end to end), the next ones every 30 s: slow
+  // streams that stay open for the whole measurement and cost the simulator one timer each. 30 s is
+  // well inside the gateway's 120 s idle timeout for upstreams.
+  const sim = await startTarget({ role: 'simulator', firstTokenDelayMs: 0, tokenDelayMs: 30_000, replyTokens: 64, listeners: origins });
+  let gw: Target | undefined;
+  const agent = new Agent({ connections: null, pipelining: 1, connectTimeout: perStreamTimeoutMs, headersTimeout: 0, bodyTimeout: 0 });
+  const open: AbortController[] = [];
   try {
-    const shape = requestShape('openai', gw.key, true);
-    let opened = 0;
-    const open = async (signal: AbortSignal): Promise<void> => {
-      const res = await request(gw.url + shape.path, { method: 'POST', headers: shape.headers, body: shape.body, dispatcher: agent, signal });
-      if (res.statusCode !== 200) throw new Error(`stream refused with ${res.statusCode}: ${await res.body.text()}`);
-      // Wait for the first chunk: the stream is then live end to end.
-      await new Promise<void>((resolve, reject) => {
-        res.body.once('data', () => resolve());
-        res.body.once('error', reject);
-      });
-      opened++;
-      res.body.on('error', () => undefined);
-      res.body.resume();
+    gw = await startTarget({
+      role: 'gateway',
+      redisUrl,
+      upstream: sim.url,
+      namespace: `benchmem${Date.now()}`,
+      tracing: 'off',
+      spread: sim.urls,
+    });
+    const target = gw;
+    const base = requestShape('openai', target.key, true);
+    const bodies = sim.urls.map((_, i) => {
+      const body = JSON.parse(base.body) as { model: string };
+      body.model = memoryModel(i);
+      return JSON.stringify(body);
+    });
+
+    /** Resolves true once the stream's first byte is in, false if it failed or timed out. */
+    const openStream = async (i: number): Promise<boolean> => {
+      const ac = new AbortController();
+      const timer = setTimeout(() => ac.abort(new Error('no first byte in time')), perStreamTimeoutMs);
+      try {
+        const res = await request(target.url + base.path, {
+          method: 'POST',
+          headers: base.headers,
+          body: bodies[i % bodies.length],
+          dispatcher: agent,
+          signal: ac.signal,
+        });
+        res.body.on('error', () => undefined);
+        if (res.statusCode !== 200) {
+          res.body.destroy();
+          return false;
+        }
+        await new Promise<void>((resolve, reject) => {
+          res.body.once('data', () => resolve());
+          res.body.once('end', () => reject(new Error('stream ended early')));
+          res.body.once('error', reject);
+        });
+        res.body.resume();
+        open.push(ac);
+        return true;
+      } catch {
+        ac.abort();
+        return false;
+      } finally {
+        clearTimeout(timer);
+      }
     };
-    // Warm up (streams opened and cancelled) so the idle figure includes loaded code and pools.
-    const warm = new AbortController();
-    setMaxListeners(0, warm.signal);
-    await Promise.all(Array.from({ length: 20 }, () => open(warm.signal)));
-    warm.abort();
-    opened = 0;
-    await new Promise((r) => setTimeout(r, 500));
-    const idle = await gw.memory();
-    // Open in batches so the listen backlog is never the limit.
-    const batch = 500;
-    for (let i = 0; i < streams; i += batch) {
-      await Promise.all(Array.from({ length: Math.min(batch, streams - i) }, () => open(abort.signal)));
+
+    // Warm up (streams opened and cancelled) so the baseline includes loaded code and pools.
+    const warm = await Promise.all(Array.from({ length: Math.min(20, opts.streams) }, (_, i) => openStream(i)));
+    if (!warm.every(Boolean)) throw new Error('the gateway refused the warm-up streams');
+    for (const ac of open.splice(0)) ac.abort();
+    await sleep(1000);
+    const baseline = await sample(target);
+
+    // Each open stream holds two descriptors in the gateway (client and upstream sockets) and one in
+    // this process and the simulator; a process cannot raise its hard limit without privileges.
+    const gwProc = procStats(target.pid);
+    const self = procStats('self');
+    const simProc = procStats(sim.pid);
+    const fits = {
+      gateway: Math.floor((gwProc.fdLimit - gwProc.openFds - FD_HEADROOM) / 2),
+      'load generator': self.fdLimit - self.openFds - FD_HEADROOM,
+      simulator: simProc.fdLimit - simProc.openFds - FD_HEADROOM,
+    };
+    let streams = opts.streams;
+    let limitedBy: string | undefined;
+    for (const [who, n] of Object.entries(fits)) {
+      if (n < streams) {
+        streams = n;
+        const limit = who === 'gateway' ? gwProc.fdLimit : who === 'simulator' ? simProc.fdLimit : self.fdLimit;
+        limitedBy = `the ${who} process's open-file limit (${limit}${who === 'gateway' ? ', 2 per stream' : ''}) fits ${n} streams`;
+      }
     }
-    await new Promise((r) => setTimeout(r, 1500));
-    const loaded = await gw.memory();
+    if (limitedBy) log(`memory: ${limitedBy}; opening ${streams} of ${opts.streams}`);
+
+    const started = performance.now();
+    let opened = 0;
+    let failed = 0;
+    for (let i = 0; i < streams; i += batch) {
+      if (performance.now() - started > totalTimeoutMs) {
+        log(`memory: time bound of ${totalTimeoutMs / 1000} s reached with ${opened} streams open`);
+        break;
+      }
+      const results = await Promise.all(Array.from({ length: Math.min(batch, streams - i) }, (_, j) => openStream(i + j)));
+      const ok = results.filter(Boolean).length;
+      opened += ok;
+      failed += results.length - ok;
+      // A batch that mostly fails means something is broken; waiting out the rest would only stall.
+      if (ok < results.length / 2) {
+        log(`memory: ${results.length - ok} of a batch of ${results.length} streams failed; stopping`);
+        break;
+      }
+    }
+    const openSeconds = (performance.now() - started) / 1000;
+    await sleep(1500);
+    const loaded = await sample(target);
+    const rssPerStream = opened > 0 ? (loaded.rss - baseline.rss) / opened : NaN;
+    const heapPerStream = opened > 0 ? (loaded.heapUsed - baseline.heapUsed) / opened : NaN;
     return {
+      requested: opts.streams,
       streams,
       opened,
-      idleRssMb: mb(idle.rss),
-      loadedRssMb: mb(loaded.rss),
-      loadedHeapMb: mb(loaded.heapUsed),
-      rssPerStreamKb: Math.round(((loaded.rss - idle.rss) / opened / 1024) * 10) / 10,
-      heapPerStreamKb: Math.round(((loaded.heapUsed - idle.heapUsed) / opened / 1024) * 10) / 10,
+      failed,
+      limitedBy,
+      origins,
+      openSeconds: Math.round(openSeconds * 10) / 10,
+      baseline: { rssMb: baseline.rssMb, heapUsedMb: baseline.heapUsedMb, externalMb: baseline.externalMb },
+      loaded: { rssMb: loaded.rssMb, heapUsedMb: loaded.heapUsedMb, externalMb: loaded.externalMb },
+      peakRssMb: mb(loaded.peak),
+      rssPerStreamKb: kb(rssPerStream),
+      heapPerStreamKb: kb(heapPerStream),
+      projectedRssMbAt10k: mb(baseline.rss + rssPerStream * 10_000),
     };
   } finally {
-    abort.abort();
+    for (const ac of open) ac.abort();
     await agent.destroy().catch(() => undefined);
-    await gw.stop();
+    await gw?.stop();
     await sim.stop();
   }
 }
@@ -77,7 +226,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const streams = i > 0 ? Number(process.argv[i + 1]) : 1000;
   const redis = await startRedisServer();
   try {
-    console.log(JSON.stringify(await memoryBench(redis.url, streams), null, 2));
+    const log = (m: string): void => void process.stderr.write(`${m}\n`);
+    console.log(JSON.stringify(await memoryBench(redis.url, { streams, totalTimeoutMs: 240_000, log }), null, 2));
   } finally {
     await redis.stop();
   }

@@ -1,143 +1,304 @@
 // The benchmark: `npm run bench` (full, under 5 minutes) or `npm run bench -- --smoke` (seconds; fails on
-// any error, asserts no timings). Starts Redis, the instant simulator, the floor proxy and Tollgate (each
-// target in its own process), drives them on loopback and writes bench/results/latest.{md,json}.
-import { Redis } from 'ioredis';
+// any error, asserts no timings, never installs the peer). Starts Redis, the instant simulator, the floor
+// proxy, Tollgate and (full runs, unless --no-peer) Portkey as the peer, each in its own process, drives
+// them on loopback and writes bench/results/latest.{md,json}. `--streams N` sets the memory benchmark's
+// open streams (1,000 by default).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
-import { commandDelta, ledgerPairs, redisCommandCount } from './ledger.js';
-import { directShape, requestShape, sequentialLatency, streamLatency, throughput, type BenchFormat } from './load.js';
+import { countRedisPerRequest, ledgerPairs, type RedisPerRequest } from './ledger.js';
+import {
+  directShape,
+  requestShape,
+  sequentialLatency,
+  streamLatency,
+  throughput,
+  type BenchFormat,
+  type RequestShape,
+  type StreamResult,
+  type ThroughputResult,
+} from './load.js';
 import { memoryBench } from './memory.js';
-import { renderMarkdown, type BenchResults, type TargetRow } from './report.js';
-import { startTarget, type Target } from './targets.js';
+import { installPeer, PEER_PACKAGE, PEER_VERSION, peerShape, startPeer, type Peer } from './peer.js';
+import { renderMarkdown, targetChecks, TARGET_NAMES, type BenchResults, type MeasuredThroughput, type TargetRow } from './report.js';
+import type { TracingMode } from './serve.js';
+import { cpuSeconds, startTarget, type Target } from './targets.js';
 
 const args = process.argv.slice(2);
 const smoke = args.includes('--smoke');
-const streamsFlag = args.indexOf('--streams');
+const flag = (name: string): string | undefined => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const memoryStreams = Number(flag('--streams') ?? (smoke ? 50 : 1000));
+if (!Number.isSafeInteger(memoryStreams) || memoryStreams < 1) throw new Error(`--streams must be a positive integer`);
 const plan = {
   mode: smoke ? 'smoke' : 'full',
-  durationSec: smoke ? 1 : 10,
+  /** Seconds per throughput round; `rounds` interleaved rounds per target (see roundsOf). */
+  durationSec: smoke ? 1 : 4,
+  rounds: smoke ? 1 : 2,
+  warmupSec: smoke ? 0 : 1,
   connections: 50,
   sequential: smoke ? 100 : 2000,
   streams: smoke ? 10 : 100,
-  memoryStreams: streamsFlag > 0 ? Number(args[streamsFlag + 1]) : smoke ? 50 : 1000,
-  ledgerMs: smoke ? 500 : 5000,
+  streamTokens: 16,
+  tracingSec: smoke ? 1 : 2,
+  tracingRounds: smoke ? 2 : 6,
+  memoryStreams,
+  ledgerMs: smoke ? 500 : 4000,
   countedRequests: smoke ? 50 : 1000,
+  // The whole run's bound; opening streams past the default 1,000 gets a minute per 4,000 more.
+  boundSec: 300 + Math.ceil(Math.max(0, memoryStreams - 1000) / 4000) * 60,
 } as const;
 const FORMATS: BenchFormat[] = ['openai', 'anthropic'];
+const TRACING_MODES: TracingMode[] = ['off', 'sampled-0', 'sampled-100'];
 
 const log = (m: string): void => {
   process.stderr.write(`bench: ${m}\n`);
 };
 
-async function main(): Promise<BenchResults> {
+/** Kills every process the run started; for the watchdog and signals, when an orderly stop may hang. */
+const killers = new Set<() => void>();
+const startedAt = performance.now();
+const watchdog = setTimeout(() => {
+  log(`the run exceeded its bound of ${plan.boundSec} s; stopping every target`);
+  for (const k of killers) k();
+  process.exit(3);
+}, plan.boundSec * 1000);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    for (const k of killers) k();
+    process.exit(130);
+  });
+}
+
+async function peerFor(): Promise<{ peer: Peer | undefined; status: string }> {
+  if (smoke) return { peer: undefined, status: 'peer unavailable: not run in smoke mode (it is installed from the network)' };
+  if (args.includes('--no-peer')) return { peer: undefined, status: 'peer unavailable: skipped (--no-peer)' };
+  const installed = await installPeer(log);
+  if (!installed.ok) {
+    log(`peer unavailable: ${installed.reason}`);
+    return { peer: undefined, status: `peer unavailable: ${installed.reason}` };
+  }
+  try {
+    const peer = await startPeer();
+    return { peer, status: `${PEER_PACKAGE}@${PEER_VERSION} (overrides @hono/node-server 1.13.5, hono 4.9.7), on loopback` };
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    log(`peer unavailable: ${reason}`);
+    return { peer: undefined, status: `peer unavailable: ${reason}` };
+  }
+}
+
+/**
+ * Throughput in interleaved rounds, each target's best round kept: on a shared 2-core machine a burst
+ * from elsewhere should not decide a ratio. Also the target process's CPU time per request over all
+ * rounds, which other load on the machine hardly moves. Targets get `warmupSec` of unmeasured load
+ * first, so none is measured while its code still compiles.
+ */
+async function roundsOf<K extends string>(
+  targets: { name: K; url: string; shape: RequestShape; pid: number }[],
+  rounds: number,
+  seconds: number,
+  label: string,
+): Promise<Map<K, MeasuredThroughput>> {
+  if (plan.warmupSec > 0) for (const t of targets) await throughput(t.url, t.shape, plan.connections, plan.warmupSec);
+  const acc = new Map<K, { best: ThroughputResult; rounds: number[]; cpu: number; requests: number; non2xx: number; errors: number }>();
+  for (let round = 0; round < rounds; round++) {
+    // The order rotates each round, so no target always runs right after the same one.
+    const shift = round % targets.length;
+    for (const t of [...targets.slice(shift), ...targets.slice(0, shift)]) {
+      log(`${label}: ${t.name}${rounds > 1 ? ` (round ${round + 1} of ${rounds})` : ''}`);
+      const cpu0 = cpuSeconds(t.pid);
+      const tp = await throughput(t.url, t.shape, plan.connections, seconds);
+      const cpu = cpuSeconds(t.pid) - cpu0;
+      const a = acc.get(t.name);
+      if (!a) acc.set(t.name, { best: tp, rounds: [tp.requestsPerSec], cpu, requests: tp.requests, non2xx: tp.non2xx, errors: tp.errors });
+      else {
+        if (tp.requestsPerSec > a.best.requestsPerSec) a.best = tp;
+        a.rounds.push(tp.requestsPerSec);
+        a.cpu += cpu;
+        a.requests += tp.requests;
+        a.non2xx += tp.non2xx;
+        a.errors += tp.errors;
+      }
+    }
+  }
+  const out = new Map<K, MeasuredThroughput>();
+  for (const t of targets) {
+    const a = acc.get(t.name);
+    if (!a) continue;
+    // Failures in any round count, not just in the best one; the rounds are listed in target order.
+    out.set(t.name, {
+      ...a.best,
+      non2xx: a.non2xx,
+      errors: a.errors,
+      rounds: a.rounds,
+      cpuUsPerRequest: a.requests > 0 ? Math.round((a.cpu * 1e6) / a.requests) : NaN,
+    });
+  }
+  return out;
+}
+
+/** One request first: a format the peer cannot serve is reported as n/a with its answer, not measured. */
+async function probe(url: string, shape: RequestShape): Promise<string | undefined> {
+  try {
+    const res = await fetch(url + shape.path, { method: 'POST', headers: shape.headers, body: shape.body, signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    return res.ok ? undefined : `HTTP ${res.status}: ${text.slice(0, 200)}`;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
   const redis = await startRedisServer();
-  const started: Target[] = [];
-  const start = async (...a: Parameters<typeof startTarget>): Promise<Target> => {
-    const t = await startTarget(...a);
+  killers.add(() => void redis.stop());
+  const started: { stop(): Promise<void>; kill(): void }[] = [];
+  const track = <T extends { stop(): Promise<void>; kill(): void }>(t: T): T => {
     started.push(t);
+    killers.add(t.kill);
     return t;
+  };
+  const start = async (...a: Parameters<typeof startTarget>): Promise<Target> => track(await startTarget(...a));
+  const stopAll = async (): Promise<void> => {
+    for (const t of started.splice(0)) {
+      await t.stop();
+      killers.delete(t.kill);
+    }
   };
   try {
     const sim = await start({ role: 'simulator' });
     const floor = await start({ role: 'floor', upstream: sim.url });
     const gw = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchgw', tracing: 'off' });
-    if (args.includes('--peer')) log('the Portkey peer is not wired in yet; reporting "peer unavailable"');
+    const { peer, status: peerStatus } = await peerFor();
+    if (peer) track(peer);
+    const peerNotes: Record<string, string> = {};
+
     const rows: TargetRow[] = [];
     for (const format of FORMATS) {
-      const direct = directShape(requestShape(format, undefined));
-      const viaFloor = requestShape(format, undefined);
-      const viaGw = requestShape(format, gw.key);
-      const targets: [string, string, typeof direct][] = [
-        ['direct (simulator)', sim.url, direct],
-        ['floor proxy', floor.url, viaFloor],
-        ['tollgate', gw.url, viaGw],
+      const targets: { name: string; url: string; shape: RequestShape; pid: number }[] = [
+        { name: TARGET_NAMES.direct, url: sim.url, shape: directShape(requestShape(format, undefined)), pid: sim.pid },
+        { name: TARGET_NAMES.floor, url: floor.url, shape: requestShape(format, undefined), pid: floor.pid },
+        { name: TARGET_NAMES.tollgate, url: gw.url, shape: requestShape(format, gw.key), pid: gw.pid },
       ];
-      for (const [name, url, shape] of targets) {
-        log(`${format}: ${name}`);
-        const tp = await throughput(url, shape, plan.connections, plan.durationSec);
-        const seq = await sequentialLatency(url, shape, plan.sequential);
-        rows.push({ format, target: name, throughput: tp, sequential: seq });
+      if (peer) {
+        const shape = peerShape(format, sim.url);
+        const refused = await probe(peer.url, shape);
+        if (refused) peerNotes[format] = `n/a: the peer answered ${refused}`;
+        else targets.push({ name: TARGET_NAMES.peer, url: peer.url, shape, pid: peer.pid });
+      }
+      const measured = await roundsOf(targets, plan.rounds, plan.durationSec, format);
+      for (const t of targets) {
+        const seq = await sequentialLatency(t.url, t.shape, plan.sequential);
+        rows.push({ format, target: t.name, throughput: measured.get(t.name) as MeasuredThroughput, sequential: seq });
       }
     }
 
     log('streaming (paced simulator)');
-    const paced = await start({ role: 'simulator', firstTokenDelayMs: 5, tokenDelayMs: 2, replyTokens: 32 });
+    const paced = await start({ role: 'simulator', firstTokenDelayMs: 5, tokenDelayMs: 2, replyTokens: plan.streamTokens });
     const pacedFloor = await start({ role: 'floor', upstream: paced.url });
     const pacedGw = await start({ role: 'gateway', redisUrl: redis.url, upstream: paced.url, namespace: 'benchstream', tracing: 'off' });
-    const streaming = [];
+    const streaming: (StreamResult & { format: BenchFormat; target: string })[] = [];
     for (const format of FORMATS) {
-      for (const [name, url, shape] of [
-        ['direct (simulator)', paced.url, directShape(requestShape(format, undefined, true))],
-        ['floor proxy', pacedFloor.url, requestShape(format, undefined, true)],
-        ['tollgate', pacedGw.url, requestShape(format, pacedGw.key, true)],
-      ] as const) {
+      const targets: [string, string, RequestShape][] = [
+        [TARGET_NAMES.direct, paced.url, directShape(requestShape(format, undefined, true))],
+        [TARGET_NAMES.floor, pacedFloor.url, requestShape(format, undefined, true)],
+        [TARGET_NAMES.tollgate, pacedGw.url, requestShape(format, pacedGw.key, true)],
+      ];
+      if (peer && peerNotes[format] === undefined) targets.push([TARGET_NAMES.peer, peer.url, peerShape(format, paced.url, true)]);
+      for (const [name, url, shape] of targets) {
         streaming.push({ format, target: name, ...(await streamLatency(url, shape, format, plan.streams)) });
       }
     }
 
+    // Each mode in a fresh gateway of its own, all warmed alike, then measured in interleaved rounds.
     log('tracing cost');
-    const tracing = [];
-    for (const mode of ['off', 'sampled-0', 'sampled-100'] as const) {
-      const t = mode === 'off' ? gw : await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `benchtr${mode}`, tracing: mode });
-      const tp = await throughput(t.url, requestShape('openai', t.key), plan.connections, plan.durationSec);
-      tracing.push({ mode, ...tp });
-      if (t !== gw) await t.stop();
+    const tracers: { name: TracingMode; url: string; shape: RequestShape; pid: number }[] = [];
+    for (const mode of TRACING_MODES) {
+      const t = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `benchtr${mode}`, tracing: mode });
+      tracers.push({ name: mode, url: t.url, shape: requestShape('openai', t.key), pid: t.pid });
     }
+    const byMode = await roundsOf(tracers, plan.tracingRounds, plan.tracingSec, 'tracing');
+    const tracing = TRACING_MODES.map((mode) => ({ mode, ...(byMode.get(mode) as MeasuredThroughput) }));
 
+    // Counted twice per format: on the common path (the key already cached, a gateway whose cache
+    // outlives the count) and with the default 1 s key cache, whose refreshes add a share per request.
     log('redis commands per request');
-    const counter = new Redis(redis.url);
-    const perRequest: Record<string, { total: number; byCommand: Record<string, number> }> = {};
+    const cachedGw = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchcount', tracing: 'off', keyCacheTtlMs: 3_600_000 });
+    const redisPerRequest: Record<string, RedisPerRequest> = {};
+    const redisWithKeyRefresh: Record<string, RedisPerRequest> = {};
     for (const format of FORMATS) {
-      const before = await redisCommandCount(counter);
-      // A fresh key-cache window is part of the common path, so the count includes its amortized lookups.
-      const seq = await sequentialLatency(gw.url, requestShape(format, gw.key), plan.countedRequests);
-      if (seq.non2xx > 0) throw new Error(`${seq.non2xx} non-2xx responses while counting Redis commands`);
-      const after = await redisCommandCount(counter);
-      perRequest[format] = {
-        total: Math.round(((after.total - before.total) / plan.countedRequests) * 100) / 100,
-        byCommand: commandDelta(before.byCommand, after.byCommand, plan.countedRequests),
-      };
+      for (const [into, t] of [
+        [redisPerRequest, cachedGw],
+        [redisWithKeyRefresh, gw],
+      ] as const) {
+        const shape = requestShape(format, t.key);
+        await sequentialLatency(t.url, shape, 20);
+        into[format] = await countRedisPerRequest(redis.url, plan.countedRequests, async () => {
+          const seq = await sequentialLatency(t.url, shape, plan.countedRequests);
+          if (seq.non2xx > 0) throw new Error(`${seq.non2xx} non-2xx responses while counting Redis commands`);
+        });
+      }
     }
-    await counter.quit();
 
     log('ledger micro-benchmark');
     const ledger = await ledgerPairs(redis.url, plan.ledgerMs);
 
-    for (const t of started.splice(0)) await t.stop();
+    await stopAll();
     log(`memory: ${plan.memoryStreams} open streams`);
-    const memory = await memoryBench(redis.url, plan.memoryStreams);
+    const memory = await memoryBench(redis.url, {
+      streams: plan.memoryStreams,
+      // Leaves the rest of the bound for teardown and the report.
+      totalTimeoutMs: Math.max(20_000, plan.boundSec * 1000 - (performance.now() - startedAt) - 20_000),
+      log,
+    });
 
     return {
       mode: plan.mode,
       date: new Date().toISOString(),
       node: process.version,
       plan,
-      peer: 'peer unavailable (not run; pass --peer)',
+      peer: peerStatus,
+      peerNotes,
       rows,
       streaming,
       tracing,
-      redisPerRequest: perRequest,
+      redisPerRequest,
+      redisWithKeyRefresh,
       ledger,
       memory,
     };
   } finally {
-    for (const t of started) await t.stop();
+    for (const t of started) {
+      await t.stop();
+      killers.delete(t.kill);
+    }
     await redis.stop();
   }
 }
 
-const results = await main();
+const measured = await main();
+clearTimeout(watchdog);
+const results: BenchResults = {
+  ...measured,
+  wallSeconds: Math.round((performance.now() - startedAt) / 1000),
+  targets: targetChecks(measured),
+};
 const errors = [
-  ...results.rows.flatMap((r) => (r.throughput.non2xx + r.throughput.errors + r.sequential.non2xx > 0 ? [`${r.format} ${r.target}`] : [])),
-  ...results.streaming.flatMap((s) => (s.non2xx > 0 ? [`stream ${s.format} ${s.target}`] : [])),
+  ...results.rows.flatMap((r) =>
+    r.target !== TARGET_NAMES.peer && r.throughput.non2xx + r.throughput.errors + r.sequential.non2xx > 0 ? [`${r.format} ${r.target}`] : [],
+  ),
+  ...results.streaming.flatMap((s) => (s.target !== TARGET_NAMES.peer && s.non2xx > 0 ? [`stream ${s.format} ${s.target}`] : [])),
   ...results.tracing.flatMap((t) => (t.non2xx + t.errors > 0 ? [`tracing ${t.mode}`] : [])),
   ...(results.memory.opened === results.memory.streams ? [] : ['memory streams']),
 ];
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
+const markdown = renderMarkdown(results);
 writeFileSync(`${dir}latest.json`, JSON.stringify({ ...results, errors }, null, 2));
-writeFileSync(`${dir}latest.md`, renderMarkdown(results));
-process.stdout.write(renderMarkdown(results));
+writeFileSync(`${dir}latest.md`, markdown);
+process.stdout.write(markdown);
+log(`done in ${results.wallSeconds} s`);
 if (errors.length > 0) {
   process.stderr.write(`bench: errors in ${errors.join(', ')}\n`);
   process.exit(1);

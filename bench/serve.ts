@@ -12,7 +12,7 @@ import type { CatalogSnapshot, CatalogSource } from '../src/catalog/snapshot.js'
 import type { ModelCatalogSpec, ModelSpec } from '../src/catalog/types.js';
 import { readConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
-import { startSimulator } from '../src/simulator/server.js';
+import { startSimulator, type Simulator } from '../src/simulator/server.js';
 import { GatewayMetrics } from '../src/telemetry/metrics.js';
 import { DISABLED_TRACING, initTracing, type Tracing } from '../src/telemetry/tracing.js';
 import { startFloorProxy } from './floor-proxy.js';
@@ -20,18 +20,26 @@ import { startFloorProxy } from './floor-proxy.js';
 export type TracingMode = 'off' | 'sampled-0' | 'sampled-100';
 
 export type ServeSpec =
-  | { role: 'simulator'; firstTokenDelayMs?: number; tokenDelayMs?: number; replyTokens?: number }
+  /** `listeners` > 1 starts that many simulators (one port each) in the process; `urls` lists them. */
+  | { role: 'simulator'; firstTokenDelayMs?: number; tokenDelayMs?: number; replyTokens?: number; listeners?: number }
   | { role: 'floor'; upstream: string }
-  | { role: 'gateway'; redisUrl: string; upstream: string; namespace: string; tracing: TracingMode };
+  /**
+   * `spread` adds one OpenAI-format model per origin (`memoryModel(i)`), for the memory benchmark;
+   * `keyCacheTtlMs` overrides the key cache's 1 s default.
+   */
+  | { role: 'gateway'; redisUrl: string; upstream: string; namespace: string; tracing: TracingMode; spread?: string[]; keyCacheTtlMs?: number };
 
 export type ServeMessage =
-  | { type: 'ready'; url: string; key?: string }
-  | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number };
+  | { type: 'ready'; url: string; urls: string[]; key?: string }
+  | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number };
 
 /** Model ids the bench sends: one per upstream wire format, so each format is a pass-through. */
 export const BENCH_MODELS = { openai: 'bench-openai', anthropic: 'bench-anthropic' } as const;
 
-function benchCatalog(upstream: string): ModelCatalogSpec {
+/** The memory benchmark's model routed to the i-th simulator origin. */
+export const memoryModel = (i: number): string => `bench-mem-${i}`;
+
+function benchCatalog(upstream: string, spread: string[]): ModelCatalogSpec {
   const example = (parse(readFileSync(new URL('../examples/catalog.yaml', import.meta.url), 'utf8')) as { spec: ModelCatalogSpec }).spec
     .models[0] as ModelSpec;
   const model = (id: string, format: 'openai' | 'anthropic'): ModelSpec => ({
@@ -40,7 +48,11 @@ function benchCatalog(upstream: string): ModelCatalogSpec {
     displayName: id,
     upstreams: [{ name: 'sim', format, baseUrl: format === 'openai' ? `${upstream}/v1` : upstream, model: `sim-${id}` }],
   });
-  return { models: [model(BENCH_MODELS.openai, 'openai'), model(BENCH_MODELS.anthropic, 'anthropic')] };
+  const spreadModels = spread.map((origin, i): ModelSpec => ({
+    ...model(memoryModel(i), 'openai'),
+    upstreams: [{ name: `sim${i}`, format: 'openai', baseUrl: `${origin}/v1`, model: `sim-${memoryModel(i)}` }],
+  }));
+  return { models: [model(BENCH_MODELS.openai, 'openai'), model(BENCH_MODELS.anthropic, 'anthropic'), ...spreadModels] };
 }
 
 /** An exporter that drops spans: the cost measured is the SDK's, not a collector's. */
@@ -60,29 +72,56 @@ function tracingFor(mode: TracingMode): Tracing {
   });
 }
 
-async function serve(spec: ServeSpec): Promise<{ url: string; key?: string; close(): Promise<void> }> {
+interface Running {
+  url: string;
+  urls: string[];
+  key?: string;
+  close(): Promise<void>;
+}
+
+async function serve(spec: ServeSpec): Promise<Running> {
   if (spec.role === 'simulator') {
-    const sim = await startSimulator({
-      log: false,
-      firstTokenDelayMs: spec.firstTokenDelayMs ?? 0,
-      tokenDelayMs: spec.tokenDelayMs ?? 0,
-      ...(spec.replyTokens === undefined ? {} : { replyTokens: spec.replyTokens }),
-    });
-    return { url: sim.url, close: () => sim.close() };
+    const sims: Simulator[] = [];
+    for (let i = 0; i < (spec.listeners ?? 1); i++) {
+      sims.push(
+        await startSimulator({
+          log: false,
+          firstTokenDelayMs: spec.firstTokenDelayMs ?? 0,
+          tokenDelayMs: spec.tokenDelayMs ?? 0,
+          ...(spec.replyTokens === undefined ? {} : { replyTokens: spec.replyTokens }),
+        }),
+      );
+    }
+    return {
+      url: (sims[0] as Simulator).url,
+      urls: sims.map((s) => s.url),
+      close: async () => {
+        await Promise.all(sims.map((s) => s.close()));
+      },
+    };
   }
-  if (spec.role === 'floor') return startFloorProxy(spec.upstream);
+  if (spec.role === 'floor') {
+    const floor = await startFloorProxy(spec.upstream);
+    return { ...floor, urls: [floor.url] };
+  }
   const redis = new Redis(spec.redisUrl, { enableAutoPipelining: true });
   const backend = createRedisBackend({ redis, namespace: spec.namespace });
   const account = await backend.accounts.createAccount('bench');
   // A balance no run can exhaust (1,000,000 USD), in integer micro-USD.
   await backend.ledger.credit(account.id, 1_000_000_000_000, `bench-${spec.namespace}`);
   const { secret } = await backend.accounts.createKey(account.id, { name: 'bench' });
-  const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream) }], 1);
+  const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
   const tracing = tracingFor(spec.tracing);
   const gateway = await startGateway({
     // The reaper is slowed so Redis command counts are the requests' own.
-    config: { ...readConfig({}), port: 0, metricsPort: 0, reaperIntervalMs: 600_000 },
+    config: {
+      ...readConfig({}),
+      port: 0,
+      metricsPort: 0,
+      reaperIntervalMs: 600_000,
+      ...(spec.keyCacheTtlMs === undefined ? {} : { keyCacheTtlMs: spec.keyCacheTtlMs }),
+    },
     catalog,
     backend,
     secrets: { resolve: () => undefined },
@@ -91,6 +130,7 @@ async function serve(spec: ServeSpec): Promise<{ url: string; key?: string; clos
   });
   return {
     url: gateway.url,
+    urls: [gateway.url],
     key: secret,
     async close() {
       await gateway.close();
@@ -106,12 +146,12 @@ const send = (m: ServeMessage): void => {
 };
 
 const running = await serve(JSON.parse(process.env.BENCH_SERVE_SPEC ?? '{}') as ServeSpec);
-send({ type: 'ready', url: running.url, ...(running.key ? { key: running.key } : {}) });
+send({ type: 'ready', url: running.url, urls: running.urls, ...(running.key ? { key: running.key } : {}) });
 process.on('message', (m: unknown) => {
   if (m === 'memory') {
     global.gc?.();
     const u = process.memoryUsage();
-    send({ type: 'memory', rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external });
+    send({ type: 'memory', rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers });
   } else if (m === 'stop') {
     // A close that stalls (a flush, a lingering socket) must not stall the benchmark.
     setTimeout(() => process.exit(0), 2_000).unref();

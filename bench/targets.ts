@@ -1,13 +1,44 @@
-// Forks benchmark targets (bench/serve.ts) as child processes and talks to them over IPC.
+// Forks benchmark targets (bench/serve.ts) as child processes and talks to them over IPC. Also reads a
+// process's memory and file descriptors from /proc, so figures come from the measured process itself.
 import { fork, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { ServeMessage, ServeSpec } from './serve.js';
 
 export interface Target {
   url: string;
+  /** Every listener of the target (several for a multi-port simulator). */
+  urls: string[];
   key: string | undefined;
   pid: number;
+  /** Heap figures from inside the process, after a full GC. */
   memory(): Promise<Extract<ServeMessage, { type: 'memory' }>>;
   stop(): Promise<void>;
+  /** Kills at once; for the watchdog, when an orderly stop may itself hang. */
+  kill(): void;
+}
+
+export interface ProcStats {
+  /** Resident set (VmRSS) and its peak (VmHWM), bytes. */
+  rss: number;
+  rssPeak: number;
+  openFds: number;
+  /** The soft RLIMIT_NOFILE of the process. */
+  fdLimit: number;
+}
+
+/** Linux only: the stats of process `pid` as the kernel sees them. */
+export function procStats(pid: number | 'self'): ProcStats {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  const limits = readFileSync(`/proc/${pid}/limits`, 'utf8');
+  const fdLimit = Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1] ?? NaN);
+  return { rss: kb('VmRSS'), rssPeak: kb('VmHWM'), openFds: readdirSync(`/proc/${pid}/fd`).length, fdLimit };
+}
+
+/** User plus system CPU seconds process `pid` has used (clock ticks are 1/100 s on Linux). */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 const SERVE = new URL('./serve.ts', import.meta.url).pathname;
@@ -19,7 +50,10 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [])
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   const ready = await new Promise<Extract<ServeMessage, { type: 'ready' }>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${spec.role} did not start within 30 s`)), 30_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${spec.role} did not start within 30 s`));
+    }, 30_000);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`${spec.role} exited with code ${code} before it was ready`));
@@ -34,12 +68,16 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [])
   child.removeAllListeners('exit');
   return {
     url: ready.url,
+    urls: ready.urls,
     key: ready.key,
     pid: child.pid ?? 0,
     memory: () =>
-      new Promise((resolve) => {
+      new Promise((resolve, reject) => {
+        // A process busy with thousands of sockets still answers in well under this.
+        const timer = setTimeout(() => reject(new Error(`${spec.role} did not report its memory within 30 s`)), 30_000);
         const onMessage = (m: ServeMessage): void => {
           if (m.type === 'memory') {
+            clearTimeout(timer);
             child.off('message', onMessage);
             resolve(m);
           }
@@ -48,12 +86,16 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [])
         child.send('memory');
       }),
     stop: async () => {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.once('exit', r));
-      child.send('stop');
+      if (child.connected) child.send('stop');
+      else child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await exited;
       clearTimeout(timer);
+    },
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     },
   };
 }
