@@ -20,6 +20,11 @@ export interface GatewayConfig {
   /** How long a key lookup is trusted before it is read again (revocation latency bound). */
   keyCacheTtlMs: number;
   usageMaxRecords: number;
+  /**
+   * Most connections to one upstream origin; 0 means no limit (the default). A stream holds its
+   * connection until it ends, so a cap here is a cap on concurrent streams to that provider.
+   */
+  upstreamMaxConnections: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -52,5 +57,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     reaperIntervalMs: int(env, 'TOLLGATE_REAPER_INTERVAL_MS', 5 * 1000),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
+    upstreamMaxConnections: int(env, 'TOLLGATE_UPSTREAM_MAX_CONNECTIONS', 0),
   };
 }

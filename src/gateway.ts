@@ -59,7 +59,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   await loadEncoder();
   const observer = telemetryObserver(metrics, tracing);
   const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs, (read) => observer.timeLedger('lookup', read));
-  const dispatchers = new UpstreamDispatchers();
+  const dispatchers = new UpstreamDispatchers(config.upstreamMaxConnections);
   const exchange = {
     ledger: backend.ledger,
     router: new UpstreamRouter(),

@@ -16,7 +16,12 @@ export class UpstreamDispatchers {
   private readonly pools = new Map<string, Pool>();
   private readonly targets = new WeakMap<CatalogUpstream, UpstreamTarget>();
 
-  constructor(private readonly connectionsPerOrigin = 512) {}
+  /**
+   * `connectionsPerOrigin` 0 (the default) leaves the pools unbounded: over HTTP/1.1 every open stream
+   * holds a connection, and a fixed cap (it was 512) left request 513 waiting for a connection that
+   * only a finished stream frees, with no first byte and no error.
+   */
+  constructor(private readonly connectionsPerOrigin = 0) {}
 
   target(upstream: CatalogUpstream): UpstreamTarget {
     let target = this.targets.get(upstream);
@@ -28,7 +33,7 @@ export class UpstreamDispatchers {
       let pool = this.pools.get(poolKey);
       if (pool === undefined) {
         pool = new Pool(url.origin, {
-          connections: this.connectionsPerOrigin,
+          connections: this.connectionsPerOrigin === 0 ? null : this.connectionsPerOrigin,
           connect: { timeout: upstream.timeouts.connectMs },
           keepAliveTimeout: 30_000,
         });
