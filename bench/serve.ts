@@ -12,7 +12,7 @@ import type { CatalogSnapshot, CatalogSource } from '../src/catalog/snapshot.js'
 import type { ModelCatalogSpec, ModelSpec } from '../src/catalog/types.js';
 import { readConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
-import { startSimulator, type Simulator } from '../src/simulator/server.js';
+import type { Simulator } from '../src/simulator/server.js';
 import { GatewayMetrics } from '../src/telemetry/metrics.js';
 import { DISABLED_TRACING, initTracing, type Tracing } from '../src/telemetry/tracing.js';
 import { startFloorProxy } from './floor-proxy.js';
@@ -81,6 +81,8 @@ interface Running {
 
 async function serve(spec: ServeSpec): Promise<Running> {
   if (spec.role === 'simulator') {
+    // Loaded only in the simulator's process, so the gateway's measured memory holds no simulator code.
+    const { startSimulator } = await import('../src/simulator/server.js');
     const sims: Simulator[] = [];
     for (let i = 0; i < (spec.listeners ?? 1); i++) {
       sims.push(
