@@ -49,10 +49,10 @@ const kb = (b: number): number => Math.round((b / 1024) * 10) / 10;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
- * The gateway pools at most 512 connections per upstream origin (src/upstream/dispatchers.ts) and a
- * stream holds its connection to the end, so a 513th concurrent stream to one origin waits for a free
- * connection and never gets its first byte. The simulator therefore listens on one port per this many
- * streams, each port a model of its own.
+ * The simulator listens on one port per this many streams, each port a model of its own. The gateway's
+ * upstream pools are unbounded by default (TOLLGATE_UPSTREAM_MAX_CONNECTIONS); when they were capped at
+ * 512 per origin, this spread was what let the step pass 512 streams, and it is kept so the memory step
+ * also exercises several pools.
  */
 const STREAMS_PER_ORIGIN = 500;
 /** File descriptors kept free in each process for everything that is not a stream socket. */

@@ -220,7 +220,7 @@ export function renderMarkdown(r: BenchResults): string {
     `| ${m.requested} | ${m.opened} | ${m.failed} | ${m.baseline.rssMb} | ${m.baseline.heapUsedMb} | ${m.loaded.rssMb} | ${m.loaded.heapUsedMb} | ` +
       `${m.rssPerStreamKb} | ${m.heapPerStreamKb} | ${m.opened >= 10_000 ? m.loaded.rssMb : `${m.projectedRssMbAt10k} (projected)`} | ${m.openSeconds} |`,
     '',
-    `Streams spread over ${m.origins} simulator port(s): the gateway pools at most 512 connections per upstream origin.` +
+    `Streams spread over ${m.origins} simulator port(s), one upstream pool each.` +
       (m.limitedBy ? ` Fewer streams than asked: ${m.limitedBy}.` : ''),
   );
   const off = r.tracing.find((t) => t.mode === 'off');
