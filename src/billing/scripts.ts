@@ -2,7 +2,7 @@
 // (after a restart or failover the script cache is empty).
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 
 export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit';
 const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit'];
@@ -27,7 +27,7 @@ const SCRIPTS: Record<ScriptName, LoadedScript> = Object.fromEntries(NAMES.map((
   LoadedScript
 >;
 
-export function isNoScript(err: unknown): boolean {
+function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
@@ -50,14 +50,5 @@ export class ScriptRunner {
       await this.redis.script('LOAD', script.source);
       return (await this.redis.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
     }
-  }
-
-  /** Queues an EVALSHA on a pipeline; the caller retries the pipeline after `reload()` on NOSCRIPT. */
-  queue(pipeline: ChainableCommander, name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): void {
-    pipeline.evalsha(SCRIPTS[name].sha, keys.length, ...keys, ...args);
-  }
-
-  async reload(name: ScriptName): Promise<void> {
-    await this.redis.script('LOAD', SCRIPTS[name].source);
   }
 }
