@@ -1,11 +1,12 @@
 // Anthropic client, Anthropic-format upstream: events are relayed one by one with their data
 // untouched (thinking blocks and signatures stay byte-for-byte), except that message_start
 // names the model the client asked for. A tap reads the cumulative usage on the way.
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { isObject } from '../wire/json-shape.js';
 import { anthropicTokenUsage, mergeAnthropicUsage, type AnthropicUsageCounters } from '../wire/anthropic/usage.js';
 import { ClientEventStream } from './client-stream.js';
 import { emptyOutcome, type Relay, type RelayOutcome } from './relay.js';
+import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface AnthropicRelayOptions {
   clientModel: string;
@@ -103,22 +104,15 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
       pending += `event: ${name}\ndata: ${data}\n\n`;
     };
 
-    const parser = createParser({ onEvent });
-    const decoder = new TextDecoder();
-    let cut = false;
-    try {
-      for await (const piece of response.body) {
-        parser.feed(decoder.decode(piece as Buffer, { stream: true }));
-        if (pending !== '') {
-          const text = pending;
-          pending = '';
-          await client.write(text);
-        }
-        if (failed) break;
-      }
-    } catch {
-      cut = true;
-    }
+    const cut = await pumpUpstreamEvents(response.body, client, {
+      onEvent,
+      drain: () => {
+        const text = pending;
+        pending = '';
+        return text;
+      },
+      done: () => failed,
+    });
     if (sawUsageEnd) out.usage = anthropicTokenUsage(counters);
     if (cancellation.clientGone || !client.open) {
       out.status = 'client_cancelled';

@@ -1,6 +1,5 @@
 // Client and upstream speak different wire formats: the request, the reply and every stream event
 // go through the translation layer (src/wire/translate), which uses one internal representation.
-import { createParser } from 'eventsource-parser';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { TokenUsage } from '../billing/ledger.js';
 import type { WireFormat } from '../wire/format.js';
@@ -16,6 +15,7 @@ import {
 import { GatewayError } from '../http/gateway-error.js';
 import { ClientEventStream } from './client-stream.js';
 import { emptyOutcome, type Relay } from './relay.js';
+import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface CrossFormatRequest {
   clientFormat: WireFormat;
@@ -98,27 +98,20 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         ctx.respond = false;
         client.start();
         let pending = '';
-        const parser = createParser({
+        const cut = await pumpUpstreamEvents(response.body, client, {
           onEvent: (event) => {
             pending += translator.push({ ...(event.event === undefined ? {} : { event: event.event }), data: event.data });
           },
+          drain: () => {
+            const text = pending;
+            pending = '';
+            return text;
+          },
+          done: () => translator.state !== 'open',
+          beforeWrite: () => {
+            if (out.firstTokenAt === undefined && translator.emittedOutput) out.firstTokenAt = performance.now();
+          },
         });
-        const decoder = new TextDecoder();
-        let cut = false;
-        try {
-          for await (const piece of response.body) {
-            parser.feed(decoder.decode(piece as Buffer, { stream: true }));
-            if (pending !== '') {
-              const text = pending;
-              pending = '';
-              if (out.firstTokenAt === undefined && translator.emittedOutput) out.firstTokenAt = performance.now();
-              await client.write(text);
-            }
-            if (translator.state !== 'open') break;
-          }
-        } catch {
-          cut = true;
-        }
         out.generated = translator.generatedPieces();
         out.reasoningGenerated = translator.reasoningPieces();
         out.finishReason = translator.finishReason;

@@ -2,12 +2,13 @@
 // reply is relayed with a tap that reads usage. Chunks are forwarded as received, with only the id
 // and model rewritten in place; the usage chunk the gateway asked for is dropped again when the
 // client did not ask for it.
-import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
 import { openaiUsage } from '../wire/openai/usage.js';
 import { ClientEventStream } from './client-stream.js';
 import { emptyOutcome, type Relay, type RelayOutcome } from './relay.js';
+import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface OpenAIRelayOptions {
   /** The id the client sees: contains the request id. */
@@ -144,29 +145,21 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       pending.push(`data: ${text}\n\n`);
     };
 
-    const parser = createParser({ onEvent });
-    const decoder = new TextDecoder();
-    try {
-      for await (const piece of response.body) {
-        parser.feed(decoder.decode(piece as Buffer, { stream: true }));
-        if (pending.length > 0) {
-          const text = pending.length === 1 ? (pending[0] as string) : pending.join('');
-          pending.length = 0;
-          await client.write(text);
-        }
-        if (failed !== undefined) break;
-      }
-    } catch {
-      if (cancellation.clientGone) {
-        out.status = 'client_cancelled';
-        return out;
-      }
-      failed = IN_BAND_CUT;
-    }
+    const cut = await pumpUpstreamEvents(response.body, client, {
+      onEvent,
+      drain: () => {
+        if (pending.length === 0) return '';
+        const text = pending.length === 1 ? (pending[0] as string) : pending.join('');
+        pending.length = 0;
+        return text;
+      },
+      done: () => failed !== undefined,
+    });
     if (cancellation.clientGone || !client.open) {
       out.status = 'client_cancelled';
       return out;
     }
+    if (cut) failed = IN_BAND_CUT;
     if (failed === undefined && !sawDone && out.finishReason === undefined) failed = IN_BAND_CUT;
     if (failed !== undefined) {
       out.status = 'upstream_failed';
