@@ -1,7 +1,8 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
-import { generateApiKey, hashApiKey, keyDisplayHint } from './api-key.js';
-import { newAccountId, newKeyId } from './ids.js';
+import { generateApiKey, hashApiKey } from './api-key.js';
+import { newAccountId } from './ids.js';
+import { newKeyRecord } from './key-record.js';
 import { checkCaps, checkImportedSecret } from './validation.js';
 import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
 
@@ -46,18 +47,9 @@ export class MemoryAccountStore implements AccountStore {
   }
 
   private storeKey(accountId: string, secret: string, opts: NewKeyOptions): ApiKeyRecord {
-    checkCaps(opts);
+    const record = newKeyRecord(accountId, secret, opts, this.now());
     const acct = this.state.accounts.get(accountId);
     if (!acct) throw new Error(`unknown account ${accountId}`);
-    const record: ApiKeyRecord = {
-      id: newKeyId(),
-      accountId,
-      name: opts.name ?? '',
-      displayHint: keyDisplayHint(secret),
-      createdAt: this.now(),
-    };
-    if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
-    if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
     acct.keys.set(record.id, { record, lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
     this.state.keyHash.set(hashApiKey(secret), { accountId, keyId: record.id });
     return copy(record);

@@ -2,8 +2,9 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { Redis } from 'ioredis';
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
-import { generateApiKey, hashApiKey, keyDisplayHint } from './api-key.js';
-import { newAccountId, newKeyId } from './ids.js';
+import { generateApiKey, hashApiKey } from './api-key.js';
+import { newAccountId } from './ids.js';
+import { newKeyRecord } from './key-record.js';
 import { checkCaps, checkImportedSecret } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 
@@ -78,17 +79,8 @@ export class RedisAccountStore implements AccountStore {
   }
 
   private async storeKey(accountId: string, secret: string, opts: NewKeyOptions): Promise<ApiKeyRecord> {
-    checkCaps(opts);
+    const record = newKeyRecord(accountId, secret, opts, this.now());
     if (!(await this.getAccount(accountId))) throw new Error(`unknown account ${accountId}`);
-    const record: ApiKeyRecord = {
-      id: newKeyId(),
-      accountId,
-      name: opts.name ?? '',
-      displayHint: keyDisplayHint(secret),
-      createdAt: this.now(),
-    };
-    if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
-    if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
     const fields: string[] = ['id', record.id, 'accountId', accountId, 'name', record.name, 'hint', record.displayHint];
     fields.push('createdAt', String(record.createdAt));
     if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));

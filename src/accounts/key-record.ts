@@ -1,0 +1,20 @@
+// A new API key's record, the same for both account stores: what is stored about a key is never the
+// secret, only its display hint (and, beside the record, its hash).
+import type { ApiKeyRecord, NewKeyOptions } from './account-store.js';
+import { keyDisplayHint } from './api-key.js';
+import { newKeyId } from './ids.js';
+import { checkCaps } from './validation.js';
+
+export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOptions, createdAt: number): ApiKeyRecord {
+  checkCaps(opts);
+  const record: ApiKeyRecord = {
+    id: newKeyId(),
+    accountId,
+    name: opts.name ?? '',
+    displayHint: keyDisplayHint(secret),
+    createdAt,
+  };
+  if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
+  if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
+  return record;
+}
