@@ -12,12 +12,19 @@ interface LoadedScript {
   sha: string;
 }
 
-function load(name: ScriptName): LoadedScript {
+function readLua(file: string): string {
   // Beside this module when run from source (tsx); from the compiled tree (dist/src/billing) fall back
   // to the sources, in case the build did not copy the .lua files.
-  let file = new URL(`./lua/${name}.lua`, import.meta.url);
-  if (!existsSync(file)) file = new URL(`../../../src/billing/lua/${name}.lua`, import.meta.url);
-  const source = readFileSync(file, 'utf8');
+  let url = new URL(`./lua/${file}`, import.meta.url);
+  if (!existsSync(url)) url = new URL(`../../../src/billing/lua/${file}`, import.meta.url);
+  return readFileSync(url, 'utf8');
+}
+
+// Helpers shared by every script (s, num, usageCost); EVAL has no includes, so each source starts with them.
+const COMMON = readLua('common.lua');
+
+function load(name: ScriptName): LoadedScript {
+  const source = `${COMMON}\n${readLua(`${name}.lua`)}`;
   return { source, sha: createHash('sha1').update(source).digest('hex') };
 }
 

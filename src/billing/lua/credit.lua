@@ -2,7 +2,6 @@
 -- KEYS: 1 account, 2 credit marker; ARGV: 1 amount, 2 now
 -- Returns 1 when credited, 0 for a repeated idempotency key, -1 for an unknown account,
 -- -2 when the balance would pass 2^53 - 1 (the largest integer every reader of it holds exactly).
-local function s(n) return string.format('%d', n) end
 if redis.call('HEXISTS', KEYS[1], 'id') == 0 then return -1 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local balance = tonumber(redis.call('HGET', KEYS[1], 'balance')) or 0

@@ -4,7 +4,6 @@
 -- KEYS: 1 account, 2 holds zset, then per hold i (i = 0..n-1): 3+3i hold, 4+3i key hash, 5+3i reaped marker
 -- ARGV: 1 now, 2 marker ttl seconds, then per hold i: 3+2i request id, 4+2i key id
 -- Returns {reaped count, earliest remaining deadline or -1, micro-USD released}.
-local function s(n) return string.format('%d', n) end
 local now = tonumber(ARGV[1])
 local count = 0
 local released = 0

@@ -3,7 +3,6 @@
 -- KEYS: 1 account, 2 settled marker, 3 usage stream; ARGV: 1 request id, 2 now
 -- Returns the amount refunded (0 when nothing was charged), -1 when no settled request has this id
 -- (or its marker expired), -2 when it was refunded before.
-local function s(n) return string.format('%d', n) end
 local m = redis.call('HMGET', KEYS[2], 'charged', 'refunded', 'keyId')
 if not m[1] then return -1 end
 if m[2] then return -2 end

@@ -3,8 +3,6 @@
 -- ARGV: 1 amount, 2 deadline (unix ms), 3 month (YYYY-MM, UTC, computed by the caller), 4 request id
 -- Returns {1} admitted, or {0, reason, needed, available, availableOverall}.
 -- All values are integers below 2^53; numbers go back to Redis through %d so they never print as 1e+15.
-local function s(n) return string.format('%d', n) end
-local function num(v) return tonumber(v) or 0 end
 
 local amount = tonumber(ARGV[1])
 local deadline = tonumber(ARGV[2])

@@ -3,8 +3,6 @@
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold
 -- Returns {charged, released, duplicate (0/1), late (0/1)}.
-local function s(n) return string.format('%d', n) end
-local function num(v) return tonumber(v) or 0 end
 
 local cost = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 1, 0} end
@@ -66,17 +64,7 @@ redis.call('XADD', KEYS[7], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'mode
 local len = redis.call('XLEN', KEYS[7])
 if len > tonumber(ARGV[14]) then
   local excess = len - tonumber(ARGV[13])
-  local old = redis.call('XRANGE', KEYS[7], '-', '+', 'COUNT', s(excess))
-  local archived = 0
-  for _, e in ipairs(old) do
-    local f = e[2]
-    local isUsage, c = false, 0
-    for i = 1, #f, 2 do
-      if f[i] == 't' and f[i + 1] == 'u' then isUsage = true end
-      if f[i] == 'cost' then c = num(f[i + 1]) end
-    end
-    if isUsage then archived = archived + c end
-  end
+  local archived = usageCost(redis.call('XRANGE', KEYS[7], '-', '+', 'COUNT', s(excess)))
   -- Exact trim: removes precisely the entries just summed (the oldest `excess`).
   redis.call('XTRIM', KEYS[7], 'MAXLEN', ARGV[13])
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
