@@ -22,6 +22,7 @@ import { startSimulator, type SimulatedRequest } from '../../src/simulator/serve
 import { countTokens } from '../../src/wire/token-count.js';
 import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
 import { EXAMPLE_MODELS, StaticCatalog, startHarness, type Harness, type HarnessOptions } from '../helpers/gateway-harness.js';
+import { contentPieces, readUntilContent, until } from './e2e-support.js';
 
 const MODEL = 'outlaw-1-xploded';
 const PROMPT = 'Tell me about the river stone.';
@@ -59,19 +60,9 @@ function post(h: Harness, body: Body, signal?: AbortSignal): Promise<Response> {
   });
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 5000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /** The usage record of one request, once settlement has written it. */
 async function usageRecord(h: Harness, requestId: string) {
-  return until(`usage record of ${requestId}`, async () => (await h.backend.ledger.listUsage(h.accountId)).find((r) => r.requestId === requestId));
+  return until(`usage record of ${requestId}`, async () => (await h.backend.ledger.listUsage(h.accountId)).find((r) => r.requestId === requestId), 5000);
 }
 
 // The gateway loads the o200k rank table on its first cut stream (seconds of synchronous work); the
@@ -130,7 +121,7 @@ describe('a burst of 500 concurrent requests at one limit that admits exactly N 
         }),
       );
       // While the admitted ones are upstream, their holds add up to N worst cases: within the limit.
-      await until('N requests upstream', () => (h.simulator.requests.length >= N ? true : undefined));
+      await until('N requests upstream', () => (h.simulator.requests.length >= N ? true : undefined), 5000);
       const inFlight = await h.backend.ledger.keySpend(h.accountId, h.keyId);
       const held = (await h.backend.ledger.balance(h.accountId)).held;
       expect(held).toBe(N * amount);
@@ -209,14 +200,7 @@ describe('charges to the micro-dollar against the simulator', () => {
     const res = await post(h, body, abort.signal);
     expect(res.status).toBe(200);
     const requestId = res.headers.get('x-request-id') as string;
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    const decoder = new TextDecoder();
-    let seen = '';
-    while ((seen.match(/"content":"[^"]/g) ?? []).length < 5) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error('stream ended before the client cut it');
-      seen += decoder.decode(value, { stream: true });
-    }
+    await readUntilContent(res, 5);
     abort.abort();
     const sim = await h.simulator.waitForRequest((r) => r.aborted);
     const cost = await expectSettled(h, requestId, sim, 'client_cancelled', START);
@@ -428,7 +412,7 @@ describe('a mixed burst of streams: completed, cut by clients, cut by the upstre
         const cutAt = i % 3 === 0 ? 10 + (i % 7) : Number.POSITIVE_INFINITY;
         let seen = '';
         for (;;) {
-          if ((seen.match(/"content":"[^"]/g) ?? []).length >= cutAt) {
+          if (contentPieces('openai', seen) >= cutAt) {
             abort.abort();
             return { requestId, cut: true };
           }
@@ -441,11 +425,12 @@ describe('a mixed burst of streams: completed, cut by clients, cut by the upstre
     const records = await until('every usage record', async () => {
       const all = await h.backend.ledger.listUsage(h.accountId, { limit: 1000 });
       return all.length === COUNT ? all : undefined;
-    });
+    }, 5000);
     const simOf = (requestId: string) => h.simulator.requests.find((r) => r.headers['x-request-id'] === requestId);
     // The upstream's side of a client cut is recorded once its connection closes.
     await until('upstreams of client cuts closed', () =>
       records.every((r) => r.status !== 'client_cancelled' || simOf(r.requestId)?.aborted === true || simOf(r.requestId)?.finished === true) ? true : undefined,
+      5000,
     );
     expect(outcomes.filter((o) => o.cut).length).toBeGreaterThan(0);
     let total = 0;
@@ -627,13 +612,7 @@ describe('a gateway killed mid-stream', () => {
       expect(res.status, res.status === 200 ? '' : await res.text()).toBe(200);
       const requestId = res.headers.get('x-request-id') as string;
       expect(requestId).toBeTruthy();
-      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-      let seen = '';
-      while ((seen.match(/"content":"[^"]/g) ?? []).length < 3) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error('stream ended early');
-        seen += new TextDecoder().decode(value);
-      }
+      const reader = await readUntilContent(res, 3);
       child.kill('SIGKILL');
       await new Promise((r) => child?.once('exit', r));
       await reader.read().catch(() => undefined);

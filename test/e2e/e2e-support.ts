@@ -64,3 +64,35 @@ export async function readSse(res: Response): Promise<SseEvent[]> {
   parser.feed(text);
   return events;
 }
+
+/** Polls `probe` every 20 ms until it returns a value, or throws naming `what` after `timeoutMs`. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Content pieces in the SSE text so far: OpenAI `"content":"…"` deltas or Anthropic `"text":"…"` ones. */
+export function contentPieces(format: 'openai' | 'anthropic', sse: string): number {
+  return (sse.match(format === 'openai' ? /"content":"[^"]/g : /"text":"[^"]/g) ?? []).length;
+}
+
+/**
+ * Reads a streamed response until `count` non-empty content pieces have arrived, and hands back the
+ * reader, still open, for the test to cut the stream (abort, kill the gateway) where it likes.
+ */
+export async function readUntilContent(res: Response, count: number, format: 'openai' | 'anthropic' = 'openai'): Promise<ReadableStreamDefaultReader<Uint8Array>> {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let seen = '';
+  while (contentPieces(format, seen) < count) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`stream ended after ${contentPieces(format, seen)} of ${count} content pieces, before the test cut it`);
+    seen += decoder.decode(value, { stream: true });
+  }
+  return reader;
+}

@@ -15,7 +15,7 @@ import type { WireFormat } from '../../src/wire/format.js';
 import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
-import { simulatorCost } from './e2e-support.js';
+import { readUntilContent, simulatorCost, until } from './e2e-support.js';
 
 const MODEL = 'outlaw-1-xploded';
 const REASONING_MODEL = 'glm-5.3-xploded';
@@ -125,16 +125,6 @@ function expected(entries: Array<[string, Record<string, string>, number]>): Rec
   return out;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /**
  * Scrapes until the request is fully accounted: its requests_total sample (recorded last, after
  * settlement) has moved. Returns that scrape.
@@ -227,10 +217,6 @@ function rawPost(h: Harness, format: WireFormat, b: Body, signal?: AbortSignal):
 }
 
 /** Text pieces relayed so far, in either format's stream. */
-function contentPieces(format: WireFormat, sse: string): number {
-  return (sse.match(format === 'openai' ? /"content":"[^"]/g : /"text":"[^"]/g) ?? []).length;
-}
-
 /** What one completed (or cut) upstream call adds, besides its request line and upstream errors. */
 function meteredCall(model: string, sim: SimulatedRequest, record: UsageRecord, opts: { ttft: boolean }): Array<[string, Record<string, string>, number]> {
   return [
@@ -367,14 +353,7 @@ describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with 
       const res = await rawPost(h, format, body({ stream: true, sim_reply_tokens: 200 }), abort.signal);
       expect(res.status).toBe(200);
       const requestId = res.headers.get('x-request-id') as string;
-      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-      const decoder = new TextDecoder();
-      let seen = '';
-      while (contentPieces(format, seen) < 4) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error('stream ended before the client cut it');
-        seen += decoder.decode(value, { stream: true });
-      }
+      await readUntilContent(res, 4, format);
       expect(gauge(await scrape(h), 'tollgate_active_streams')).toBe(1);
       abort.abort();
       await h.simulator.waitForRequest((r) => r.headers['x-request-id'] === requestId && r.aborted);

@@ -17,6 +17,7 @@ import type { SimulatedRequest } from '../../src/simulator/server.js';
 import { initTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import type { WireFormat } from '../../src/wire/format.js';
 import { startHarness, upstreamFor, type Harness } from '../helpers/gateway-harness.js';
+import { readUntilContent, until } from './e2e-support.js';
 
 const MODEL = 'outlaw-1-xploded';
 const UPSTREAM_MODEL = `sim-${MODEL}`;
@@ -27,16 +28,6 @@ const PROMPT = 'Describe the quartz-veined river stone of Ysolde, please.';
 const ROUTES: Record<WireFormat, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN_ID = '00f067aa0ba902b7';
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function usageRecord(h: Harness, requestId: string): Promise<UsageRecord> {
   return until(`usage record of ${requestId}`, async () => (await h.backend.ledger.listUsage(h.accountId, { limit: 1000 })).find((r) => r.requestId === requestId));
@@ -338,14 +329,7 @@ describe('spans of real requests, captured in memory', () => {
     });
     expect(res.status).toBe(200);
     const requestId = res.headers.get('x-request-id') as string;
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    const decoder = new TextDecoder();
-    let seen = '';
-    while ((seen.match(/"content":"[^"]/g) ?? []).length < 3) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error('stream ended before the client cut it');
-      seen += decoder.decode(value, { stream: true });
-    }
+    await readUntilContent(res, 3);
     abort.abort();
     const server = await serverSpan(requestId);
     expect(server.attributes['http.response.status_code']).toBe(499);
