@@ -5,8 +5,6 @@
 // another upstream), the gen_ai.* attributes against the simulator's own usage, our attributes against
 // the response headers and the ledger, the W3C traceparent the simulator received, a client's incoming
 // traceparent continued, and that no prompt or completion text is recorded by default.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -17,6 +15,7 @@ import type { SimulatedRequest } from '../../src/simulator/server.js';
 import { initTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import type { WireFormat } from '../../src/wire/format.js';
 import { startHarness, upstreamFor, type Harness } from '../helpers/gateway-harness.js';
+import { startOtlpReceiver, type OtlpBody, type OtlpReceiver, type OtlpSpan, type OtlpValue } from '../helpers/otlp-receiver.js';
 import { readUntilContent, until } from './e2e-support.js';
 
 const MODEL = 'outlaw-1-xploded';
@@ -475,29 +474,6 @@ describe('prompt and completion on the client span with TOLLGATE_TRACE_CONTENT=o
 
 // --- OTLP/HTTP export of a real request to a receiver on loopback ---------------------------------
 
-interface OtlpValue {
-  stringValue?: string;
-  intValue?: string | number;
-  doubleValue?: number;
-  boolValue?: boolean;
-  arrayValue?: { values?: OtlpValue[] };
-}
-interface OtlpAttribute {
-  key: string;
-  value: OtlpValue;
-}
-interface OtlpSpan {
-  name: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  kind: number;
-  attributes: OtlpAttribute[];
-}
-interface OtlpBody {
-  resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
-}
-
 function plain(v: OtlpValue | undefined): unknown {
   if (v === undefined) return undefined;
   if (v.arrayValue) return (v.arrayValue.values ?? []).map(plain);
@@ -510,28 +486,18 @@ function attributesOf(span: OtlpSpan): Record<string, unknown> {
 }
 
 describe('spans of a real request, exported over OTLP/HTTP', () => {
-  let receiver: Server;
-  const bodies: { url: string | undefined; contentType: string | undefined; body: string }[] = [];
-
+  let receiver: OtlpReceiver;
   beforeAll(async () => {
-    receiver = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        bodies.push({ url: req.url, contentType: req.headers['content-type'], body: Buffer.concat(chunks).toString('utf8') });
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      });
-    });
-    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
+    receiver = await startOtlpReceiver();
   });
   afterAll(async () => {
     vi.unstubAllEnvs();
-    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    await receiver.close();
   });
 
   it('the server and client spans of a gateway request reach the collector, tree and attributes intact', async () => {
     // The standard variables, read by the SDK: what an operator sets in the chart.
-    vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`);
+    vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', `http://127.0.0.1:${receiver.port}`);
     vi.stubEnv('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'http/json');
     vi.stubEnv('OTEL_SERVICE_NAME', 'tollgate-e2e');
     const tracing = initTracing();
@@ -550,12 +516,13 @@ describe('spans of a real request, exported over OTLP/HTTP', () => {
       await tracing.shutdown();
     }
 
+    const bodies = receiver.received;
     expect(bodies.length).toBeGreaterThan(0);
     const spans: OtlpSpan[] = [];
     const services = new Set<unknown>();
     for (const b of bodies) {
       expect(b.url).toBe('/v1/traces');
-      expect(b.contentType).toMatch(/^application\/json/);
+      expect(b.headers['content-type']).toMatch(/^application\/json/);
       for (const rs of (JSON.parse(b.body) as OtlpBody).resourceSpans) {
         services.add(plain(rs.resource.attributes.find((a) => a.key === 'service.name')?.value));
         for (const ss of rs.scopeSpans) spans.push(...ss.spans);

@@ -1,55 +1,15 @@
 // Export through a real OTLP/HTTP receiver on loopback: proves that OTEL_EXPORTER_OTLP_ENDPOINT and
 // the protocol variable are honoured and that spans leave the process with their GenAI attributes.
-import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { initTracing } from '../../src/telemetry/tracing.js';
+import { startOtlpReceiver, type OtlpAttribute, type OtlpBody, type OtlpReceiver, type OtlpSpan } from '../helpers/otlp-receiver.js';
 
-interface Received {
-  method: string | undefined;
-  url: string | undefined;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-interface OtlpAttribute {
-  key: string;
-  value: { stringValue?: string; intValue?: string | number; arrayValue?: unknown };
-}
-interface OtlpSpan {
-  name: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  kind: number;
-  attributes: OtlpAttribute[];
-}
-interface OtlpBody {
-  resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
-}
-
-let server: Server | undefined;
+let receiver: OtlpReceiver | undefined;
 afterEach(async () => {
   vi.unstubAllEnvs();
-  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
-  server = undefined;
+  await receiver?.close();
+  receiver = undefined;
 });
-
-function receiver(): Promise<{ port: number; received: Received[] }> {
-  const received: Received[] = [];
-  server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  return new Promise((resolve) =>
-    server!.listen(0, '127.0.0.1', () => resolve({ port: (server!.address() as AddressInfo).port, received })),
-  );
-}
 
 const attr = (attrs: OtlpAttribute[], key: string): unknown => {
   const v = attrs.find((a) => a.key === key)?.value;
@@ -58,7 +18,8 @@ const attr = (attrs: OtlpAttribute[], key: string): unknown => {
 
 describe('OTLP/HTTP export', () => {
   it('sends the span tree as OTLP JSON to OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces', async () => {
-    const { port, received } = await receiver();
+    receiver = await startOtlpReceiver();
+    const { port, received } = receiver;
     vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', `http://127.0.0.1:${port}`);
     vi.stubEnv('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'http/json');
     vi.stubEnv('OTEL_SERVICE_NAME', 'tollgate-test');
