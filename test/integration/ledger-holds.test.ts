@@ -2,30 +2,19 @@
 // for both ledgers (memory and real Redis): what counts as outstanding through reserve, refusal, retry,
 // settlement, reaping and late settlement, across accounts; and the reaper reporting it each tick.
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import type { HoldsSummary, SettlementRequest } from '../../src/billing/ledger.js';
 import { startReaper } from '../../src/billing/reaper.js';
+import { useTestRedis } from '../helpers/test-redis.js';
 
-const namespace = `t-holds-${randomBytes(4).toString('hex')}`;
-let redis: Redis;
-
-beforeAll(() => {
-  redis = new Redis(inject('redisUrl'));
-});
-
-afterAll(async () => {
-  const keys = await redis.keys(`${namespace}*`);
-  if (keys.length) await redis.del(...keys);
-  await redis.quit();
-});
+const testRedis = useTestRedis('t-holds');
 
 // A namespace per backend: the sample covers a whole ledger, so tests must not see each other's holds.
 let fixtureNo = 0;
 const backends: Array<[string, () => Backend]> = [
   ['memory', () => createMemoryBackend()],
-  ['redis', () => createRedisBackend({ redis, namespace: `${namespace}-${++fixtureNo}` })],
+  ['redis', () => createRedisBackend({ redis: testRedis.redis, namespace: `${testRedis.namespace}-${++fixtureNo}` })],
 ];
 
 const T0 = Date.UTC(2026, 10, 21, 12, 0, 0);

@@ -1,24 +1,14 @@
 // Property test: random sequences of reserve / settle / release / expire / credit / refund run against
 // the memory ledger AND the Redis ledger side by side. Both must give identical outcomes, agree with a
 // small model of each request's life, and keep the design's invariants after every single step.
-import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { KeyCaps } from '../../src/accounts/account-store.js';
 import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { utcMonth } from '../../src/billing/month.js';
+import { useTestRedis } from '../helpers/test-redis.js';
 
-const namespace = `t-ledger-prop-${randomBytes(4).toString('hex')}`;
-let redis: Redis;
-beforeAll(() => {
-  redis = new Redis(inject('redisUrl'));
-});
-afterAll(async () => {
-  const keys = await redis.keys(`${namespace}*`);
-  for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500));
-  await redis.quit();
-});
+const testRedis = useTestRedis('t-ledger-prop');
 
 type Op =
   | { t: 'reserve'; key: number; amount: number; ttl: number }
@@ -101,7 +91,7 @@ describe('ledger properties (memory and Redis side by side)', () => {
         const clock = (): number => now;
         const worlds = [
           await makeWorld('memory', createMemoryBackend({ now: clock, usageMaxRecords: 8 })),
-          await makeWorld('redis', createRedisBackend({ redis, namespace: `${namespace}-${++runNo}`, now: clock, usageMaxRecords: 8 })),
+          await makeWorld('redis', createRedisBackend({ redis: testRedis.redis, namespace: `${testRedis.namespace}-${++runNo}`, now: clock, usageMaxRecords: 8 })),
         ];
         const reqs: Req[] = [];
         const months = new Set([utcMonth(now)]);

@@ -1,31 +1,20 @@
 // One conformance suite for both ledgers (memory and real Redis): reserve, settle, refuse, reap, credit, refund, audit.
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AccountStore, KeyCaps } from '../../src/accounts/account-store.js';
 import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import type { Ledger, SettlementRequest } from '../../src/billing/ledger.js';
 import { startReaper } from '../../src/billing/reaper.js';
+import { useTestRedis } from '../helpers/test-redis.js';
 
-const namespace = `t-ledger-${randomBytes(4).toString('hex')}`;
-let redis: Redis;
-
-beforeAll(() => {
-  redis = new Redis(inject('redisUrl'));
-});
-
-afterAll(async () => {
-  const keys = await redis.keys(`${namespace}*`);
-  if (keys.length) await redis.del(...keys);
-  await redis.quit();
-});
+const testRedis = useTestRedis('t-ledger');
 
 // Each fixture gets its own namespace, as each memory backend has its own state: reapExpired sweeps a whole namespace.
 let fixtureNo = 0;
 type Make = (opts?: { usageMaxRecords?: number }) => Backend;
 const backends: Array<[string, Make]> = [
   ['memory', (o) => createMemoryBackend({ ...o })],
-  ['redis', (o) => createRedisBackend({ redis, namespace: `${namespace}-${++fixtureNo}`, ...o })],
+  ['redis', (o) => createRedisBackend({ redis: testRedis.redis, namespace: `${testRedis.namespace}-${++fixtureNo}`, ...o })],
 ];
 
 const T0 = Date.UTC(2026, 10, 21, 12, 0, 0);
