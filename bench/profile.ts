@@ -1,4 +1,5 @@
-// CPU profile of the gateway under load: `npm run bench:profile [-- --format anthropic --seconds 10]`.
+// CPU profile of the gateway under load:
+// `npm run bench:profile [-- --format anthropic --seconds 10 --tracing off|sampled-0|sampled-100]`.
 // Starts Redis, the instant simulator and Tollgate (with --cpu-prof) as in the benchmark, drives it with
 // autocannon at 50 connections, and prints the functions with the most self time. The .cpuprofile file
 // is left in bench/results/ for a flame graph (Chrome DevTools or speedscope can open it).
@@ -25,6 +26,7 @@ const flag = (name: string, fallback: string): string => {
 };
 const format = flag('format', 'openai') as BenchFormat;
 const seconds = Number(flag('seconds', '10'));
+const tracing = flag('tracing', 'off') as 'off' | 'sampled-0' | 'sampled-100';
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
 const before = new Set(readdirSync(dir));
@@ -32,7 +34,7 @@ const before = new Set(readdirSync(dir));
 const redis = await startRedisServer();
 const sim = await startTarget({ role: 'simulator' });
 const startedAt = Date.now();
-const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'profile', tracing: 'off' }, [
+const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'profile', tracing }, [
   '--cpu-prof',
   `--cpu-prof-dir=${dir}`,
 ]);

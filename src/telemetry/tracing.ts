@@ -281,6 +281,46 @@ class LiveRequestSpan implements RequestSpan {
   }
 }
 
+/**
+ * A request the sampler dropped: nothing is recorded, but its context still carries the (unsampled)
+ * trace to the upstream, so a collector downstream sees the same decision. Its upstream calls get an
+ * `UnsampledUpstreamSpan` instead of SDK spans of their own: with a sampler of 0 the per-request cost
+ * is one sampling decision, not two spans, their attributes and wrappers.
+ */
+class UnsampledRequestSpan implements RequestSpan {
+  readonly recording = false;
+  readonly context: Context;
+
+  constructor(private readonly span: Span, parent: Context) {
+    this.context = trace.setSpan(parent, span);
+  }
+
+  get traceId(): string {
+    return this.span.spanContext().traceId;
+  }
+
+  setAttributes(): void {}
+  setRequest(): void {}
+  setReservation(): void {}
+  setCost(): void {}
+  setRoute(): void {}
+  end(): void {}
+}
+
+class UnsampledUpstreamSpan implements UpstreamSpan {
+  readonly recording = false;
+
+  constructor(private readonly parent: Context) {}
+
+  injectHeaders(headers: Record<string, string>): void {
+    w3c.inject(this.parent, headers, defaultTextMapSetter);
+  }
+
+  recordResponse(): void {}
+  recordContent(): void {}
+  end(): void {}
+}
+
 class LiveUpstreamSpan implements UpstreamSpan {
   readonly recording = true;
   private ended = false;
@@ -350,10 +390,13 @@ class LiveTracing implements Tracing {
     // HTTP conventions: `<method> <route>`, or the method alone while the route is not known.
     const name = info.route === undefined ? method : `${method} ${info.route}`;
     const span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
-    return new LiveRequestSpan(span, parent, method);
+    return span.isRecording() ? new LiveRequestSpan(span, parent, method) : new UnsampledRequestSpan(span, parent);
   }
 
   startUpstreamSpan(parent: RequestSpan, info: UpstreamSpanInfo): UpstreamSpan {
+    // Under a dropped request nothing is recorded (parent-based and ratio samplers decide the same way
+    // for the whole trace); the upstream still gets the trace context.
+    if (!parent.recording) return new UnsampledUpstreamSpan(parent.context);
     const operation = info.operation ?? 'chat';
     const requestModel = info.upstreamModel ?? info.model;
     const attributes: Attributes = {

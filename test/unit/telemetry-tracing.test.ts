@@ -230,4 +230,24 @@ describe('spans', () => {
     // Not sampled, yet the trace context still goes upstream, flagged unsampled.
     expect(headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
   });
+
+  it('a request the sampler drops records nothing and builds no upstream spans, yet passes its trace on', async () => {
+    // The default sampler is parent-based: a client that did not sample decides for the whole trace.
+    const { tracing: t, exporter } = start();
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const req = t.startRequestSpan({ route: '/v1/chat/completions', requestId: 'req-6', incomingHeaders: { traceparent: `00-${traceId}-b7ad6b7169203331-00` } });
+    expect(req.recording).toBe(false);
+    expect(req.traceId).toBe(traceId);
+    const up = t.startUpstreamSpan(req, { model: 'm', upstream: 'u', serverAddress: 'h', provider: 'openai' });
+    expect(up.recording).toBe(false);
+    const headers: Record<string, string> = {};
+    up.injectHeaders(headers);
+    up.recordResponse({ inputTokens: 1, outputTokens: 2 });
+    up.end();
+    req.setCost(5);
+    req.end(200);
+    await t.forceFlush();
+    expect(exporter.getFinishedSpans()).toHaveLength(0);
+    expect(headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+  });
 });
