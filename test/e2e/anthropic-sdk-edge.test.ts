@@ -125,8 +125,13 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
     }
   });
 
-  // Only an Anthropic upstream signs thinking; gateway signatures for OpenAI upstreams are markers, not MACs.
-  it.runIf(upstreamFormat === 'anthropic')('a forged thinking signature is refused with 400 invalid_request_error, nothing charged', async () => {
+  // Only an Anthropic upstream signs thinking, so only it can tell an edited thinking block; for an
+  // OpenAI-format upstream the gateway's signature is a marker, not a MAC, and the edit goes through.
+  const forgedTitle =
+    upstreamFormat === 'anthropic'
+      ? 'a forged thinking signature is refused with 400 invalid_request_error, nothing charged'
+      : 'an edited thinking block goes to an OpenAI-format upstream (no signature to check) and is charged';
+  it(forgedTitle, async () => {
     const before = (await h.backend.ledger.balance(h.accountId)).balance;
     const first = await client.messages.create({ model: REASONING, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'Think about it' }] });
     const thinking = first.content.find((b) => b.type === 'thinking') as { thinking: string; signature: string };
@@ -134,7 +139,7 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
     const spent = (await h.backend.ledger.balance(h.accountId)).balance;
     expect(spent).toBeLessThan(before);
     const forged = { ...thinking, thinking: `${thinking.thinking} (edited)` };
-    const err = await client.messages
+    const result = await client.messages
       .create({
         model: REASONING,
         max_tokens: 2000,
@@ -146,12 +151,18 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
         ],
       })
       .then(
-        () => undefined,
+        (reply) => reply,
         (e: unknown) => e,
       );
-    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-    expect((err as InstanceType<typeof Anthropic.APIError>).error).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ type: 'invalid_request_error' }) as unknown }));
-    expect((err as Error).message).toMatch(/signature/i);
+    if (upstreamFormat === 'openai') {
+      expect(result).not.toBeInstanceOf(Error);
+      expect((result as Anthropic.Message).stop_reason).toBe('end_turn');
+      await expect.poll(async () => (await h.backend.ledger.balance(h.accountId)).balance).toBeLessThan(spent);
+      return;
+    }
+    expect(result).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((result as InstanceType<typeof Anthropic.APIError>).error).toEqual(expect.objectContaining({ type: 'error', error: expect.objectContaining({ type: 'invalid_request_error' }) as unknown }));
+    expect((result as Error).message).toMatch(/signature/i);
     await expect.poll(async () => (await h.backend.ledger.balance(h.accountId)).balance).toBe(spent);
   });
 
