@@ -1,0 +1,120 @@
+// The handle to the system of record: a real PostgreSQL (node-postgres pool) when DATABASE_URL is set,
+// else an embedded PGlite for the one-machine run. Both speak the same SQL and the same small interface,
+// so every module of the record, the dashboard and payments is written once.
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+
+export type SqlValue = string | number | boolean | null | Date | Buffer | readonly string[] | readonly number[];
+
+export interface QueryResult<R> {
+  rows: R[];
+  /** Rows inserted, updated or deleted (0 for a SELECT on PGlite). */
+  rowCount: number;
+}
+
+/** Anything that runs SQL: the database itself or an open transaction. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(text: string, params?: readonly SqlValue[]): Promise<QueryResult<R>>;
+  /** Runs a script of several statements, without parameters (migrations). */
+  exec(script: string): Promise<void>;
+}
+
+export interface Database extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+const INT8_OID = 20;
+
+// Money is bigint micro-USD in the database and a JS number (an exact integer below 2^53) in code:
+// a value past that would silently lose cents, so it fails loudly instead.
+function parseInt8(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`a bigint column holds ${value}, past the largest exact integer`);
+  return n;
+}
+
+export async function openPostgres(connectionString: string, opts: { max?: number } = {}): Promise<Database> {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+        oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
+    },
+  });
+  // An idle client that loses its server emits 'error' on the pool; without a listener that kills the
+  // process. The next query on a fresh client reports the outage where it can be handled.
+  pool.on('error', () => undefined);
+  const run = async <R>(q: pg.Pool | pg.PoolClient, text: string, params?: readonly SqlValue[]): Promise<QueryResult<R>> => {
+    const r = await q.query(text, params as unknown[] | undefined);
+    return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+  };
+  return {
+    kind: 'postgres',
+    query: (text, params) => run(pool, text, params),
+    exec: async (script) => {
+      await pool.query(script);
+    },
+    async transaction(fn) {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await fn({
+          query: (text, params) => run(client, text, params),
+          exec: async (script) => {
+            await client.query(script);
+          },
+        });
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** `dataDir` undefined: in memory (tests); else persisted in that folder. */
+export async function openPglite(dataDir?: string): Promise<Database> {
+  const db = await PGlite.create(dataDir === undefined ? {} : { dataDir });
+  const parsers = { [INT8_OID]: parseInt8 };
+  const run = async <R>(q: Pick<PGlite, 'query'>, text: string, params?: readonly SqlValue[]): Promise<QueryResult<R>> => {
+    const r = await q.query<R>(text, params as unknown[] | undefined, { parsers });
+    return { rows: r.rows, rowCount: r.affectedRows ?? 0 };
+  };
+  return {
+    kind: 'pglite',
+    query: (text, params) => run(db, text, params),
+    exec: async (script) => {
+      await db.exec(script);
+    },
+    transaction: (fn) =>
+      db.transaction((tx) =>
+        fn({
+          query: (text, params) => run(tx, text, params),
+          exec: async (script) => {
+            await tx.exec(script);
+          },
+        }),
+      ),
+    close: () => db.close(),
+  };
+}
+
+export interface DatabaseLocation {
+  /** A PostgreSQL connection string; wins when set. */
+  url?: string;
+  /** PGlite's data folder when there is no URL; undefined keeps it in memory. */
+  dataDir?: string;
+}
+
+export function openDatabase(where: DatabaseLocation): Promise<Database> {
+  return where.url !== undefined && where.url !== '' ? openPostgres(where.url) : openPglite(where.dataDir);
+}
