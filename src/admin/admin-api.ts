@@ -6,6 +6,7 @@ import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
 import type { Backend } from '../billing/backends.js';
+import { CreditConflictError } from '../billing/ledger-common.js';
 import { formatUsd } from '../billing/money.js';
 import type { Micros } from '../catalog/snapshot.js';
 
@@ -194,6 +195,9 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
       applied = await ledger.credit(a.id, micros, idem);
     } catch (err) {
       if (err instanceof RangeError) throw new AdminError(400, 'this credit would take the balance past the largest amount the ledger holds exactly');
+      if (err instanceof CreditConflictError) {
+        throw new AdminError(409, 'idempotency_key was already used for a credit of a different amount; nothing was credited. Use a new key for a new top-up.');
+      }
       throw err;
     }
     const balance = (await ledger.balance(a.id)).balance;

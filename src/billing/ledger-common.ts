@@ -1,6 +1,14 @@
 // Pieces both ledgers share: argument checks, the usage-stream trim rule, record decoding.
 import type { RequestStatus, ReservationRequest, SettlementRequest, UsageRecord } from './ledger.js';
 
+/** A credit's idempotency key was already used for a different amount: neither amount is applied again. */
+export class CreditConflictError extends Error {
+  constructor(readonly idempotencyKey: string) {
+    super('this idempotency key was already used for a credit of a different amount');
+    this.name = 'CreditConflictError';
+  }
+}
+
 export function checkAmount(v: number, what: string): void {
   if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${what} must be a non-negative integer amount of micro-USD`);
 }

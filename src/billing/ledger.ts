@@ -157,7 +157,10 @@ export interface Ledger {
   reapExpired(now?: number): Promise<number>;
   /** Every outstanding hold, ledger-wide: a read-only scan the reaper samples for the holds gauges. */
   holdsSummary(): Promise<HoldsSummary>;
-  /** Add a top-up. A repeated idempotency key is a no-op that returns false. */
+  /**
+   * Add a top-up. A repeated idempotency key with the same amount is a no-op that returns false; with a
+   * different amount it throws CreditConflictError.
+   */
   credit(accountId: string, amount: Micros, idempotencyKey: string): Promise<boolean>;
   /** Credit back the charge of one settled request, once. */
   refund(accountId: string, requestId: string): Promise<RefundOutcome>;

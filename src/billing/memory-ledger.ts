@@ -15,7 +15,7 @@ import type {
   SettlementRequest,
   UsageRecord,
 } from './ledger.js';
-import { checkPositiveAmount, checkReservation, checkSettlement, trimThreshold } from './ledger-common.js';
+import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold } from './ledger-common.js';
 import type { MemoryAccount, MemoryKey, MemoryState } from './memory-state.js';
 import { utcMonth } from './month.js';
 
@@ -187,11 +187,15 @@ export class MemoryLedger implements Ledger {
     if (!idempotencyKey) throw new Error('credit needs an idempotency key');
     const acct = this.state.accounts.get(accountId);
     if (!acct) throw new Error(`unknown account ${accountId}`);
-    if (acct.credits.has(idempotencyKey)) return false;
+    const previous = acct.credits.get(idempotencyKey);
+    if (previous !== undefined) {
+      if (previous !== amount) throw new CreditConflictError(idempotencyKey);
+      return false;
+    }
     if (acct.balance + amount > Number.MAX_SAFE_INTEGER) {
       throw new RangeError('credit would take the balance past the largest exact amount');
     }
-    acct.credits.add(idempotencyKey);
+    acct.credits.set(idempotencyKey, amount);
     acct.balance += amount;
     acct.credited += amount;
     return true;

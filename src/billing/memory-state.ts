@@ -34,7 +34,8 @@ export interface MemoryAccount {
   reaped: Map<string, { amount: number; keyId: string; month: string }>;
   /** Oldest first. */
   usage: MemoryUsageEntry[];
-  credits: Set<string>;
+  /** Idempotency key -> the amount it credited. */
+  credits: Map<string, number>;
 }
 
 export interface MemoryState {
@@ -59,6 +60,6 @@ export function newMemoryAccount(account: Account): MemoryAccount {
     settled: new Map(),
     reaped: new Map(),
     usage: [],
-    credits: new Set(),
+    credits: new Map(),
   };
 }

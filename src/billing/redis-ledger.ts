@@ -18,7 +18,7 @@ import type {
 import { utcMonth } from './month.js';
 import type { RedisKeys } from './redis-keys.js';
 import { ScriptRunner } from './scripts.js';
-import { checkPositiveAmount, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
+import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 
 export interface RedisLedgerOptions {
   redis: Redis;
@@ -225,6 +225,7 @@ export class RedisLedger implements Ledger {
     );
     if (r === -1) throw new Error(`unknown account ${accountId}`);
     if (r === -2) throw new RangeError('credit would take the balance past the largest exact amount');
+    if (r === -3) throw new CreditConflictError(idempotencyKey);
     return r === 1;
   }
 

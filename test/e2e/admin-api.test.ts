@@ -210,8 +210,11 @@ describe('accounts and keys', () => {
     const again = await call('POST', `/accounts/${accountId}/credit`, { amount_usd: '12.50', idempotency_key: 'pay-1' });
     expect(again.status).toBe(200);
     expect(again.body).toEqual({ applied: false, balance_micro_usd: 12_500_000, balance_usd: '12.500000' });
-    // The key decides, not the amount: a retry with a different amount is still the same top-up.
-    expect((await call('POST', `/accounts/${accountId}/credit`, { amount_micro_usd: 1, idempotency_key: 'pay-1' })).body.applied).toBe(false);
+    // A retry must repeat the amount: the same key with another amount is a conflict, and nothing is credited.
+    const conflict = await call('POST', `/accounts/${accountId}/credit`, { amount_micro_usd: 1, idempotency_key: 'pay-1' });
+    expect(conflict.status).toBe(409);
+    expect(JSON.stringify(conflict.body)).toMatch(/different amount/);
+    expect((await call('POST', `/accounts/${accountId}/credit`, { amount_usd: '12.500000', idempotency_key: 'pay-1' })).body.applied).toBe(false);
     expect((await call('POST', `/accounts/${accountId}/credit`, { amount_micro_usd: 7, idempotency_key: 'pay-2' })).body).toEqual({
       applied: true, balance_micro_usd: 12_500_007, balance_usd: '12.500007',
     });

@@ -259,6 +259,16 @@ describe.each(backends)('ledger (%s)', (_name, make) => {
     await expectBooksBalance(h);
   });
 
+  it('refuses a reused idempotency key with a different amount, and credits nothing for it', async () => {
+    const f = await fixture(make, 0);
+    expect(await f.ledger.credit(f.accountId, 5_000_000, 'pay_1')).toBe(true);
+    await expect(f.ledger.credit(f.accountId, 5_000_001, 'pay_1')).rejects.toThrow(/different amount/);
+    await expect(f.ledger.credit(f.accountId, 1, 'pay_1')).rejects.toThrow(/different amount/);
+    expect(await f.ledger.credit(f.accountId, 5_000_000, 'pay_1')).toBe(false);
+    expect(await f.ledger.balance(f.accountId)).toEqual({ balance: 5_000_000, held: 0 });
+    expect((await f.ledger.audit(f.accountId)).credited).toBe(5_000_000);
+  });
+
   it('credits once per idempotency key', async () => {
     const f = await fixture(make, 0);
     expect(await f.ledger.credit(f.accountId, 5_000_000, 'pay_1')).toBe(true);
