@@ -13,6 +13,8 @@ export interface GatewayConfig {
   catalogFile: string;
   /** Largest request body accepted, in bytes (413 above it). */
   maxBodyBytes: number;
+  /** Longest the request body may take to arrive after the key is accepted (408 after). */
+  bodyReadTimeoutMs: number;
   /** Longest a whole upstream exchange may take; holds live this long plus a margin. */
   requestTimeoutMs: number;
   holdMarginMs: number;
@@ -52,6 +54,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     redisUrl: env.REDIS_URL || undefined,
     catalogFile: env.TOLLGATE_CATALOG_FILE ?? new URL('../examples/catalog.yaml', import.meta.url).pathname,
     maxBodyBytes: int(env, 'TOLLGATE_MAX_BODY_BYTES', 32 * 1024 * 1024),
+    bodyReadTimeoutMs: int(env, 'TOLLGATE_BODY_READ_TIMEOUT_MS', 60 * 1000),
     requestTimeoutMs: int(env, 'TOLLGATE_REQUEST_TIMEOUT_MS', 10 * 60 * 1000),
     holdMarginMs: int(env, 'TOLLGATE_HOLD_MARGIN_MS', 60 * 1000),
     reaperIntervalMs: int(env, 'TOLLGATE_REAPER_INTERVAL_MS', 5 * 1000),

@@ -76,6 +76,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     exchange,
     keyMarker: config.keyMarker,
     maxBodyBytes: config.maxBodyBytes,
+    bodyReadTimeoutMs: config.bodyReadTimeoutMs,
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
     requestFinished: (ctx: GatewayContext) => {
       const s = ctx.state;
@@ -106,7 +107,11 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     ready: () => catalog.current().models.length > 0,
     tracing,
   });
-  const server = createServer(app.callback());
+  const handle = app.callback();
+  const server = createServer(handle);
+  // With a listener here Node does not answer `Expect: 100-continue` by itself: the key check does,
+  // so an unknown key is refused before it is invited to send a body.
+  server.on('checkContinue', handle);
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -1,5 +1,7 @@
 // The gateway's Koa application: small middleware composed in the order of the request flow
-// (design.md): request id -> no cross-origin -> size-limited JSON body -> key -> route.
+// (design.md): request id -> no cross-origin -> key -> size- and time-limited JSON body -> route.
+// The key comes before the body: it is in the headers, and an anonymous client must not make the
+// gateway read (or wait minutes for) a body of up to maxBodyBytes.
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { CatalogSource } from '../catalog/snapshot.js';
@@ -21,6 +23,8 @@ export interface GatewayAppDeps {
   exchange: ExchangeDeps;
   keyMarker: string;
   maxBodyBytes: number;
+  /** The whole body must arrive within this long of the key being accepted (408 after). */
+  bodyReadTimeoutMs: number;
   reportUnexpected: ErrorReporter;
   /** Called once per finished request (the request log line and request metrics). */
   requestFinished: (ctx: GatewayContext) => void;
@@ -96,8 +100,8 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
   app.use(traceRequest);
   app.use(health.routes());
   app.use(refuseCrossOrigin);
-  app.use(jsonBody(deps.maxBodyBytes));
   app.use(authenticate(deps.authenticator, deps.keyMarker));
+  app.use(jsonBody({ limitBytes: deps.maxBodyBytes, readTimeoutMs: deps.bodyReadTimeoutMs }));
   app.use(api.routes());
   return app;
 }

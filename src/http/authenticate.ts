@@ -65,9 +65,13 @@ export function authenticate(authenticator: KeyAuthenticator, keyMarker: string)
       throw new GatewayError(401, 'The API key is not recognised: check it was copied whole and not mistyped, or create a new key in the dashboard.', { code: 'invalid_api_key' });
     }
     if (record.revokedAt !== undefined) {
-      throw new GatewayError(401, `This API key (${record.displayHint}) was revoked on ${new Date(record.revokedAt).toISOString()}; create a new key in the dashboard.`, { code: 'revoked_api_key' });
+      // No hint of the key itself: no part of a key appears in any message. The dashboard lists keys by name.
+      throw new GatewayError(401, `This API key was revoked on ${new Date(record.revokedAt).toISOString()}; create a new key in the dashboard.`, { code: 'revoked_api_key' });
     }
     ctx.state.key = record;
+    // The server holds back `100 Continue` (its checkContinue handler): only a known key is invited
+    // to send its body; everyone else gets the 401 above without it.
+    if (ctx.req.headers.expect?.toLowerCase() === '100-continue' && !ctx.res.headersSent) ctx.res.writeContinue();
     await next();
   };
 }

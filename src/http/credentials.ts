@@ -11,6 +11,8 @@ const fail = (code: string, message: string): CredentialResult => ({ ok: false, 
 /** Headers clients put keys in by mistake (Azure style, other gateways). */
 const WRONG_HEADERS = ['api-key', 'openai-api-key', 'anthropic-api-key', 'x-goog-api-key', 'apikey', 'x-auth-token', 'token'];
 
+const KNOWN_SCHEMES = new Map(['Basic', 'Digest', 'Token', 'ApiKey', 'Api-Key', 'Key', 'OAuth', 'Negotiate', 'HMAC', 'AWS4-HMAC-SHA256'].map((name) => [name.toLowerCase(), name]));
+
 function inspectBearer(value: string): CredentialResult {
   const match = /^(\S+)(\s+)([\s\S]*)$/.exec(value);
   if (!match) {
@@ -19,7 +21,10 @@ function inspectBearer(value: string): CredentialResult {
   }
   const [, scheme = '', gap = '', rest = ''] = match;
   if (scheme.toLowerCase() !== 'bearer') {
-    return fail('invalid_authorization_header', `The Authorization header uses the "${scheme.slice(0, 16)}" scheme; Tollgate takes \`Authorization: Bearer <key>\`.`);
+    // The scheme is named only when it is a well-known one: anything else may be (part of) a key.
+    const known = KNOWN_SCHEMES.get(scheme.toLowerCase());
+    const which = known === undefined ? 'a scheme other than Bearer' : `the "${known}" scheme`;
+    return fail('invalid_authorization_header', `The Authorization header uses ${which}; Tollgate takes \`Authorization: Bearer <key>\`.`);
   }
   if (/^bearer(\s|$)/i.test(rest)) {
     return fail('invalid_api_key', 'The Authorization header says "Bearer" twice ("Bearer Bearer <key>"). Write Bearer once: if your client adds it, set only the key.');
@@ -47,8 +52,15 @@ function single(value: string | string[] | undefined): string | undefined {
 export function findCredential(headers: IncomingHttpHeaders, url: string, keyPrefix: string): CredentialResult {
   const authorization = single(headers.authorization);
   const apiKey = single(headers['x-api-key']);
-  // Authorization wins when both are sent (Claude Code's apiKeyHelper sends both, equal).
-  if (authorization !== undefined && authorization !== '') return inspectBearer(authorization);
+  if (authorization !== undefined && authorization !== '') {
+    const bearer = inspectBearer(authorization);
+    // Both may be sent when they hold the same key (Claude Code's apiKeyHelper does); two different
+    // keys leave it unclear whom to bill, so neither is used.
+    if (bearer.ok && apiKey !== undefined && apiKey !== '' && bearer.secret !== apiKey) {
+      return fail('conflicting_api_keys', 'The request carries two different credentials, one in Authorization and one in x-api-key. Send one key: `Authorization: Bearer <key>` or `x-api-key: <key>` (both only when they hold the same key).');
+    }
+    return bearer;
+  }
   if (apiKey !== undefined) return inspectApiKeyHeader(apiKey);
   for (const name of WRONG_HEADERS) {
     const value = single(headers[name]);

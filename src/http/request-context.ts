@@ -53,6 +53,9 @@ export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected:
         });
   if (!(err instanceof GatewayError)) reportUnexpected(err, ctx);
   if (ctx.headerSent || !ctx.writable) return;
+  // Refused before its body was read (a bad key, a body too large, too slow or too deep): close the
+  // connection rather than read or wait for the rest.
+  if (!ctx.req.complete) ctx.set('connection', 'close');
   ctx.status = gatewayError.status;
   ctx.type = 'application/json';
   if (gatewayError.retryAfterSeconds !== undefined) ctx.set('retry-after', String(gatewayError.retryAfterSeconds));

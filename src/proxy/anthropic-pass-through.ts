@@ -4,8 +4,9 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { isObject } from '../wire/json-shape.js';
 import { anthropicTokenUsage, mergeAnthropicUsage, type AnthropicUsageCounters } from '../wire/anthropic/usage.js';
+import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
 import { ClientEventStream } from './client-stream.js';
-import { emptyOutcome, type Relay, type RelayOutcome } from './relay.js';
+import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface AnthropicRelayOptions {
@@ -48,7 +49,7 @@ export const anthropicErrorEvent = (type: string, message: string): string =>
   `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message } })}\n\n`;
 
 export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
-  return async ({ ctx, response, cancellation }) => {
+  return async ({ ctx, response, cancellation, redact = unredacted }) => {
     const out = emptyOutcome('completed');
     const counters: AnthropicUsageCounters = {};
     const client = new ClientEventStream(ctx.res);
@@ -90,6 +91,10 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
           }
         } else if (name === 'error') {
           failed = true;
+          // Rebuilt, not relayed: the upstream's text may echo a credential.
+          const e = isObject(parsed.error) ? parsed.error : {};
+          const type = typeof e.type === 'string' && /^[a-z_]{1,64}$/.test(e.type) ? e.type : 'api_error';
+          data = JSON.stringify({ type: 'error', error: { type, message: typeof e.message === 'string' ? redact(relayableUpstreamMessage(e.message)) : 'Upstream error' } });
         }
       } else {
         // Small events (block start/stop, ping, message_stop) are checked too: a malformed one

@@ -14,7 +14,7 @@ import {
 } from '../wire/translate/index.js';
 import { GatewayError } from '../http/gateway-error.js';
 import { ClientEventStream } from './client-stream.js';
-import { emptyOutcome, type Relay } from './relay.js';
+import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface CrossFormatRequest {
@@ -90,7 +90,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
           return out;
         };
       }
-      return async ({ ctx, response, cancellation }) => {
+      return async ({ ctx, response, cancellation, redact = unredacted }) => {
         const out = emptyOutcome('completed');
         const inputTokenEstimate = req.clientFormat === 'anthropic' ? await req.estimateInputTokens() : 0;
         const translator = createStreamTranslator(upstream.format, req.clientFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
@@ -100,7 +100,9 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         let pending = '';
         const cut = await pumpUpstreamEvents(response.body, client, {
           onEvent: (event) => {
-            pending += translator.push({ ...(event.event === undefined ? {} : { event: event.event }), data: event.data });
+            const text = translator.push({ ...(event.event === undefined ? {} : { event: event.event }), data: event.data });
+            // Only an error event carries upstream text the gateway did not generate itself.
+            pending += event.event === 'error' || event.data.includes('"error"') ? redact(text) : text;
           },
           drain: () => {
             const text = pending;

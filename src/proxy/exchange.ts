@@ -11,9 +11,10 @@ import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
 import type { WireFormat } from '../wire/format.js';
+import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
 import { ExchangeCancellation } from './client-stream.js';
 import type { Relay, RelayOutcome } from './relay.js';
-import { UpstreamFailure, classifyTransportError, sendUpstream } from './upstream-request.js';
+import { UpstreamFailure, classifyTransportError, sendUpstream, withoutSecrets } from './upstream-request.js';
 import type { ExchangeObserver } from './observer.js';
 
 export interface ExchangeDeps {
@@ -98,7 +99,7 @@ function upstreamMessage(body: string | undefined): string {
   try {
     const parsed = JSON.parse(body) as { error?: { message?: unknown } };
     const m = parsed.error?.message;
-    if (typeof m === 'string') return m.slice(0, 500);
+    if (typeof m === 'string') return relayableUpstreamMessage(m).slice(0, 500);
   } catch {
     // not JSON: fall through
   }
@@ -185,7 +186,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       servedBy = upstream;
       call.relayStarted(plan.stream);
       try {
-        outcome = await plan.relay(upstream)({ ctx, response, cancellation });
+        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers) });
       } catch (err) {
         const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
         outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };

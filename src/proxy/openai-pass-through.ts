@@ -6,8 +6,9 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
 import { openaiUsage } from '../wire/openai/usage.js';
+import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
 import { ClientEventStream } from './client-stream.js';
-import { emptyOutcome, type Relay, type RelayOutcome } from './relay.js';
+import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface OpenAIRelayOptions {
@@ -84,7 +85,7 @@ export function inBandOpenAIError(message: string, type = 'server_error', code: 
 }
 
 export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
-  return async ({ ctx, response, cancellation }) => {
+  return async ({ ctx, response, cancellation, redact = unredacted }) => {
     const out = emptyOutcome('completed');
     const client = new ClientEventStream(ctx.res);
     ctx.respond = false;
@@ -112,7 +113,7 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       if (!isObject(chunk)) return;
       if (chunk.error !== undefined) {
         const e = isObject(chunk.error) ? chunk.error : {};
-        failed = typeof e.message === 'string' ? e.message : 'upstream error';
+        failed = typeof e.message === 'string' ? redact(relayableUpstreamMessage(e.message)) : 'upstream error';
         return;
       }
       const usage: TokenUsage | undefined = chunk.usage === null || chunk.usage === undefined ? undefined : openaiUsage(chunk.usage);

@@ -26,7 +26,14 @@ export interface RelayInput {
   response: Dispatcher.ResponseData;
   /** Whether the client has disconnected (read when the upstream stream ends). */
   cancellation: { readonly clientGone: boolean };
+  /**
+   * Removes the credentials the gateway sent this upstream from text relayed to the client: an
+   * upstream's in-band error may echo them, in a form no pattern recognises. Default: unchanged.
+   */
+  redact?: (text: string) => string;
 }
+
+export const unredacted = (text: string): string => text;
 
 export type Relay = (input: RelayInput) => Promise<RelayOutcome>;
 

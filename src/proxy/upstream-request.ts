@@ -39,6 +39,16 @@ export function classifyTransportError(err: unknown): UpstreamFailure {
   return new UpstreamFailure('connect', undefined, undefined, `upstream connection failed (${e.code ?? e.name ?? 'error'})`);
 }
 
+/**
+ * The upstream's error body with every credential we sent it removed: an upstream may echo the key
+ * it refused, in a form no pattern would recognise (any format of provider key).
+ */
+export function withoutSecrets(text: string, headers: Record<string, string>): string {
+  const secrets = [headers['x-api-key'], headers.authorization?.replace(/^Bearer\s+/i, '')].filter((s): s is string => s !== undefined && s.length >= 8);
+  for (const secret of secrets) if (text.includes(secret)) text = text.replaceAll(secret, '[redacted]');
+  return text;
+}
+
 export async function sendUpstream(
   target: UpstreamTarget,
   upstream: CatalogUpstream,
@@ -63,7 +73,7 @@ export async function sendUpstream(
   if (response.statusCode >= 200 && response.statusCode < 300) return response;
   let text: string | undefined;
   try {
-    text = await response.body.text();
+    text = withoutSecrets(await response.body.text(), headers);
   } catch {
     text = undefined;
   }

@@ -52,6 +52,28 @@ export function scrubSecrets(line: string): string {
   return line;
 }
 
+/** Longest client-supplied value in a request line (a model id is at most a few dozen characters). */
+export const MAX_REQUEST_FIELD_CHARS = 256;
+/** Longest string field of any other log line (error texts included). */
+export const MAX_LOG_FIELD_CHARS = 2048;
+
+/**
+ * `value` cut to `max` characters, saying how much was cut: a client must not be able to make one log
+ * line megabytes long (a 1 MB model name was logged whole).
+ */
+export function boundField(value: string, max: number): string {
+  return value.length <= max ? value : `${value.slice(0, max)}…[${value.length - max} more characters]`;
+}
+
+/** Top-level string fields of a log object, bounded (pino's log formatter). */
+function boundFields(obj: Record<string, unknown>): Record<string, unknown> {
+  for (const k in obj) {
+    const v = obj[k];
+    if (typeof v === 'string' && v.length > MAX_LOG_FIELD_CHARS) obj[k] = boundField(v, MAX_LOG_FIELD_CHARS);
+  }
+  return obj;
+}
+
 export interface RequestLogEntry {
   requestId: string;
   keyId?: string;
@@ -102,7 +124,7 @@ export function createLogger(options: LoggerOptions = {}): TollgateLogger {
     timestamp: pino.stdTimeFunctions.isoTime,
     hooks: { streamWrite: scrubSecrets },
   };
-  const log = pino({ ...common, redact: { paths: [...REDACT_PATHS], censor: REDACTED } }, destination);
+  const log = pino({ ...common, redact: { paths: [...REDACT_PATHS], censor: REDACTED }, formatters: { log: boundFields } }, destination);
   // Request lines are built below from a fixed list of fields, none of which can hold a credential, so
   // they skip path redaction (about 5% of the gateway's CPU under load when profiled); the scrub
   // still runs on every line. Both loggers share the destination, so lines stay in order.
@@ -116,14 +138,14 @@ export function createLogger(options: LoggerOptions = {}): TollgateLogger {
         requestId: e.requestId,
         keyId: e.keyId,
         accountId: e.accountId,
-        model: e.model,
+        model: e.model === undefined ? undefined : boundField(e.model, MAX_REQUEST_FIELD_CHARS),
         route: e.route,
         status: e.status,
         inputTokens: e.inputTokens,
         outputTokens: e.outputTokens,
         costMicroUsd: e.cost,
         latencyMs: e.latencyMs,
-        errorCode: e.errorCode,
+        errorCode: e.errorCode === undefined ? undefined : boundField(e.errorCode, MAX_REQUEST_FIELD_CHARS),
         traceId: e.traceId,
       };
       if (e.status >= 500) requestLog.warn(line, 'request');

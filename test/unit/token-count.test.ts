@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countPromptTokens, countTokens, loadEncoder, TEMPLATE_TOKENS_PER_MESSAGE } from '../../src/wire/token-count.js';
+import { COUNT_BUDGET_MS, countPromptTokens, countTokens, loadEncoder, PIECE_CHARS, pieces, TEMPLATE_TOKENS_PER_MESSAGE } from '../../src/wire/token-count.js';
 
 describe('token count', () => {
   it('counts o200k tokens of known text', async () => {
@@ -17,5 +17,76 @@ describe('token count', () => {
 
   it('loads the encoder once for concurrent callers', () => {
     expect(loadEncoder()).toBe(loadEncoder());
+  });
+});
+
+describe('token count of hostile text: linear time, never a long stall', () => {
+  const cjkWord = (n: number): string => Array.from({ length: n }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join('');
+
+  it('cuts text into bounded pieces that join back to it, never inside a surrogate pair', () => {
+    const texts = ['a'.repeat(1000), '😀'.repeat(700), `${'word '.repeat(300)}tail`, 'short', ''];
+    for (const text of texts) {
+      const parts = [...pieces(text)];
+      expect(parts.join('')).toBe(text);
+      for (const p of parts) {
+        expect(p.length).toBeLessThanOrEqual(PIECE_CHARS);
+        expect(p.length).toBeGreaterThan(0);
+        expect(/^[\uDC00-\uDFFF]/.test(p)).toBe(false);
+      }
+    }
+  });
+
+  it('counts ordinary prose exactly as one whole count would', async () => {
+    const enc = await loadEncoder();
+    const words = ['billing', 'gateway', 'the', 'a', 'reservation', 'settles', 'tokens', 'of', 'Zürich', '12345', 'naïve'];
+    const prose = Array.from({ length: 4000 }, (_, i) => words[(i * 7) % words.length]).join(' ');
+    expect(prose.length).toBeGreaterThan(10 * PIECE_CHARS);
+    expect(await countTokens([prose])).toBe(enc.countTokens(prose));
+  });
+
+  it('keeps the event loop responsive while counting a 300 KB single word, and stays within the byte bound', async () => {
+    const word = cjkWord(100_000); // 300 KB of UTF-8, one pre-token: 48 s of blocking before pieces
+    let last = performance.now();
+    let worstGap = 0;
+    let ticks = 0;
+    const timer = setInterval(() => {
+      const t = performance.now();
+      worstGap = Math.max(worstGap, t - last);
+      last = t;
+      ticks++;
+    }, 1);
+    const started = performance.now();
+    const n = await countTokens([word]);
+    const took = performance.now() - started;
+    clearInterval(timer);
+    expect(n).toBeGreaterThan(0);
+    expect(n).toBeLessThanOrEqual(Buffer.byteLength(word));
+    // Bounded in total (the budget, then the byte bound) and in every slice. The bounds are loose for
+    // a shared CI machine; the tight figure (a stall under 20 ms) is measured in bench/token-count.ts.
+    expect(took).toBeLessThan(COUNT_BUDGET_MS + 2000);
+    expect(ticks).toBeGreaterThan(10);
+    expect(worstGap).toBeLessThan(150);
+  });
+
+  it('yields after each slice and bounds the rest once the budget is spent', async () => {
+    let clock = 0;
+    // Every reading of the clock advances it 1 ms: a slice is a few pieces, the budget a few slices.
+    const now = (): number => clock++;
+    let yields = 0;
+    let counting = true;
+    const spin = (): void => {
+      if (!counting) return;
+      yields++;
+      setImmediate(spin);
+    };
+    setImmediate(spin);
+    const text = 'x'.repeat(PIECE_CHARS * 100);
+    const n = await countTokens([text, 'hello world'], { now, budgetMs: 20 });
+    counting = false;
+    expect(yields).toBeGreaterThanOrEqual(3);
+    // Past the budget the rest is the byte bound: far more than the exact count of a repeated letter.
+    const exact = (await loadEncoder()).countTokens(text);
+    expect(n).toBeGreaterThan(exact);
+    expect(n).toBeLessThanOrEqual(text.length + 'hello world'.length);
   });
 });

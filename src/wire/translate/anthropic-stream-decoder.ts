@@ -8,6 +8,7 @@ import { isRecord, num, randomId, str } from './json.js';
 import type { SseEvent } from './sse-event.js';
 import { finishFromAnthropic } from './stop-reason.js';
 import { mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';
+import { relayableUpstreamMessage } from './error-translate.js';
 
 interface BlockState {
   tool?: number;
@@ -115,5 +116,6 @@ export class AnthropicStreamDecoder {
 export function anthropicStreamError(error: unknown): StreamEvent {
   const e = isRecord(error) ? error : {};
   const kind: StreamErrorKind = e.type === 'overloaded_error' ? 'overloaded' : e.type === 'timeout_error' ? 'timeout' : 'api_error';
-  return { type: 'error', message: str(e.message) ?? 'Upstream error', kind };
+  const message = str(e.message);
+  return { type: 'error', message: message === undefined ? 'Upstream error' : relayableUpstreamMessage(message), kind };
 }

@@ -27,6 +27,16 @@ export function redactCredentials(message: string): string {
   return message.replace(CREDENTIAL, '[redacted]');
 }
 
+/**
+ * An upstream's error text as it may be shown to a client: credentials it echoes redacted, and cut to
+ * MAX_MESSAGE characters. Every relayed upstream message goes through here (status errors, in-band
+ * stream errors, both formats).
+ */
+export function relayableUpstreamMessage(message: string): string {
+  // Cut first (with room for a credential straddling the cut), so a huge message costs no more than a short one.
+  return redactCredentials(message.slice(0, MAX_MESSAGE * 2)).slice(0, MAX_MESSAGE);
+}
+
 interface UpstreamError { message: string; type?: string; code?: string; param?: string }
 
 function readUpstreamError(status: number, body: unknown): UpstreamError {
@@ -53,7 +63,7 @@ function readUpstreamError(status: number, body: unknown): UpstreamError {
 /** `from` is the upstream's format, `to` the client's. */
 export function translateError(status: number, body: unknown, _from: WireFormat, to: WireFormat): TranslatedError {
   const e = readUpstreamError(status, body);
-  const message = redactCredentials(e.message).slice(0, MAX_MESSAGE);
+  const message = relayableUpstreamMessage(e.message);
   const quotaExhausted = status === 429 && (e.code === 'insufficient_quota' || e.type === 'insufficient_quota');
 
   if (to === 'anthropic') {

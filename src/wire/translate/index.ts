@@ -19,7 +19,7 @@ export { TranslationError } from './errors.js';
 export { stripGatewayThinking } from './anthropic-request.js';
 export { streamHeartbeat, translationErrorBody } from './client-errors.js';
 export { isAnthropicSignature } from './thinking-signature.js';
-export { translateError, redactCredentials, type TranslatedError } from './error-translate.js';
+export { translateError, redactCredentials, relayableUpstreamMessage, type TranslatedError } from './error-translate.js';
 export { StreamTranslator } from './stream-translator.js';
 export type { SseEvent } from './sse-event.js';
 export type { FinishReason, InternalRequest, InternalResponse, NormalizedUsage, StreamErrorKind, StreamEvent } from './internal.js';

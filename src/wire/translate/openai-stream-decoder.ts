@@ -8,6 +8,7 @@ import { arr, isRecord, randomId, str } from './json.js';
 import type { SseEvent } from './sse-event.js';
 import { finishFromOpenAI } from './stop-reason.js';
 import { usageFromOpenAI } from './usage.js';
+import { relayableUpstreamMessage } from './error-translate.js';
 
 export class OpenAIStreamDecoder {
   private started = false;
@@ -71,5 +72,6 @@ export function openAIStreamError(error: unknown): StreamEvent {
   const e = isRecord(error) ? error : {};
   const type = `${str(e.type) ?? ''} ${str(e.code) ?? ''}`;
   const kind: StreamErrorKind = /overload|unavailable/.test(type) ? 'overloaded' : /timeout/.test(type) ? 'timeout' : 'api_error';
-  return { type: 'error', message: str(e.message) ?? 'Upstream error', kind };
+  const message = str(e.message);
+  return { type: 'error', message: message === undefined ? 'Upstream error' : relayableUpstreamMessage(message), kind };
 }
