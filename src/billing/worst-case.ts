@@ -8,6 +8,10 @@
 // prompt gets begin/assistant-start tokens (16 again), and each image becomes vision tokens whose count
 // is bounded by the model's tiling (1600 covers the largest tiling of the models we route to). Nothing
 // can exceed the context window either: the upstream refuses longer prompts, so the bound is capped by it.
+//
+// The bytes are those of the upstream request body itself, as sent (src/proxy/upstream-bodies.ts), less
+// its image payloads: JSON text holds every string the upstream reads in at least as many bytes as the
+// string has (escapes only add), so no field, known or new, is left out.
 import type { CatalogModel, Micros } from '../catalog/snapshot.js';
 import { ceilDiv, toMicros, TOKENS_PER_PRICE_UNIT } from './money.js';
 
@@ -19,7 +23,7 @@ export const TOKENS_PER_IMAGE_ALLOWANCE = 1600;
 export const TOKENS_PER_REQUEST_ALLOWANCE = 16;
 
 export interface RequestFootprint {
-  /** UTF-8 bytes of every text part, tool definition and tool argument (computed by the wire decoders). */
+  /** UTF-8 bytes of the upstream body less its image payloads (or, before one is built, of the client's text). */
   textBytes: number;
   messages: number;
   images: number;
@@ -53,10 +57,15 @@ export function inputTokenBound(fp: RequestFootprint, model: CatalogModel): numb
   return Math.min(raw, model.contextWindow);
 }
 
+/** The output limit a reservation covers, and so the one every upstream is sent: the client's (or the model's default), capped by the context window. */
+export function reservedOutputTokens(maxOutputTokens: number | undefined, model: CatalogModel): number {
+  const requested = maxOutputTokens === undefined ? model.defaultMaxOutputTokens : count(maxOutputTokens, 'maxOutputTokens');
+  return Math.min(requested, model.contextWindow);
+}
+
 export function worstCase(fp: RequestFootprint, model: CatalogModel): WorstCase {
   const inBound = inputTokenBound(fp, model);
-  const requested = fp.maxOutputTokens === undefined ? model.defaultMaxOutputTokens : count(fp.maxOutputTokens, 'maxOutputTokens');
-  const outputTokens = Math.min(requested, model.contextWindow);
+  const outputTokens = reservedOutputTokens(fp.maxOutputTokens, model);
   const scaled = BigInt(inBound) * BigInt(model.pricing.input) + BigInt(outputTokens) * maxOutputPrice(model);
   return { amount: toMicros(ceilDiv(scaled, TOKENS_PER_PRICE_UNIT)), inputTokenBound: inBound, outputTokens };
 }

@@ -31,6 +31,8 @@ export interface CrossFormatRequest {
 }
 
 export interface CrossFormatPlan {
+  /** The translated request for `upstream`, with exactly `outputLimit` as its output limit. */
+  upstreamRequest(upstream: CatalogUpstream, outputLimit: number): JsonObject;
   upstreamBody(upstream: CatalogUpstream, outputLimit: number): string;
   upstreamHeaders(upstream: CatalogUpstream): Record<string, string>;
   relay(upstream: CatalogUpstream): Relay;
@@ -50,25 +52,27 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
     defaultMaxOutputTokens: req.model.defaultMaxOutputTokens,
     requestId: req.requestId,
   });
+  const upstreamRequest = (upstream: CatalogUpstream, outputLimit: number): JsonObject => {
+    let translated: Record<string, unknown>;
+    try {
+      translated = translateRequest(req.body, req.clientFormat, upstream.format, contextFor(upstream));
+    } catch (err) {
+      if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param ? { param: err.param } : {}) });
+      throw err;
+    }
+    // The upstream gets exactly the output limit the reservation covers (the client's, capped by the
+    // context window, or the model's default), so it can never generate past what was held.
+    if (upstream.format === 'openai' && translated.max_completion_tokens !== undefined) {
+      translated.max_completion_tokens = outputLimit;
+      delete translated.max_tokens;
+    } else {
+      translated.max_tokens = outputLimit;
+    }
+    return translated;
+  };
   return {
-    upstreamBody(upstream, outputLimit) {
-      let translated: Record<string, unknown>;
-      try {
-        translated = translateRequest(req.body, req.clientFormat, upstream.format, contextFor(upstream));
-      } catch (err) {
-        if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param ? { param: err.param } : {}) });
-        throw err;
-      }
-      // The upstream gets exactly the output limit the reservation covers (the client's, capped by the
-      // context window, or the model's default), so it can never generate past what was held.
-      if (upstream.format === 'openai' && translated.max_completion_tokens !== undefined) {
-        translated.max_completion_tokens = outputLimit;
-        delete translated.max_tokens;
-      } else {
-        translated.max_tokens = outputLimit;
-      }
-      return JSON.stringify(translated);
-    },
+    upstreamRequest,
+    upstreamBody: (upstream, outputLimit) => JSON.stringify(upstreamRequest(upstream, outputLimit)),
     upstreamHeaders(upstream): Record<string, string> {
       if (upstream.format !== 'anthropic') return {};
       return { 'anthropic-version': req.clientHeaders['anthropic-version'] ?? DEFAULT_ANTHROPIC_VERSION };

@@ -21,6 +21,8 @@ import type { CatalogModel } from '../../src/catalog/snapshot.js';
 import { startSimulator, type SimulatedRequest } from '../../src/simulator/server.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
+import { newRequestId } from '../../src/http/request-context.js';
+import { chatCompletionPlan } from '../../src/http/routes/chat-completions.js';
 import { EXAMPLE_MODELS, StaticCatalog, startHarness, type Harness, type HarnessOptions } from '../helpers/gateway-harness.js';
 import { contentPieces, readUntilContent, until } from './e2e-support.js';
 
@@ -39,9 +41,13 @@ function modelOf(h: Harness, id = MODEL): CatalogModel {
   return m;
 }
 
-/** The gateway's own worst case for this body, from the real decoder and the catalog entry. */
+/** The gateway's own worst case for this body: the real decoder, the upstream bodies it builds, the catalog entry. */
+function worstOfModel(model: CatalogModel, body: Body): number {
+  return worstCase(chatCompletionPlan(decodeChatRequest(structuredClone(body)), model, newRequestId()).footprint, model).amount;
+}
+
 function worstOf(h: Harness, body: Body): number {
-  return worstCase(decodeChatRequest(structuredClone(body)).footprint, modelOf(h, body.model as string)).amount;
+  return worstOfModel(modelOf(h, body.model as string), body);
 }
 
 /** Independent check of the cost rule: ceil((in·p_in + out·p_out) / 1e6) µUSD, in BigInt. */
@@ -619,7 +625,7 @@ describe('a gateway killed mid-stream', () => {
 
       // The hold outlives its gateway until its deadline: nothing returns it early.
       const amount = (await backend.ledger.balance(account.id)).held;
-      expect(amount).toBe(worstCase(decodeChatRequest(structuredClone(body)).footprint, model).amount);
+      expect(amount).toBe(worstOfModel(model, body));
       expect((await backend.ledger.keySpend(account.id, key.id)).lifetimeHeld).toBe(amount);
       expect(await backend.ledger.reapExpired(), `reaped ${Date.now() - sentAt} ms after the request`).toBe(0);
 

@@ -16,6 +16,8 @@ import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { readUntilContent, simulatorCost, until } from './e2e-support.js';
+import { newRequestId } from '../../src/http/request-context.js';
+import { chatCompletionPlan } from '../../src/http/routes/chat-completions.js';
 
 const MODEL = 'outlaw-1-xploded';
 const REASONING_MODEL = 'glm-5.3-xploded';
@@ -372,13 +374,16 @@ describe.each(['openai', 'anthropic'] as const)('metrics through a gateway with 
 
   it('holds gauges: a request in flight is counted with its worst case after a reaper tick, and both go back to 0 once it settles', async () => {
     const b = body({ stream: true, sim_reply_tokens: 12 });
-    const amount = worstCase(decodeChatRequest(structuredClone(b)).footprint, h.catalog.current().byId.get(MODEL)!).amount;
+    const model = h.catalog.current().byId.get(MODEL)!;
+    const amount = worstCase(chatCompletionPlan(decodeChatRequest(structuredClone(b)), model, newRequestId()).footprint, model).amount;
     h.simulator.injectFault({ tokenDelayMs: 150, match: { model: `sim-${MODEL}` } });
     const res = await rawPost(h, 'openai', b);
     expect(res.status).toBe(200);
+    // A sample taken before this request reserved may still show the previous test's hold (another
+    // amount), so wait for the sample that shows this one.
     const held = await until('the hold in the gauges', async () => {
       const e = await scrape(h);
-      return gauge(e, 'tollgate_holds_outstanding') === 1 ? e : undefined;
+      return gauge(e, 'tollgate_holds_outstanding') === 1 && gauge(e, 'tollgate_held_micro_usd') === amount ? e : undefined;
     });
     expect(gauge(held, 'tollgate_held_micro_usd')).toBe(amount);
     expect((await h.backend.ledger.balance(h.accountId)).held).toBe(amount);

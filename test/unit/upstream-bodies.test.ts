@@ -1,0 +1,91 @@
+// The footprint measured on the upstream body itself: every string in any field is covered, image
+// payloads are counted as images only where an upstream reads an image, and the largest of a model's
+// upstream bodies is the one reserved for.
+import fc from 'fast-check';
+import { encode } from 'gpt-tokenizer/encoding/o200k_base';
+import { describe, expect, it } from 'vitest';
+import { inputTokenBound, TOKENS_PER_IMAGE_ALLOWANCE } from '../../src/billing/worst-case.js';
+import type { CatalogModel, CatalogUpstream } from '../../src/catalog/snapshot.js';
+import { buildUpstreamBodies, measureUpstreamBody } from '../../src/proxy/upstream-bodies.js';
+import type { JsonObject } from '../../src/wire/json-shape.js';
+
+function model(upstreams: CatalogUpstream[] = []): CatalogModel {
+  return {
+    id: 'm', displayName: 'M', kind: 'Abliterated', contextWindow: 10_000_000, contextDisplay: '10M',
+    pricing: { input: 1_000_000, output: 1_000_000, display: { input: '', output: '' } },
+    supportsTools: true, supportsVision: true, supportsReasoning: true, abliterated: true,
+    defaultMaxOutputTokens: 1000, aliases: [], created: 0, upstreams, source: 'test',
+  };
+}
+
+const measure = (request: JsonObject, format: 'openai' | 'anthropic' = 'openai') => measureUpstreamBody(request, JSON.stringify(request), format, undefined);
+
+/** Every string value and key in a JSON value: what a model could be shown of it. */
+function strings(v: unknown, out: string[] = []): string[] {
+  if (typeof v === 'string') out.push(v);
+  else if (Array.isArray(v)) for (const x of v) strings(x, out);
+  else if (typeof v === 'object' && v !== null) for (const [k, x] of Object.entries(v)) strings(x, out.concat(k));
+  return out;
+}
+
+describe('measureUpstreamBody', () => {
+  it('covers the tokens of every string in any field, known or not (o200k, random unicode)', () => {
+    const field = fc.string({ unit: 'binary', maxLength: 40 });
+    fc.assert(
+      fc.property(fc.dictionary(field, fc.oneof(fc.string({ unit: 'binary', maxLength: 300 }), fc.array(fc.string({ unit: 'binary', maxLength: 100 }), { maxLength: 4 }))), fc.string({ unit: 'binary', maxLength: 200 }), (extra, text) => {
+        const request: JsonObject = { model: 'x', messages: [{ role: 'user', content: text, ...extra }], ...extra };
+        const tokens = strings(request).reduce((n, s) => n + encode(s, { disallowedSpecial: new Set() }).length, 0);
+        expect(tokens).toBeLessThanOrEqual(inputTokenBound(measure(request), model()));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('counts image payloads as images where the upstream reads them, and as text anywhere else', () => {
+    const data = 'A'.repeat(100_000);
+    const openai = measure({ model: 'x', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } }, { type: 'text', text: 'what is it' }] }] });
+    expect(openai.images).toBe(1);
+    expect(openai.textBytes).toBeLessThan(200);
+    const anthropic = measure(
+      { model: 'x', messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data } }] }] }] },
+      'anthropic',
+    );
+    expect(anthropic.images).toBe(1);
+    expect(anthropic.textBytes).toBeLessThan(300);
+    // The same shape inside a tool argument is text to the model: all of it is counted.
+    const smuggled = measure({ model: 'x', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: { type: 'image_url', image_url: { url: data } } } }] }] });
+    expect(smuggled.images).toBe(0);
+    expect(smuggled.textBytes).toBeGreaterThan(100_000);
+    expect(inputTokenBound(openai, model())).toBeGreaterThanOrEqual(TOKENS_PER_IMAGE_ALLOWANCE);
+  });
+});
+
+describe('buildUpstreamBodies', () => {
+  const upstream = (name: string, format: 'openai' | 'anthropic'): CatalogUpstream =>
+    ({ name, format, upstreamModel: `${name}-model` }) as unknown as CatalogUpstream;
+
+  it('reserves for the largest body, builds each once for the reserved limit, and defers a body that cannot be built', () => {
+    const a = upstream('a', 'openai');
+    const b = upstream('b', 'anthropic');
+    const c = upstream('c', 'openai');
+    let builds = 0;
+    const bodies = buildUpstreamBodies(model([a, b, c]), 50, (u, limit) => {
+      builds++;
+      if (u === c) throw new Error('cannot express');
+      return { model: u.upstreamModel, max_tokens: limit, messages: [{ role: 'user', content: u === b ? 'y'.repeat(5000) : 'hi' }] };
+    });
+    expect(builds).toBe(3);
+    expect(bodies.footprint.textBytes).toBeGreaterThan(5000);
+    expect(JSON.parse(bodies.body(a, 50))).toMatchObject({ max_tokens: 50 });
+    expect(builds).toBe(3);
+    expect(() => bodies.body(c, 50)).toThrow('cannot express');
+  });
+
+  it('throws the build error at once when no upstream can take the request', () => {
+    expect(() =>
+      buildUpstreamBodies(model([upstream('a', 'openai')]), 5, () => {
+        throw new Error('no format can carry this');
+      }),
+    ).toThrow('no format can carry this');
+  });
+});
