@@ -26,6 +26,7 @@ import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { WireFormat } from '../wire/format.js';
 import type { Micros } from '../catalog/snapshot.js';
 import type { RefusalReason } from '../billing/ledger.js';
+import { boundField, MAX_REQUEST_FIELD_CHARS } from './logger.js';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -249,7 +250,8 @@ class LiveRequestSpan implements RequestSpan {
   }
 
   setRequest(details: RequestDetails): void {
-    if (details.model !== undefined) this.span.setAttribute(ATTR.requestModel, details.model);
+    // Bounded: the client's model name may be anything (a megabyte of it was sent in testing).
+    if (details.model !== undefined) this.span.setAttribute(ATTR.requestModel, boundField(details.model, MAX_REQUEST_FIELD_CHARS));
     if (details.maxTokens !== undefined) this.span.setAttribute(ATTR.requestMaxTokens, details.maxTokens);
     if (details.stream !== undefined) this.span.setAttribute(ATTR.requestStream, details.stream);
   }

@@ -315,6 +315,17 @@ describe('spans of real requests, captured in memory', () => {
     }
   });
 
+  it('a megabyte model name is bounded in the span attribute (404 model_not_found)', async () => {
+    const h = harnesses.get('openai')!;
+    const huge = 'q'.repeat(1024 * 1024);
+    const res = await fetch(`${h.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: huge, messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(res.status).toBe(404);
+    const span = await serverSpan(res.headers.get('x-request-id') as string);
+    const model = span.attributes['gen_ai.request.model'] as string;
+    expect(model.startsWith('qqqq')).toBe(true);
+    expect(model.length).toBeLessThan(400);
+  });
+
   it('a stream the client cuts: the server span records 499, not the 200 the stream began with', async () => {
     const h = harnesses.get('openai')!;
     // Tokens every 150 ms, so the client hangs up mid-stream with none on the wire.
