@@ -69,9 +69,6 @@ export function authenticate(authenticator: KeyAuthenticator, keyMarker: string)
       throw new GatewayError(401, `This API key was revoked on ${new Date(record.revokedAt).toISOString()}; create a new key in the dashboard.`, { code: 'revoked_api_key' });
     }
     ctx.state.key = record;
-    // The server holds back `100 Continue` (its checkContinue handler): only a known key is invited
-    // to send its body; everyone else gets the 401 above without it.
-    if (ctx.req.headers.expect?.toLowerCase() === '100-continue' && !ctx.res.headersSent) ctx.res.writeContinue();
     await next();
   };
 }

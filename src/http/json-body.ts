@@ -2,7 +2,7 @@
 // client cannot make the gateway read (or wait for) a body at all. Refused here, each in the caller's
 // wire format: a body over the size limit (413), one not received in time (408), one nested deeper
 // than MAX_JSON_DEPTH (400; deeper values overflowed the stack later and gave a 500), bad JSON (400).
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Next } from 'koa';
 import { GatewayError } from './gateway-error.js';
 import type { GatewayContext } from './state.js';
@@ -63,9 +63,12 @@ class BodyReadError extends Error {
   }
 }
 
-function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number, gauge: JsonDepthGauge): Promise<Buffer> {
+function readBody(req: IncomingMessage, res: ServerResponse, limitBytes: number, timeoutMs: number, gauge: JsonDepthGauge): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limitBytes) return Promise.reject(new BodyReadError('too_large'));
+  // The server holds back `100 Continue` (its checkContinue handler) until here: only a request whose
+  // key was accepted and whose declared size fits is invited to send its body.
+  if (req.headers.expect?.toLowerCase() === '100-continue' && !res.headersSent) res.writeContinue();
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -119,7 +122,7 @@ export function jsonBody(opts: JsonBodyOptions) {
     if (ctx.method !== 'POST') return next();
     let raw: Buffer;
     try {
-      raw = await readBody(ctx.req, opts.limitBytes, opts.readTimeoutMs, new JsonDepthGauge(maxDepth));
+      raw = await readBody(ctx.req, ctx.res, opts.limitBytes, opts.readTimeoutMs, new JsonDepthGauge(maxDepth));
     } catch (err) {
       if (err instanceof BodyReadError) throw refusal(err.reason, opts, maxDepth);
       throw err;

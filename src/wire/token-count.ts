@@ -107,9 +107,16 @@ export async function countTokens(texts: readonly string[], opts: CountOptions =
   let sliceStart = now();
   let exhausted = false;
   let n = 0;
-  for (const text of texts) {
+  for (let i = 0; i < texts.length; i++) {
+    const text = texts[i] as string;
     let offset = 0;
-    if (!exhausted) {
+    if (exhausted) {
+      // Bounding is cheap but not free: a stream of a million small deltas still yields now and then.
+      if ((i & 4095) === 0 && now() - sliceStart >= SLICE_MS) {
+        await yieldToLoop();
+        sliceStart = now();
+      }
+    } else {
       for (const piece of pieces(text)) {
         const elapsed = now() - sliceStart;
         if (elapsed >= SLICE_MS) {

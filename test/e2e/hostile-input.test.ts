@@ -114,6 +114,12 @@ describe('the key is checked before the body is read', () => {
     expect(r.text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
   });
 
+  it('refuses `Expect: 100-continue` of a known key whose declared body is over the limit with 413, never inviting it', async () => {
+    const r = await raw(h.gateway.port, head('/v1/chat/completions', { ...bearer(h.key), expect: '100-continue', 'content-length': String(64 * 1024 * 1024) }), { waitMs: 3000 });
+    expect(r.text).toMatch(/^HTTP\/1\.1 413 /);
+    expect(bodyOf(r.text)).toMatchObject({ error: { code: 'request_too_large' } });
+  });
+
   it('answers an unknown key at once, without waiting for a large body that never comes', async () => {
     const r = await raw(h.gateway.port, head('/v1/messages', { 'x-api-key': `sk-tg-${'Z'.repeat(43)}`, 'content-length': String(30 * 1024 * 1024) }), { waitMs: 3000 });
     expect(r.text).toMatch(/^HTTP\/1\.1 401 /);
