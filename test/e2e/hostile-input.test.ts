@@ -2,9 +2,11 @@
 // with a bad key, nests JSON 5,000 deep, sends two different keys, a megabyte model name, or a word
 // that takes the tokenizer seconds; an upstream that echoes its credential. Each gets a clear error
 // in its own wire format, never a 500, never a charge, and no other client is stalled.
-import { connect } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import type { UsageRecord } from '../../src/billing/ledger.js';
 
 const UPSTREAM_SECRET = 'upstream-cred-7f3a9c2e5b1d4f6a8e0c';
 const MODEL = 'outlaw-1-xploded';
@@ -283,4 +285,62 @@ describe('count_tokens of a 300 KB single word', () => {
     expect(pings.length).toBeGreaterThan(3);
     expect(Math.max(...pings)).toBeLessThan(250);
   }, 20_000);
+});
+
+describe('a stream cut after a 10 MB chunk', () => {
+  let evil: Server;
+  let cutHarness: Harness;
+  const CHUNK = Array.from({ length: 10 * 1024 * 1024 }, (_, i) => String.fromCharCode(97 + ((i * 7919) % 26))).join('');
+
+  beforeAll(async () => {
+    // An upstream that sends one 10 MB delta (a single "word") and then drops the connection, so the
+    // gateway must count the output itself to settle.
+    evil = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 0, model: 'evil', choices: [{ index: 0, delta: { role: 'assistant', content: CHUNK }, finish_reason: null }] })}\n\n`, () => {
+          setTimeout(() => res.socket?.destroy(), 20);
+        });
+      });
+    });
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(evil.address() as AddressInfo).port}/v1`;
+    cutHarness = await startHarness({ models: (models) => models.map((m) => ({ ...m, upstreams: [{ name: 'evil', format: 'openai' as const, baseUrl: url, model: 'evil' }] })) });
+  });
+  afterAll(async () => {
+    await cutHarness.close();
+    await new Promise((resolve) => evil.close(resolve));
+  });
+
+  it('is settled from a bounded count while health checks keep being answered', async () => {
+    const h2 = cutHarness;
+    const res = await fetch(`${h2.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...bearer(h2.key) },
+      body: JSON.stringify({ ...chat, stream: true, max_tokens: 100 }),
+    });
+    const requestId = res.headers.get('x-request-id') as string;
+    const text = await res.text();
+    expect(text).toContain('"error"');
+    // Settlement (and its count of 10 MB of output) starts now: the pod must keep answering.
+    const pings: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = performance.now();
+      const ping = await fetch(`${h2.baseUrl}/healthz`, { signal: AbortSignal.timeout(5000) });
+      expect(ping.status).toBe(200);
+      pings.push(performance.now() - t);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(Math.max(...pings)).toBeLessThan(1000);
+    let record: UsageRecord | undefined;
+    for (let i = 0; i < 100 && record === undefined; i++) {
+      record = (await h2.backend.ledger.listUsage(h2.accountId)).find((r) => r.requestId === requestId);
+      if (record === undefined) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(record?.status).toBe('upstream_failed');
+    expect(record?.usage.output).toBeGreaterThan(0);
+    expect(record?.cost).toBeGreaterThan(0);
+    expect((await h2.backend.ledger.balance(h2.accountId)).held).toBe(0);
+  }, 30_000);
 });
