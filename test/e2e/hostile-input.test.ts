@@ -198,6 +198,10 @@ describe('credentials', () => {
       expect(r.text).not.toContain(random.slice(0, 4));
       expect(r.text).not.toContain('sk-tg-');
     }
+    // A key pasted into the model field is not quoted back in the 404.
+    const misplaced = await post('/v1/chat/completions', { ...chat, model: h.key }, bearer(h.key));
+    expect(misplaced.status).toBe(404);
+    expect(misplaced.text).not.toContain(random.slice(0, 4));
     const revoked = await h.backend.accounts.createKey(h.accountId, { name: 'revoked' });
     await h.backend.accounts.revokeKey(h.accountId, revoked.record.id);
     h.gateway.authenticator.forget();

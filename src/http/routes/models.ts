@@ -3,6 +3,7 @@
 import type { CatalogModel, CatalogSnapshot } from '../../catalog/snapshot.js';
 import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
+import { redactCredentials } from '../../wire/translate/error-translate.js';
 
 interface RenderedModels {
   openaiList: string;
@@ -99,7 +100,8 @@ export function getModel(current: () => CatalogSnapshot) {
 
 export function modelNotFound(id: string, snapshot: CatalogSnapshot): GatewayError {
   const known = snapshot.models.map((m) => m.id).join(', ');
-  return new GatewayError(404, `The model \`${id.slice(0, 200)}\` does not exist. Available models: ${known}.`, { code: 'model_not_found', param: 'model' });
+  // Echoed short and without anything key-shaped (a key pasted into the wrong field is never quoted back).
+  return new GatewayError(404, `The model \`${redactCredentials(id.slice(0, 200))}\` does not exist. Available models: ${known}.`, { code: 'model_not_found', param: 'model' });
 }
 
 /** The model a completion asked for, checked against what the request carries (before any charge). */
