@@ -102,6 +102,9 @@ export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number
       const error = failed.get(upstream);
       if (error !== undefined) throw error;
       const text = limit === outputLimit ? built.get(upstream) : undefined;
+      // Handed over once: the exchange tries each upstream once, and a large body should not stay
+      // referenced for the whole of a long stream.
+      built.delete(upstream);
       return text ?? JSON.stringify(build(upstream, limit));
     },
   };
