@@ -56,7 +56,7 @@ export class KeyAuthenticator {
 export function authenticate(authenticator: KeyAuthenticator, keyMarker: string) {
   const keyPrefix = `sk-${keyMarker}-`;
   return async function authenticateMiddleware(ctx: GatewayContext, next: Next): Promise<void> {
-    const credential = findCredential(ctx.headers, ctx.url, keyPrefix);
+    const credential = findCredential(ctx.headers, ctx.url, keyPrefix, ctx.req.rawHeaders);
     if (!credential.ok) throw new GatewayError(401, credential.message, { code: credential.code });
     const malformed = describeMalformedKey(credential.secret, keyMarker);
     if (malformed !== undefined) throw new GatewayError(401, `The API key was not accepted: ${malformed}`, { code: 'invalid_api_key' });

@@ -49,7 +49,33 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function findCredential(headers: IncomingHttpHeaders, url: string, keyPrefix: string): CredentialResult {
+const CONFLICT = 'The request carries two different credentials, one in Authorization and one in x-api-key. Send one key: `Authorization: Bearer <key>` or `x-api-key: <key>` (both only when they hold the same key).';
+const REPEATED = 'The request repeats a credential header with different values. Send one key, once: `Authorization: Bearer <key>` or `x-api-key: <key>`.';
+
+/**
+ * True when a credential header appears more than once with different values. Node keeps only the
+ * first Authorization header (and joins repeated x-api-key ones), so the raw list is the only place
+ * a second key shows.
+ */
+function repeatsDiffer(rawHeaders: readonly string[]): boolean {
+  let authorization: string | undefined;
+  let apiKey: string | undefined;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] as string).toLowerCase();
+    const value = rawHeaders[i + 1] as string;
+    if (name === 'authorization') {
+      if (authorization !== undefined && authorization !== value) return true;
+      authorization = value;
+    } else if (name === 'x-api-key') {
+      if (apiKey !== undefined && apiKey !== value) return true;
+      apiKey = value;
+    }
+  }
+  return false;
+}
+
+export function findCredential(headers: IncomingHttpHeaders, url: string, keyPrefix: string, rawHeaders: readonly string[] = []): CredentialResult {
+  if (repeatsDiffer(rawHeaders)) return fail('conflicting_api_keys', REPEATED);
   const authorization = single(headers.authorization);
   const apiKey = single(headers['x-api-key']);
   if (authorization !== undefined && authorization !== '') {
@@ -57,7 +83,7 @@ export function findCredential(headers: IncomingHttpHeaders, url: string, keyPre
     // Both may be sent when they hold the same key (Claude Code's apiKeyHelper does); two different
     // keys leave it unclear whom to bill, so neither is used.
     if (bearer.ok && apiKey !== undefined && apiKey !== '' && bearer.secret !== apiKey) {
-      return fail('conflicting_api_keys', 'The request carries two different credentials, one in Authorization and one in x-api-key. Send one key: `Authorization: Bearer <key>` or `x-api-key: <key>` (both only when they hold the same key).');
+      return fail('conflicting_api_keys', CONFLICT);
     }
     return bearer;
   }

@@ -181,6 +181,13 @@ describe('credentials', () => {
       expect(r.text).not.toContain(other.secret.slice(6, 14));
     }
     expect(await balance()).toBe(before);
+    // Two Authorization headers (Node keeps only the first) or two x-api-key headers with different keys.
+    for (const [name, first, second] of [['authorization', `Bearer ${h.key}`, `Bearer ${other.secret}`], ['x-api-key', h.key, other.secret]]) {
+      const r = await raw(h.gateway.port, head('/v1/chat/completions', { 'content-length': String(JSON.stringify(chat).length), connection: 'close' }).replace('\r\n\r\n', `\r\n${name}: ${first}\r\n${name}: ${second}\r\n\r\n`) + JSON.stringify(chat), { waitMs: 3000 });
+      expect(r.text).toMatch(/^HTTP\/1\.1 401 /);
+      expect(bodyOf(r.text)).toMatchObject({ error: { code: 'conflicting_api_keys' } });
+    }
+    expect(await balance()).toBe(before);
     // The same key in both (Claude Code's apiKeyHelper) is served.
     expect((await post('/v1/chat/completions', chat, { authorization: `Bearer ${h.key}`, 'x-api-key': h.key })).status).toBe(200);
   });
