@@ -238,3 +238,25 @@ describe('script cache loss', () => {
     }
   });
 });
+
+describe('one idempotency key, many concurrent credits of two amounts', () => {
+  it('on Redis, over several connections: exactly one applies; the same amount is a no-op, the other a conflict', async () => {
+    const ns = `${namespace}-${randomBytes(3).toString('hex')}`;
+    const backends: Backend[] = conns.map((redis) => createRedisBackend({ redis, namespace: ns }));
+    const first = backends[0] as Backend;
+    const acct = await first.accounts.createAccount('credit-race');
+    const amounts = [5_000_000, 7_000_000];
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 200 }, (_, i) => (backends[i % CONNECTIONS] as Backend).ledger.credit(acct.id, amounts[i % 2] as number, 'pay_same')),
+    );
+    const applied = outcomes.flatMap((o, i) => (o.status === 'fulfilled' && o.value ? [amounts[i % 2] as number] : []));
+    expect(applied).toHaveLength(1);
+    const winner = applied[0] as number;
+    outcomes.forEach((o, i) => {
+      if (amounts[i % 2] === winner) expect(o.status === 'fulfilled').toBe(true);
+      else expect(o.status === 'rejected' && /different amount/.test(String(o.reason))).toBe(true);
+    });
+    expect(await first.ledger.balance(acct.id)).toEqual({ balance: winner, held: 0 });
+    expect((await first.ledger.audit(acct.id)).credited).toBe(winner);
+  });
+});
