@@ -6,6 +6,7 @@ import { backendFromConfig } from './backend-from-config.js';
 import { formatUsd } from './billing/money.js';
 import { usdPerMillionToMicros } from './catalog/price.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
+import type { CatalogSnapshot } from './catalog/snapshot.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
@@ -13,13 +14,22 @@ import { startSimulator } from './simulator/server.js';
 
 async function main(): Promise<void> {
   const config = readConfig();
-  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false });
+  // The simulator reasons for exactly the models the catalog flags as reasoning, so a client sees the
+  // reasoning output (thinking blocks, reasoning_content) it would get from the real model.
+  const reasoningModels = new Set<string>();
+  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false, reasoningModels });
   process.env.TOLLGATE_SIMULATOR_URL ??= simulator.url;
   const catalog = await createFileCatalogSource(config.catalogFile, {
     onError: (errors) => {
       for (const e of errors) process.stderr.write(`catalog: ${e.source}: ${e.path}: ${e.message} (keeping the last good catalog)\n`);
     },
   });
+  const trackReasoning = (snapshot: CatalogSnapshot): void => {
+    reasoningModels.clear();
+    for (const m of snapshot.models) if (m.supportsReasoning) for (const u of m.upstreams) reasoningModels.add(u.upstreamModel);
+  };
+  trackReasoning(catalog.current());
+  catalog.onSwap(trackReasoning);
   const owned = backendFromConfig(config);
   const { accounts, ledger } = owned.backend;
 

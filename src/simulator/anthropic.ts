@@ -1,8 +1,9 @@
 // Anthropic Messages rendering (wire-formats.md B.3, B.4): JSON message or named SSE events, signed thinking.
 import { timingSafeEqual } from 'node:crypto';
-import { isObj, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
+import { MAX_SIM_REPLY_TOKENS, isObj, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
 import { anthropicInputTokens } from './input-tokens.js';
 import { planReply, signThinking, type Finish, type ReplyPlan, type ToolSpec } from './reply.js';
+import { structuredReplyText } from './schema-value.js';
 
 const STOP_REASON: Record<Finish, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use' };
 
@@ -63,7 +64,7 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
   if (body.max_tokens === undefined) return ex.error(400, 'max_tokens: Field required');
   const cap = positiveInt(body, 'max_tokens');
   if (typeof cap === 'string') return ex.error(400, cap);
-  const replyTokens = positiveInt(body, 'sim_reply_tokens');
+  const replyTokens = positiveInt(body, 'sim_reply_tokens', MAX_SIM_REPLY_TOKENS);
   if (typeof replyTokens === 'string') return ex.error(400, replyTokens);
   const bad = badSignature(messages, ctx.thinkingSecret);
   if (bad) return ex.error(400, `${bad}: Invalid \`signature\` in \`thinking\` block`);
@@ -78,6 +79,7 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
     lastIsUser && Array.isArray(last.content) && last.content.some((b) => isObj(b) && b.type === 'tool_result');
   const { tools, forced, parallel } = lastIsUser && !afterToolResult ? callableTools(body) : { tools: [], forced: undefined, parallel: false };
   const thinking = isObj(body.thinking) ? body.thinking.type : undefined;
+  const structuredText = structuredReplyText(isObj(body.output_config) ? body.output_config.format : undefined);
   const plan = planReply({
     lastUserText: lastIsUser ? textOf(last.content) : '',
     afterToolResult,
@@ -88,6 +90,7 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
     replyTokens: replyTokens ?? ctx.replyTokens,
     reasoningTokens: ctx.reasoningTokens,
     maxTokens: cap,
+    ...(structuredText === undefined ? {} : { structuredText }),
     nextToolId: () => `toolu_sim${ctx.nextId()}`,
   });
   const id = `msg_sim${ctx.nextId()}`;

@@ -204,9 +204,16 @@ export type Json = { [k: string]: unknown };
 export const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A positive integer field, `undefined` when absent, or an error string. */
-export function positiveInt(body: Json, field: string): number | undefined | string {
+export function positiveInt(body: Json, field: string, max = Number.MAX_SAFE_INTEGER): number | undefined | string {
   const v = body[field];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) return `${field}: must be a positive integer`;
+  if (v > max) return `${field}: must be at most ${max}`;
   return v;
 }
+
+/**
+ * The longest reply a request may ask the simulator for with `sim_reply_tokens`: a reply is planned in
+ * memory before it is sent, so the knob is bounded (an unbounded one let one request exhaust the heap).
+ */
+export const MAX_SIM_REPLY_TOKENS = 65_536;

@@ -34,12 +34,17 @@ const NUMERIC_FIELDS = [
   'tokenDelayMs',
 ] as const;
 
+/** The largest delay (ms) or count a fault may carry: about 17 minutes, or a million chunks. */
+const MAX_FAULT_NUMBER = 1_000_000;
+
 /** Validates a fault received over HTTP; returns an error message or the spec. */
 export function parseFault(value: unknown): FaultSpec | string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'fault must be a JSON object';
   const v = value as Record<string, unknown>;
   for (const f of NUMERIC_FIELDS) {
     if (v[f] !== undefined && (typeof v[f] !== 'number' || !Number.isFinite(v[f]))) return `${f} must be a number`;
+    // Bounded, so a fault can neither hold a socket for days nor count past what a stream can send.
+    if (typeof v[f] === 'number' && Math.abs(v[f]) > MAX_FAULT_NUMBER) return `${f} must be at most ${MAX_FAULT_NUMBER}`;
   }
   if (v.status !== undefined && ((v.status as number) < 400 || (v.status as number) > 599)) {
     return 'status must be between 400 and 599';

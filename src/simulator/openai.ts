@@ -1,7 +1,9 @@
 // OpenAI Chat Completions rendering (wire-formats.md A.4, A.6): JSON or `data:`-only SSE ending in [DONE].
-import { isObj, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
+import { MAX_SIM_REPLY_TOKENS, isObj, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
 import { openaiInputTokens } from './input-tokens.js';
+import { tokenLogprob } from './logprobs.js';
 import { planReply, type ReplyPlan, type ToolSpec } from './reply.js';
+import { structuredReplyText } from './schema-value.js';
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
@@ -30,8 +32,18 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
   if (!Array.isArray(messages) || messages.length === 0) return ex.error(400, 'messages: a non-empty array is required');
   const cap = positiveInt(body, body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens');
   if (typeof cap === 'string') return ex.error(400, cap);
-  const replyTokens = positiveInt(body, 'sim_reply_tokens');
+  const replyTokens = positiveInt(body, 'sim_reply_tokens', MAX_SIM_REPLY_TOKENS);
   if (typeof replyTokens === 'string') return ex.error(400, replyTokens);
+
+  // top_logprobs: 0-20 and only with logprobs, as the real API checks.
+  const wantLogprobs = body.logprobs === true;
+  const top = body.top_logprobs;
+  if (top !== undefined && top !== null) {
+    if (typeof top !== 'number' || !Number.isInteger(top) || top < 0 || top > 20) return ex.error(400, 'top_logprobs: must be an integer from 0 to 20');
+    if (!wantLogprobs) return ex.error(400, 'top_logprobs: logprobs must be set to true when top_logprobs is used');
+  }
+  const logprobsTop = wantLogprobs ? (typeof top === 'number' ? top : 0) : -1;
+  const structuredText = structuredReplyText(body.response_format);
 
   const inputTokens = openaiInputTokens(body);
   ex.record.inputTokens = inputTokens;
@@ -56,6 +68,7 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
     replyTokens: replyTokens ?? ctx.replyTokens,
     reasoningTokens: ctx.reasoningTokens,
     maxTokens: cap,
+    ...(structuredText === undefined ? {} : { structuredText }),
     nextToolId: () => `call_${ctx.nextId()}`,
   });
   const id = `chatcmpl-sim${ctx.nextId()}`;
@@ -70,7 +83,7 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
 
   if (body.stream === true) {
     const opts = body.stream_options;
-    return stream(ex, plan, id, created, ctx.replyModel(model), isObj(opts) && opts.include_usage === true ? usage : undefined);
+    return stream(ex, plan, id, created, ctx.replyModel(model), isObj(opts) && opts.include_usage === true ? usage : undefined, logprobsTop);
   }
   await ex.pause(ex.firstTokenDelayMs + ex.tokenDelayMs * Math.max(0, plan.outputTokens - 1));
   const message: Json = { role: 'assistant', content: plan.toolCalls.length > 0 ? null : plan.text.join(''), refusal: null };
@@ -83,19 +96,24 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
     object: 'chat.completion',
     created,
     model: ctx.replyModel(model),
-    choices: [{ index: 0, message, logprobs: null, finish_reason: plan.finish }],
+    choices: [{ index: 0, message, logprobs: logprobsTop < 0 ? null : { content: plan.text.map((t) => tokenLogprob(t, logprobsTop)), refusal: null }, finish_reason: plan.finish }],
     usage,
     system_fingerprint: 'fp_sim',
   };
   ex.json(200, response, plan.outputTokens);
 }
 
-async function stream(ex: Exchange, plan: ReplyPlan, id: string, created: number, model: string, usage: Json | undefined): Promise<void> {
+async function stream(ex: Exchange, plan: ReplyPlan, id: string, created: number, model: string, usage: Json | undefined, logprobsTop: number): Promise<void> {
   // Every chunk shares id/created/model; only the delta varies, so the envelope is serialised once.
   const head = `data: {"id":${JSON.stringify(id)},"object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"system_fingerprint":"fp_sim","choices":[{"index":0,"delta":`;
   const usageNull = usage ? ',"usage":null' : '';
   const tail = `,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
   const chunk = (delta: unknown) => head + JSON.stringify(delta) + tail;
+  // A content chunk carries its token's logprobs when they were asked for.
+  const contentChunk = (t: string) =>
+    logprobsTop < 0
+      ? chunk({ content: t })
+      : `${head}${JSON.stringify({ content: t })},"logprobs":${JSON.stringify({ content: [tokenLogprob(t, logprobsTop)], refusal: null })},"finish_reason":null}]${usageNull}}\n\n`;
 
   ex.startStream();
   if (!ex.send(chunk({ role: 'assistant', content: '' }), 0)) return;
@@ -107,7 +125,7 @@ async function stream(ex: Exchange, plan: ReplyPlan, id: string, created: number
     return ex.send(frame, tokens);
   };
   for (const r of plan.reasoning) if (!(await paced(chunk({ reasoning_content: r, reasoning: r }), 1))) return;
-  for (const t of plan.text) if (!(await paced(chunk({ content: t }), 1))) return;
+  for (const t of plan.text) if (!(await paced(contentChunk(t), 1))) return;
   for (let i = 0; i < plan.toolCalls.length; i++) {
     const c = plan.toolCalls[i]!;
     const open = { tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] };

@@ -47,6 +47,8 @@ export interface PlanInput {
   replyTokens: number;
   reasoningTokens: number;
   maxTokens?: number;
+  /** A structured-output reply (JSON text): replaces the words, token by token. */
+  structuredText?: string;
   nextToolId: () => string;
 }
 
@@ -112,6 +114,21 @@ export function exampleFromSchema(schema: unknown, depth = 0): unknown {
   }
 }
 
+/** Text as one piece per token, joined back exactly (pieces that split a character are merged). */
+export function tokenPieces(text: string): string[] {
+  const pieces: string[] = [];
+  let pending: number[] = [];
+  for (const t of encode(text)) {
+    pending.push(t);
+    const piece = decode(pending);
+    if (piece.includes('\uFFFD')) continue;
+    pieces.push(piece);
+    pending = [];
+  }
+  if (pending.length > 0) pieces.push(decode(pending));
+  return pieces.join('') === text ? pieces : [text];
+}
+
 /** Argument fragments: one token each when tokens decode cleanly, else two halves (always 2+ pieces). */
 function splitArgs(args: string): ArgPiece[] {
   const toks = encode(args);
@@ -157,7 +174,9 @@ export function planReply(p: PlanInput): ReplyPlan {
     toolsDropped = true; // a real model would have been cut off mid-call: report it as a length stop
   }
 
-  const full = p.afterToolResult
+  const full = p.structuredText !== undefined
+    ? tokenPieces(p.structuredText)
+    : p.afterToolResult
     ? [...PREFIX_PIECES, ...words(seed, Math.max(1, p.replyTokens - PREFIX_PIECES.length))]
     : words(seed, p.replyTokens);
   remaining = Math.max(0, remaining);

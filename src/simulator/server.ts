@@ -24,7 +24,10 @@ export interface SimulatorOptions {
   replyTokens?: number;
   /** Reasoning length in tokens when reasoning is emitted (default 16). */
   reasoningTokens?: number;
-  /** Upstream model names that reason; default: names containing "reason" or "think". */
+  /**
+   * Upstream model names that reason; default: names containing "reason" or "think". A Set is read
+   * live, so its owner can change it (the local run keeps it equal to the catalog's reasoning models).
+   */
   reasoningModels?: Iterable<string>;
   /**
    * The model name replies report, by requested name (default: the requested name). Hosted APIs answer
@@ -95,7 +98,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const notify = () => {
     for (const w of waiters) w();
   };
-  const reasoningSet = opts.reasoningModels === undefined ? undefined : new Set(opts.reasoningModels);
+  const reasoningSet =
+    opts.reasoningModels === undefined ? undefined : opts.reasoningModels instanceof Set ? (opts.reasoningModels as Set<string>) : new Set(opts.reasoningModels);
   const models = opts.models ?? ['sim-chat', 'sim-reasoner'];
   let seq = 0;
   let requestSeq = 0;
