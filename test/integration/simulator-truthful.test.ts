@@ -33,7 +33,7 @@ function validator(): Ajv {
 
 // Schemas of the shapes structured-output clients send: strict objects, nested arrays with bounds,
 // enums and consts, unions, local $refs, formats and lengths, numeric ranges, allOf.
-const SCHEMAS: Record<string, object> = {
+const SCHEMAS: Record<string, Record<string, unknown>> = {
   strict: { type: 'object', properties: { a: { type: 'string' }, n: { type: 'integer' } }, required: ['a', 'n'], additionalProperties: false },
   nested: {
     type: 'object',
@@ -98,7 +98,7 @@ describe('structured outputs validate against the schema', () => {
   });
 
   it('a reply cut by max_tokens says so (length), as a constrained model cut short would', async () => {
-    const res = await openai.chat.completions.create({ model: 'sim-chat', max_tokens: 3, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'n', schema: SCHEMAS.nested as Record<string, unknown> } } });
+    const res = await openai.chat.completions.create({ model: 'sim-chat', max_tokens: 3, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'n', schema: SCHEMAS.nested } } });
     expect(res.choices[0]?.finish_reason).toBe('length');
     expect(res.usage?.completion_tokens).toBe(3);
   });
