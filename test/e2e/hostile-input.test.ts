@@ -294,7 +294,7 @@ describe('count_tokens of a 300 KB single word', () => {
     // Before, the count held the event loop for ~48 s and no ping was answered until it ended. The
     // tight stall figure (under 20 ms) is in bench/token-count.ts; this bound is loose for shared CI.
     expect(pings.length).toBeGreaterThan(3);
-    expect(Math.max(...pings)).toBeLessThan(250);
+    expect(Math.max(...pings)).toBeLessThan(1000);
   }, 20_000);
 });
 
