@@ -49,9 +49,10 @@ export function loadEncoder(): Promise<Encoding> {
  * CJK characters or a single long "word" is one pre-token), so one call on a 300 KB word ran for 48 s
  * on the event loop and stalled every other client. Counting pieces of at most PIECE_CHARS code units
  * bounds the cost of each synchronous call (about 3 ms for the worst 128-unit piece measured, distinct
- * CJK characters, once the encoder is warm), so the total is linear in the text's length. Pieces are cut just before a
- * space where one is near, where o200k pre-tokens begin anyway (" word"), so ordinary prose counts
- * exactly as it would whole.
+ * CJK characters, once the encoder is warm), so the total is linear in the text's length. Pieces are
+ * cut just before a space where one is near, where o200k pre-tokens begin anyway (" word"), so
+ * ordinary prose counts exactly as it would whole. Token counts here are estimates (the upstream's own
+ * tokenizer decides what is billed), so a cut inside a long word, which may add a token, is harmless.
  */
 export const PIECE_CHARS = 128;
 /** How far back from a piece's end a space is looked for. */
