@@ -12,7 +12,7 @@ export const MAX_JSON_DEPTH = 128;
 
 export interface JsonBodyOptions {
   limitBytes: number;
-  /** The whole body must arrive within this many milliseconds of the key being accepted. */
+  /** The whole body must arrive within this many milliseconds of the key being accepted; 0 = no deadline. */
   readTimeoutMs: number;
   maxDepth?: number;
 }
@@ -73,7 +73,7 @@ function readBody(req: IncomingMessage, res: ServerResponse, limitBytes: number,
     const chunks: Buffer[] = [];
     let received = 0;
     const finish = (err: BodyReadError | undefined): void => {
-      clearTimeout(timer);
+      if (timer !== undefined) clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
@@ -95,7 +95,8 @@ function readBody(req: IncomingMessage, res: ServerResponse, limitBytes: number,
     const onEnd = (): void => finish(undefined);
     const onError = (): void => finish(new BodyReadError('incomplete'));
     const onClose = (): void => finish(new BodyReadError('incomplete'));
-    const timer = setTimeout(() => finish(new BodyReadError('timeout')), timeoutMs);
+    // 0 turns the deadline off (Node's own requestTimeout still ends the request eventually).
+    const timer = timeoutMs > 0 ? setTimeout(() => finish(new BodyReadError('timeout')), timeoutMs) : undefined;
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onError);
