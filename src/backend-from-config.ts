@@ -1,11 +1,16 @@
 // Memory ledger for the one-machine run; Redis when REDIS_URL is set. One choice, made at start.
 import { Redis } from 'ioredis';
-import { createMemoryBackend, createRedisBackend, type Backend } from './billing/backends.js';
+import { createMemoryBackend, createRedisBackend, DEFAULT_REDIS_NAMESPACE, type Backend } from './billing/backends.js';
+import { redisKeys } from './billing/redis-keys.js';
+import { RedisJournalStream } from './billing/redis-journal-stream.js';
 import type { GatewayConfig } from './config.js';
+import type { JournalStream } from './record/journal-writer.js';
 
 export interface OwnedBackend {
   backend: Backend;
   kind: 'memory' | 'redis';
+  /** The Redis copy of the journal (settlements PostgreSQL has yet to commit); none in memory. */
+  journalStream?: JournalStream;
   close(): Promise<void>;
 }
 
@@ -19,6 +24,7 @@ export function backendFromConfig(config: GatewayConfig): OwnedBackend {
   return {
     backend,
     kind: 'redis',
+    journalStream: new RedisJournalStream(redis, redisKeys(DEFAULT_REDIS_NAMESPACE)),
     close: async () => {
       await redis.quit();
     },

@@ -10,6 +10,10 @@ export interface GatewayConfig {
   /** The `<marker>` of `sk-<marker>-<random>`. */
   keyMarker: string;
   redisUrl: string | undefined;
+  /** PostgreSQL of record (DATABASE_URL); without it the local run keeps its record in PGlite under dataDir. */
+  databaseUrl: string | undefined;
+  /** Where the embedded PostgreSQL (PGlite) of the local run keeps its files. */
+  dataDir: string;
   catalogFile: string;
   /** Largest request body accepted, in bytes (413 above it). */
   maxBodyBytes: number;
@@ -27,6 +31,10 @@ export interface GatewayConfig {
    * connection until it ends, so a cap here is a cap on concurrent streams to that provider.
    */
   upstreamMaxConnections: number;
+  /** Oldest settlement PostgreSQL may lack before new requests are refused with 503 (fail closed). */
+  journalMaxLagMs: number;
+  /** Pause between reconciliations of PostgreSQL and the hot path; 0 turns the periodic job off. */
+  reconcileIntervalMs: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -52,12 +60,16 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     adminToken: env.TOLLGATE_ADMIN_TOKEN ?? '',
     keyMarker,
     redisUrl: env.REDIS_URL || undefined,
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir: env.TOLLGATE_DATA_DIR || '.tollgate-data',
     catalogFile: env.TOLLGATE_CATALOG_FILE ?? new URL('../examples/catalog.yaml', import.meta.url).pathname,
     maxBodyBytes: int(env, 'TOLLGATE_MAX_BODY_BYTES', 32 * 1024 * 1024),
     bodyReadTimeoutMs: int(env, 'TOLLGATE_BODY_READ_TIMEOUT_MS', 60 * 1000),
     requestTimeoutMs: int(env, 'TOLLGATE_REQUEST_TIMEOUT_MS', 10 * 60 * 1000),
     holdMarginMs: int(env, 'TOLLGATE_HOLD_MARGIN_MS', 60 * 1000),
     reaperIntervalMs: int(env, 'TOLLGATE_REAPER_INTERVAL_MS', 5 * 1000),
+    journalMaxLagMs: int(env, 'TOLLGATE_JOURNAL_MAX_LAG_MS', 120 * 1000),
+    reconcileIntervalMs: int(env, 'TOLLGATE_RECONCILE_INTERVAL_MS', 15 * 60 * 1000),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
     upstreamMaxConnections: int(env, 'TOLLGATE_UPSTREAM_MAX_CONNECTIONS', 0),

@@ -11,6 +11,7 @@ import { createKubeSecretResolver } from './catalog/kube-secrets.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
+import { journalWriter, openRecord } from './record/open-record.js';
 import { createLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
 
@@ -34,7 +35,10 @@ async function main(): Promise<void> {
     secrets = createEnvSecretResolver();
   }
   const owned = backendFromConfig(config);
-  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets, tracing, logger });
+  // With DATABASE_URL every settlement is journaled to PostgreSQL, the system of record.
+  const record = config.databaseUrl === undefined ? undefined : await openRecord(config);
+  const journal = record === undefined ? undefined : journalWriter(record, config, owned.journalStream);
+  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets, tracing, logger, ...(journal === undefined ? {} : { journal }) });
   const admin = config.adminToken === '' ? undefined : await startAdminServer({ backend: owned.backend, token: config.adminToken, onRevoke: () => gateway.authenticator.forget() }, config.adminPort, config.host);
   logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined }, 'tollgate gateway started');
   const stop = async (): Promise<void> => {
@@ -42,6 +46,7 @@ async function main(): Promise<void> {
     await admin?.close();
     await catalog.close();
     await owned.close();
+    await record?.close();
     await tracing.shutdown();
     process.exit(0);
   };

@@ -15,6 +15,8 @@ import { createLogger, type TollgateLogger } from './telemetry/logger.js';
 import { DISABLED_TRACING, type Tracing } from './telemetry/tracing.js';
 import { UpstreamDispatchers } from './upstream/dispatchers.js';
 import { UpstreamRouter } from './upstream/router.js';
+import type { JournalWriter } from './record/journal-writer.js';
+import { JournaledLedger } from './record/journaled-ledger.js';
 import { loadEncoder } from './wire/token-count.js';
 
 /** Status recorded for a request whose client disconnected before the response was complete. */
@@ -34,6 +36,11 @@ export interface GatewayParts {
   logger?: TollgateLogger;
   /** Start the /metrics server on config.metricsPort (default true). */
   serveMetrics?: boolean;
+  /**
+   * The journal to PostgreSQL: every settlement is handed to it, requests are refused while it is past
+   * its lag bound, and close() flushes it. Without one the hot path is the only record (tests, bench).
+   */
+  journal?: JournalWriter;
 }
 
 export interface RunningGateway {
@@ -48,7 +55,9 @@ export interface RunningGateway {
 }
 
 export async function startGateway(parts: GatewayParts): Promise<RunningGateway> {
-  const { config, catalog, backend } = parts;
+  const { config, catalog } = parts;
+  const journal = parts.journal;
+  const backend = journal === undefined ? parts.backend : { ...parts.backend, ledger: new JournaledLedger(parts.backend.ledger, journal) };
   const metrics = parts.metrics ?? new GatewayMetrics();
   const tracing = parts.tracing ?? DISABLED_TRACING;
   const logger = parts.logger ?? createLogger();
@@ -69,7 +78,23 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     requestTimeoutMs: config.requestTimeoutMs,
     holdMarginMs: config.holdMarginMs,
     log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
+    ...(journal === undefined ? {} : { journal }),
   };
+  journal?.report({
+    onCommitted: (records) => metrics.journalCommittedRecords(records),
+    onError: (err, stage) => {
+      metrics.journalFailed(stage);
+      logger.log.warn({ event: 'journal_failed', stage, error: errorText(err) }, 'journal step failed; the entries are kept and retried');
+    },
+  });
+  const journalSampler =
+    journal === undefined
+      ? undefined
+      : setInterval(() => {
+          const lag = journal.lag();
+          metrics.setJournalLag(lag.count, lag.oldestMs);
+        }, 1_000);
+  journalSampler?.unref();
   const app = createGatewayApp({
     catalog,
     authenticator,
@@ -139,9 +164,13 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     logger,
     async close() {
       reaper.stop();
+      if (journalSampler !== undefined) clearInterval(journalSampler);
       unsubscribe();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Every settlement of the requests just finished goes to PostgreSQL before the process ends (what
+      // cannot be committed in time stays in the Redis streams for another gateway's sweeper).
+      await journal?.close();
       await metricsServer?.close();
       await dispatchers.close();
       await logger.flush();

@@ -10,6 +10,7 @@ import type { CatalogSnapshot } from './catalog/snapshot.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
+import { journalWriter, openRecord } from './record/open-record.js';
 import { startSimulator } from './simulator/server.js';
 
 async function main(): Promise<void> {
@@ -32,6 +33,9 @@ async function main(): Promise<void> {
   catalog.onSwap(trackReasoning);
   const owned = backendFromConfig(config);
   const { accounts, ledger } = owned.backend;
+  // The record: PostgreSQL with DATABASE_URL, else the embedded one under TOLLGATE_DATA_DIR.
+  const record = await openRecord(config);
+  const journal = journalWriter(record, config, owned.journalStream);
 
   const existing = (await accounts.listAccounts()).find((a) => a.name === 'demo');
   const account = existing ?? (await accounts.createAccount('demo'));
@@ -46,7 +50,7 @@ async function main(): Promise<void> {
     secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
   }
 
-  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver() });
+  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver(), journal });
   const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
   const admin = await startAdminServer({ backend: owned.backend, token: adminToken, onRevoke: () => gateway.authenticator.forget() }, config.adminPort, config.host);
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
@@ -71,6 +75,7 @@ async function main(): Promise<void> {
     await admin.close();
     await catalog.close();
     await owned.close();
+    await record.close();
     await simulator.close();
     process.exit(0);
   };

@@ -75,6 +75,20 @@ export interface SettlementOutcome {
   duplicate: boolean;
   /** The hold had expired and was reaped before this settlement arrived. */
   late: boolean;
+  /** Set when this call applied the settlement (not on a duplicate): what the journal records. */
+  journal?: JournalMark;
+}
+
+/** What a settlement adds to the usage record beyond its request: for the journal to PostgreSQL. */
+export interface JournalMark {
+  /** The entry's id in the account's Redis journal stream; absent for the memory ledger. */
+  entryId?: string;
+  /** The billing month (UTC, YYYY-MM) of the hold: the month whose cap the charge counts against. */
+  month: string;
+  /** What the hold had reserved (for a late settlement, what the reaped hold had). */
+  reserved: Micros;
+  /** Unix ms of the settlement. */
+  time: number;
 }
 
 export interface UsageRecord {

@@ -83,11 +83,13 @@ export class MemoryLedger implements Ledger {
     let released = 0;
     let late = false;
     let month: string;
+    let reserved: number;
     let key: MemoryKey | undefined;
     if (hold) {
       if (hold.keyId !== req.keyId) throw new Error('hold belongs to another key');
       key = acct.keys.get(hold.keyId);
       month = hold.month;
+      reserved = hold.amount;
       charge = Math.min(req.cost, hold.amount);
       released = hold.amount - charge;
       acct.held -= hold.amount;
@@ -103,6 +105,7 @@ export class MemoryLedger implements Ledger {
       if (reaped.keyId !== req.keyId) throw new Error('reaped hold belongs to another key');
       key = acct.keys.get(reaped.keyId);
       month = reaped.month;
+      reserved = reaped.amount;
       late = true;
       // The hold is gone, so other requests may have used its room: take only what is still free.
       charge = Math.min(req.cost, reaped.amount, acct.balance - acct.held);
@@ -121,6 +124,7 @@ export class MemoryLedger implements Ledger {
       add(key.monthSpent, month, charge);
     }
     acct.settled.set(req.requestId, { charged: charge, keyId: req.keyId, refunded: false });
+    const time = req.now ?? this.opts.now();
     acct.usage.push({
       kind: 'usage',
       record: {
@@ -132,11 +136,11 @@ export class MemoryLedger implements Ledger {
         cost: charge,
         status: req.status,
         latencyMs: Math.max(0, Math.round(req.latencyMs)),
-        time: req.now ?? this.opts.now(),
+        time,
       },
     });
     this.trim(acct);
-    return { charged: charge, released, duplicate: false, late };
+    return { charged: charge, released, duplicate: false, late, journal: { month, reserved, time } };
   }
 
   private trim(acct: MemoryAccount): void {

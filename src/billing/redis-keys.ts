@@ -10,6 +10,8 @@ export interface RedisKeys {
   settled(accountId: string, requestId: string): string;
   reaped(accountId: string, requestId: string): string;
   usage(accountId: string): string;
+  /** Stream of settlements PostgreSQL has yet to commit (the journal). */
+  journal(accountId: string): string;
   credit(accountId: string, idempotencyKey: string): string;
   /** SHA-256 of a secret -> "<accountId> <keyId>". */
   keyHash(secretHash: string): string;
@@ -30,6 +32,7 @@ export function redisKeys(namespace: string): RedisKeys {
     settled: (a, r) => `${tag(a)}settled:${r}`,
     reaped: (a, r) => `${tag(a)}reaped:${r}`,
     usage: (a) => `${tag(a)}usage`,
+    journal: (a) => `${tag(a)}journal`,
     credit: (a, i) => `${tag(a)}credit:${i}`,
     keyHash: (h) => `${namespace}:keyhash:${h}`,
     accountList: () => `${namespace}:accounts`,

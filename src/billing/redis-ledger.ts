@@ -85,7 +85,8 @@ export class RedisLedger implements Ledger {
   async settle(req: SettlementRequest): Promise<SettlementOutcome> {
     checkSettlement(req);
     const a = req.accountId;
-    const r = await this.scripts.run<[number, number, number, number]>(
+    const now = req.now ?? this.opts.now();
+    const r = await this.scripts.run<[number, number, number, number, string?, string?, number?]>(
       'settle',
       [
         this.k.account(a),
@@ -95,6 +96,7 @@ export class RedisLedger implements Ledger {
         this.k.settled(a, req.requestId),
         this.k.reaped(a, req.requestId),
         this.k.usage(a),
+        this.k.journal(a),
       ],
       [
         String(req.cost),
@@ -107,13 +109,15 @@ export class RedisLedger implements Ledger {
         String(req.usage.reasoning),
         req.status,
         String(Math.max(0, Math.round(req.latencyMs))),
-        String(req.now ?? this.opts.now()),
+        String(now),
         String(this.opts.markerTtlSeconds),
         String(this.opts.usageMaxRecords),
         String(trimThreshold(this.opts.usageMaxRecords)),
       ],
     );
-    return { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
+    const out: SettlementOutcome = { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
+    if (r[4] !== undefined) out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
+    return out;
   }
 
   async reapExpired(nowArg?: number): Promise<number> {

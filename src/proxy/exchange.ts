@@ -26,6 +26,8 @@ export interface ExchangeDeps {
   requestTimeoutMs: number;
   holdMarginMs: number;
   log: (event: string, fields: Record<string, unknown>) => void;
+  /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
+  journal?: { behind(): boolean };
 }
 
 export interface ExchangePlan {
@@ -131,6 +133,10 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const { requestId } = ctx.state;
   const { model } = plan;
   const bound = worstCase(plan.footprint, model);
+  // Fail closed: money the gateway could not record is money it must not serve.
+  if (deps.journal?.behind() === true) {
+    throw new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
+  }
   const reservation = await deps.observer.timeLedger('reserve', () =>
     deps.ledger.reserve({
       requestId,

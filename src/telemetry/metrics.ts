@@ -142,6 +142,12 @@ export class GatewayMetrics {
   private readonly reaperMicros: Counter;
   private readonly reaperErrors: Counter;
   private readonly activeStreams: Gauge;
+  private readonly journalPending: Gauge;
+  private readonly journalLag: Gauge;
+  private readonly journalCommitted: Counter;
+  private readonly journalErrors: Counter<'stage'>;
+  private readonly reconcileDifference: Gauge;
+  private readonly reconcileAccounts: Gauge;
   private readonly ledgerDuration: BoundHistogram;
   private readonly ledgerErrors: BoundCounter;
   private readonly catalogGeneration: Gauge;
@@ -241,6 +247,37 @@ export class GatewayMetrics {
     this.reaperErrors = new Counter({
       name: `${p}reaper_errors_total`,
       help: 'Reaper passes that failed (the ledger unreachable or erroring); expired holds wait for the next pass.',
+      registers,
+    });
+    this.journalPending = new Gauge({
+      name: `${p}journal_pending_entries`,
+      help: 'Settlements this gateway applied (or swept from a dead one) that PostgreSQL has not committed yet.',
+      registers,
+    });
+    this.journalLag = new Gauge({
+      name: `${p}journal_lag_seconds`,
+      help: 'Age of the oldest settlement PostgreSQL has not committed yet (0 when none); past the bound, requests get 503.',
+      registers,
+    });
+    this.journalCommitted = new Counter({
+      name: `${p}journal_committed_records_total`,
+      help: 'Usage records the journal committed to PostgreSQL (repeats of committed ones not counted).',
+      registers,
+    });
+    this.journalErrors = new Counter({
+      name: `${p}journal_errors_total`,
+      help: 'Journal steps that failed, by stage (commit, sweep, trim); the entries are kept and retried.',
+      labelNames: ['stage'],
+      registers,
+    });
+    this.reconcileDifference = new Gauge({
+      name: `${p}reconcile_difference_micro_usd`,
+      help: 'Sum of the absolute differences the last reconciliation found between PostgreSQL, Redis and the usage records.',
+      registers,
+    });
+    this.reconcileAccounts = new Gauge({
+      name: `${p}reconcile_accounts_differing`,
+      help: 'Accounts whose books disagreed in the last reconciliation.',
       registers,
     });
     this.activeStreams = new Gauge({
@@ -411,6 +448,26 @@ export class GatewayMetrics {
   /** A reaper pass failed. */
   reaperFailed(): void {
     this.reaperErrors.inc();
+  }
+
+  /** The journal's backlog as last sampled. */
+  setJournalLag(pending: number, oldestMs: number): void {
+    this.journalPending.set(pending);
+    this.journalLag.set(oldestMs / 1000);
+  }
+
+  journalCommittedRecords(records: number): void {
+    if (records > 0) this.journalCommitted.inc(records);
+  }
+
+  journalFailed(stage: 'commit' | 'sweep' | 'trim'): void {
+    this.journalErrors.inc({ stage });
+  }
+
+  /** The last reconciliation's result. */
+  setReconciliation(differenceMicros: Micros, accountsDiffering: number): void {
+    this.reconcileDifference.set(differenceMicros);
+    this.reconcileAccounts.set(accountsDiffering);
   }
 
   streamOpened(): void {

@@ -1,17 +1,19 @@
 -- Settle one request exactly once: charge min(cost, held), release the rest, append the usage record.
--- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream
+-- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream,
+--       8 journal stream (what PostgreSQL has yet to commit; the writer deletes an entry after COMMIT)
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold
--- Returns {charged, released, duplicate (0/1), late (0/1)}.
+-- Returns {charged, released, duplicate (0/1), late (0/1), journal entry id, month, reserved}.
 
 local cost = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 1, 0} end
 
-local charge, released, late, month
+local charge, released, late, month, reserved
 local h = redis.call('HMGET', KEYS[3], 'amount', 'keyId', 'month')
 if h[1] then
   if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
   local held = num(h[1])
+  reserved = held
   month = h[3]
   charge = cost
   if charge > held then charge = held end
@@ -29,6 +31,7 @@ else
   if not r[1] then return {0, 0, 1, 0} end
   if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
   month = r[3]
+  reserved = num(r[1])
   late = 1
   released = 0
   -- The hold is gone, so other requests may have used its room: take only what is still free.
@@ -59,6 +62,10 @@ redis.call('EXPIRE', KEYS[5], ARGV[12])
 redis.call('XADD', KEYS[7], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
   'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge),
   'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11])
+-- The journal: appended in this same script, so a settlement Redis applied is never without its entry.
+local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
+  'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
+  'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month)
 
 -- Keep the stream bounded without losing the books: the cost of what is trimmed moves to a counter.
 local len = redis.call('XLEN', KEYS[7])
@@ -69,4 +76,4 @@ if len > tonumber(ARGV[14]) then
   redis.call('XTRIM', KEYS[7], 'MAXLEN', ARGV[13])
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
 end
-return {charge, released, 0, late}
+return {charge, released, 0, late, jid, month, reserved}

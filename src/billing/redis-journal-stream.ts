@@ -1,0 +1,63 @@
+// The Redis half of the journal: each account's stream (appended by the settle script under the
+// account's hash tag, so it works on a Redis Cluster) is read by sweeps and trimmed only of entries
+// PostgreSQL has committed.
+import type { Redis } from 'ioredis';
+import type { JournalEntry } from '../record/journal.js';
+import type { JournalStream } from '../record/journal-writer.js';
+import type { RequestStatus } from './ledger.js';
+import type { RedisKeys } from './redis-keys.js';
+
+function entryOf(accountId: string, id: string, fields: readonly string[]): JournalEntry {
+  const f: Record<string, string> = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string;
+  const n = (v: string | undefined): number => Number(v ?? 0);
+  return {
+    requestId: f.rid ?? '',
+    accountId,
+    keyId: f.key ?? '',
+    model: f.model ?? '',
+    usage: { input: n(f.in), output: n(f.out), cachedInput: n(f.cin), reasoning: n(f.rsn) },
+    cost: n(f.cost),
+    reserved: n(f.res),
+    status: (f.st ?? 'completed') as RequestStatus,
+    latencyMs: n(f.lat),
+    month: f.month ?? '',
+    time: n(f.time),
+    streamId: id,
+  };
+}
+
+export class RedisJournalStream implements JournalStream {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+  ) {}
+
+  async remove(entries: readonly JournalEntry[]): Promise<void> {
+    const byAccount = new Map<string, string[]>();
+    for (const e of entries) {
+      if (e.streamId === undefined) continue;
+      const ids = byAccount.get(e.accountId) ?? [];
+      ids.push(e.streamId);
+      byAccount.set(e.accountId, ids);
+    }
+    // One XDEL per account, issued in one tick so auto-pipelining sends them together.
+    await Promise.all([...byAccount].map(([a, ids]) => this.redis.xdel(this.keys.journal(a), ...ids)));
+  }
+
+  async sweep(accountIds: readonly string[], before: number, limit: number): Promise<JournalEntry[]> {
+    const found: JournalEntry[] = [];
+    const end = String(Math.max(0, Math.floor(before)));
+    const pages = await Promise.all(accountIds.map((a) => this.redis.xrange(this.keys.journal(a), '-', end, 'COUNT', limit)));
+    accountIds.forEach((a, i) => {
+      for (const [id, fields] of pages[i] ?? []) if (found.length < limit) found.push(entryOf(a, id, fields));
+    });
+    return found;
+  }
+
+  /** Every entry still in these accounts' streams (reconciliation: settled, not yet committed). */
+  async pending(accountId: string): Promise<JournalEntry[]> {
+    const rows = await this.redis.xrange(this.keys.journal(accountId), '-', '+');
+    return rows.map(([id, fields]) => entryOf(accountId, id, fields));
+  }
+}

@@ -1,0 +1,184 @@
+// The journal writer: one per gateway. It holds the settlements this process applied until PostgreSQL
+// has committed them, commits them in batches, and only then lets the hot path forget them (deletes the
+// Redis stream copy). Two copies exist until COMMIT — the process's memory and the account's Redis
+// stream (written by the settle script itself) — so a Redis wipe loses nothing a live gateway settled,
+// and a dead gateway loses nothing Redis kept: the sweeper of any gateway commits a stream entry that
+// outlived its owner. Every commit is idempotent, so overlapping writers only repeat work.
+import { commitJournal, type JournalEntry } from './journal.js';
+import type { Database } from './database.js';
+
+/** The Redis side of the journal; the memory hot path has none. */
+export interface JournalStream {
+  /** Deletes entries PostgreSQL has committed. */
+  remove(entries: readonly JournalEntry[]): Promise<void>;
+  /** Entries of these accounts appended before `before` (unix ms) still in their streams, at most `limit`. */
+  sweep(accountIds: readonly string[], before: number, limit: number): Promise<JournalEntry[]>;
+}
+
+export interface JournalLag {
+  /** Entries not yet committed to PostgreSQL. */
+  count: number;
+  /** Age in ms of the oldest of them (0 when there are none). */
+  oldestMs: number;
+}
+
+export interface JournalWriterOptions {
+  db: Database;
+  stream?: JournalStream;
+  /** Past this lag the gateway refuses new requests (fails closed) until the writer catches up. */
+  maxLagMs: number;
+  /** Entries per transaction. */
+  batchSize?: number;
+  /** Pause between commits while entries wait; the first entry after a quiet spell waits at most this. */
+  intervalMs?: number;
+  /** How often the streams are swept for entries a dead gateway left; 0 turns the sweeper off. */
+  sweepIntervalMs?: number;
+  /** A stream entry younger than this is left to the gateway that wrote it. */
+  sweepGraceMs?: number;
+  now?: () => number;
+  onCommitted?: (records: number, charged: number) => void;
+  onError?: (err: unknown, stage: 'commit' | 'sweep' | 'trim') => void;
+}
+
+const MAX_BACKOFF_MS = 1_000;
+/** Accounts whose streams one sweep reads. */
+const SWEEP_ACCOUNTS_PAGE = 1_000;
+
+export class JournalWriter {
+  /** By request id: a settlement seen twice (own copy and swept copy) is committed once. */
+  private readonly pending = new Map<string, JournalEntry>();
+  private oldest = Infinity;
+  private timer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private failures = 0;
+  private stopped = false;
+  /** The sweeper walks the accounts of record a page at a time, from after this id. */
+  private sweepCursor = '';
+  private readonly opts: Required<Omit<JournalWriterOptions, 'stream' | 'onCommitted' | 'onError'>> & JournalWriterOptions;
+
+  constructor(opts: JournalWriterOptions) {
+    this.opts = { batchSize: 500, intervalMs: 20, sweepIntervalMs: 5_000, sweepGraceMs: 5_000, now: Date.now, ...opts };
+    if (this.opts.stream !== undefined && this.opts.sweepIntervalMs > 0) {
+      this.sweepTimer = setInterval(() => void this.sweep(), this.opts.sweepIntervalMs);
+      this.sweepTimer.unref();
+    }
+  }
+
+  /** Where commits and failures are reported (metrics); replaces the constructor's hooks. */
+  report(hooks: Pick<JournalWriterOptions, 'onCommitted' | 'onError'>): void {
+    if (hooks.onCommitted !== undefined) this.opts.onCommitted = hooks.onCommitted;
+    if (hooks.onError !== undefined) this.opts.onError = hooks.onError;
+  }
+
+  /** Takes a settlement the hot path applied; it is committed at the next flush. */
+  add(entry: JournalEntry): void {
+    if (this.pending.has(entry.requestId)) return;
+    this.pending.set(entry.requestId, entry);
+    if (entry.time < this.oldest) this.oldest = entry.time;
+    this.schedule();
+  }
+
+  lag(): JournalLag {
+    if (this.pending.size === 0) return { count: 0, oldestMs: 0 };
+    return { count: this.pending.size, oldestMs: Math.max(0, this.opts.now() - this.oldest) };
+  }
+
+  /** True while the oldest uncommitted settlement is older than the bound: new requests are refused. */
+  behind(): boolean {
+    return this.pending.size > 0 && this.opts.now() - this.oldest > this.opts.maxLagMs;
+  }
+
+  get maxLagMs(): number {
+    return this.opts.maxLagMs;
+  }
+
+  private schedule(): void {
+    if (this.timer !== undefined || this.stopped) return;
+    const delay = this.failures === 0 ? this.opts.intervalMs : Math.min(MAX_BACKOFF_MS, this.opts.intervalMs * 2 ** this.failures);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delay);
+    this.timer.unref();
+  }
+
+  /** Commits what is pending, a batch at a time; resolves when this pass is done (it never throws). */
+  flush(): Promise<void> {
+    this.flushing ??= this.drain().finally(() => {
+      this.flushing = undefined;
+      if (this.pending.size > 0) this.schedule();
+    });
+    return this.flushing;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.pending.size > 0) {
+      const batch = [...this.take(this.opts.batchSize)];
+      try {
+        const r = await commitJournal(this.opts.db, batch);
+        this.failures = 0;
+        this.opts.onCommitted?.(r.records, r.charged);
+      } catch (err) {
+        this.failures++;
+        this.opts.onError?.(err, 'commit');
+        return;
+      }
+      for (const e of batch) this.pending.delete(e.requestId);
+      this.oldest = Infinity;
+      for (const e of this.pending.values()) if (e.time < this.oldest) this.oldest = e.time;
+      // Only now, after COMMIT, may the hot path forget them. A failed delete leaves a copy the sweeper
+      // commits again as a no-op and deletes then.
+      const stream = this.opts.stream;
+      if (stream !== undefined) {
+        const inStream = batch.filter((e) => e.streamId !== undefined);
+        // Not awaited: a Redis that hangs must not hold up the next commit.
+        if (inStream.length > 0) stream.remove(inStream).catch((err: unknown) => this.opts.onError?.(err, 'trim'));
+      }
+    }
+  }
+
+  private *take(n: number): Generator<JournalEntry> {
+    let i = 0;
+    for (const e of this.pending.values()) {
+      if (i++ >= n) return;
+      yield e;
+    }
+  }
+
+  /** Adopts stream entries past the grace period (a dead or stalled gateway's); they are committed next. */
+  async sweep(): Promise<number> {
+    const stream = this.opts.stream;
+    if (stream === undefined || this.stopped) return 0;
+    try {
+      // PostgreSQL lists every account (money in commits there first), so a Redis that lost its own
+      // account list still has every stream found.
+      const page = await this.opts.db.query<{ id: string }>('SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2', [this.sweepCursor, SWEEP_ACCOUNTS_PAGE]);
+      const ids = page.rows.map((r) => r.id);
+      this.sweepCursor = ids.length < SWEEP_ACCOUNTS_PAGE ? '' : (ids[ids.length - 1] ?? '');
+      if (ids.length === 0) return 0;
+      const found = await stream.sweep(ids, this.opts.now() - this.opts.sweepGraceMs, this.opts.batchSize * 4);
+      for (const e of found) this.add(e);
+      return found.length;
+    } catch (err) {
+      this.opts.onError?.(err, 'sweep');
+      return 0;
+    }
+  }
+
+  /**
+   * Stops the timers and tries to commit what is left within `timeoutMs`. What is still pending stays
+   * in the Redis streams for another gateway's sweeper (the memory hot path has no second copy).
+   */
+  async close(timeoutMs = 5_000): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    const deadline = Date.now() + timeoutMs;
+    while (this.pending.size > 0 && Date.now() < deadline) {
+      await this.flush();
+      if (this.pending.size > 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    if (this.flushing !== undefined) await this.flushing;
+  }
+}
