@@ -4,13 +4,12 @@ import { createMemoryBackend, createRedisBackend, DEFAULT_REDIS_NAMESPACE, type 
 import { redisKeys } from './billing/redis-keys.js';
 import { RedisJournalStream } from './billing/redis-journal-stream.js';
 import type { GatewayConfig } from './config.js';
-import type { JournalStream } from './record/journal-writer.js';
 
 export interface OwnedBackend {
   backend: Backend;
   kind: 'memory' | 'redis';
   /** The Redis copy of the journal (settlements PostgreSQL has yet to commit); none in memory. */
-  journalStream?: JournalStream;
+  journalStream?: RedisJournalStream;
   close(): Promise<void>;
 }
 

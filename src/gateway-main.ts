@@ -12,6 +12,8 @@ import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
+import { reconcile } from './record/reconcile.js';
+import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { createLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
 
@@ -39,9 +41,26 @@ async function main(): Promise<void> {
   const record = config.databaseUrl === undefined ? undefined : await openRecord(config);
   const journal = record === undefined ? undefined : journalWriter(record, config, owned.journalStream);
   const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets, tracing, logger, ...(journal === undefined ? {} : { journal }) });
-  const admin = config.adminToken === '' ? undefined : await startAdminServer({ backend: owned.backend, token: config.adminToken, onRevoke: () => gateway.authenticator.forget() }, config.adminPort, config.host);
+  const books = record === undefined ? undefined : reconcileSources(record, owned.backend, owned.journalStream, journal);
+  const reconciler =
+    books === undefined
+      ? undefined
+      : startReconciler(books, {
+          intervalMs: config.reconcileIntervalMs,
+          onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
+          onError: (err) => logger.log.warn({ event: 'reconciliation_failed', error: String(err) }, 'reconciliation pass failed'),
+        });
+  const admin =
+    config.adminToken === ''
+      ? undefined
+      : await startAdminServer(
+          { backend: owned.backend, token: config.adminToken, onRevoke: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }) },
+          config.adminPort,
+          config.host,
+        );
   logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined }, 'tollgate gateway started');
   const stop = async (): Promise<void> => {
+    reconciler?.stop();
     await gateway.close();
     await admin?.close();
     await catalog.close();

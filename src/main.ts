@@ -11,6 +11,8 @@ import { createFileCatalogSource } from './catalog/file-source.js';
 import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
+import { reconcile } from './record/reconcile.js';
+import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { startSimulator } from './simulator/server.js';
 
 async function main(): Promise<void> {
@@ -51,8 +53,14 @@ async function main(): Promise<void> {
   }
 
   const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver(), journal });
+  const books = reconcileSources(record, owned.backend, owned.journalStream, journal);
+  const reconciler = startReconciler(books, {
+    intervalMs: config.reconcileIntervalMs,
+    onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
+    onError: (err) => process.stderr.write(`reconciliation failed: ${String(err)}\n`),
+  });
   const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
-  const admin = await startAdminServer({ backend: owned.backend, token: adminToken, onRevoke: () => gateway.authenticator.forget() }, config.adminPort, config.host);
+  const admin = await startAdminServer({ backend: owned.backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books) }, config.adminPort, config.host);
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
   const balance = await ledger.balance(account.id);
   process.stdout.write(
@@ -71,6 +79,7 @@ async function main(): Promise<void> {
     ].join('\n'),
   );
   const stop = async (): Promise<void> => {
+    reconciler.stop();
     await gateway.close();
     await admin.close();
     await catalog.close();

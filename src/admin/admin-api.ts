@@ -9,6 +9,7 @@ import type { Backend } from '../billing/backends.js';
 import { CreditConflictError } from '../billing/ledger-common.js';
 import { formatUsd } from '../billing/money.js';
 import type { Micros } from '../catalog/snapshot.js';
+import type { ReconciliationReport } from '../record/reconcile.js';
 
 interface AdminState {
   body: Record<string, unknown>;
@@ -104,6 +105,8 @@ export interface AdminApiOptions {
   token: string;
   /** Called after a key is revoked, so this process forgets cached lookups at once. */
   onRevoke?: () => void;
+  /** Compares PostgreSQL, the hot path and the usage records now (GET /admin/reconciliation). */
+  reconcile?: () => Promise<ReconciliationReport>;
 }
 
 export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
@@ -223,6 +226,10 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   });
   r.get('/accounts/:accountId/audit', async (ctx) => {
     ctx.body = await ledger.audit((await account(ctx)).id);
+  });
+  r.get('/reconciliation', async (ctx) => {
+    if (opts.reconcile === undefined) throw new AdminError(404, 'reconciliation needs the record (PostgreSQL): this gateway runs without one');
+    ctx.body = await opts.reconcile();
   });
   app.use(r.routes());
   return app;

@@ -79,6 +79,11 @@ export class JournalWriter {
     this.schedule();
   }
 
+  /** This writer's uncommitted entries of one account (reconciliation). */
+  pendingFor(accountId: string): JournalEntry[] {
+    return [...this.pending.values()].filter((e) => e.accountId === accountId);
+  }
+
   lag(): JournalLag {
     if (this.pending.size === 0) return { count: 0, oldestMs: 0 };
     return { count: this.pending.size, oldestMs: Math.max(0, this.opts.now() - this.oldest) };

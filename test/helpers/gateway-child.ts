@@ -1,17 +1,25 @@
 // A gateway in its own process, for tests that must kill it (SIGKILL mid-stream) and show what the
 // ledger does without it. Reads REDIS_URL, TOLLGATE_TEST_NAMESPACE (the Redis key prefix the test's
 // own backend uses), TOLLGATE_SIMULATOR_URL and the usual TOLLGATE_* settings (request timeout, hold
-// margin) through readConfig; prints one JSON line {"url": ...} once it listens.
+// margin) through readConfig; prints one JSON line {"url": ...} once it listens. With
+// TOLLGATE_TEST_DATABASE_URL (not DATABASE_URL, which a test run may carry for itself) it journals to
+// that PostgreSQL; TOLLGATE_TEST_JOURNAL_INTERVAL_MS, _SWEEP_MS and _GRACE_MS set the
+// writer's commit pause, sweep period and sweep grace (a long commit pause leaves a settlement only in
+// Redis, for a kill right after settling).
 // Run with: node --import tsx test/helpers/gateway-child.ts
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { parse } from 'yaml';
 import { createRedisBackend } from '../../src/billing/backends.js';
+import { redisKeys } from '../../src/billing/redis-keys.js';
+import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
 import { buildSnapshot } from '../../src/catalog/build-snapshot.js';
 import type { CatalogSource } from '../../src/catalog/snapshot.js';
 import type { ModelCatalogSpec } from '../../src/catalog/types.js';
 import { readConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
+import { openPostgres } from '../../src/record/database.js';
+import { JournalWriter } from '../../src/record/journal-writer.js';
 
 const redisUrl = process.env.REDIS_URL;
 const namespace = process.env.TOLLGATE_TEST_NAMESPACE;
@@ -35,11 +43,26 @@ const catalog: CatalogSource = {
 
 const redis = new Redis(redisUrl);
 const backend = createRedisBackend({ redis, namespace });
+const config = { ...readConfig(process.env), port: 0, metricsPort: 0 };
+const env = (name: string): number | undefined => (process.env[name] ? Number(process.env[name]) : undefined);
+const databaseUrl = process.env.TOLLGATE_TEST_DATABASE_URL;
+const journal =
+  databaseUrl === undefined || databaseUrl === ''
+    ? undefined
+    : new JournalWriter({
+        db: await openPostgres(databaseUrl, { max: 2 }),
+        stream: new RedisJournalStream(redis, redisKeys(namespace)),
+        maxLagMs: config.journalMaxLagMs,
+        ...(env('TOLLGATE_TEST_JOURNAL_INTERVAL_MS') === undefined ? {} : { intervalMs: env('TOLLGATE_TEST_JOURNAL_INTERVAL_MS') }),
+        ...(env('TOLLGATE_TEST_JOURNAL_SWEEP_MS') === undefined ? {} : { sweepIntervalMs: env('TOLLGATE_TEST_JOURNAL_SWEEP_MS') }),
+        ...(env('TOLLGATE_TEST_JOURNAL_GRACE_MS') === undefined ? {} : { sweepGraceMs: env('TOLLGATE_TEST_JOURNAL_GRACE_MS') }),
+      });
 const gateway = await startGateway({
-  config: { ...readConfig(process.env), port: 0, metricsPort: 0 },
+  config,
   catalog,
   backend,
   secrets: { resolve: () => undefined },
   serveMetrics: false,
+  ...(journal === undefined ? {} : { journal }),
 });
 process.stdout.write(`${JSON.stringify({ url: gateway.url })}\n`);

@@ -1,7 +1,7 @@
 // The PostgreSQL the tests use: DATABASE_URL when set, else the machine's server on 127.0.0.1:5432,
 // else a throwaway server started from Debian's postgresql binaries on a free loopback port, so a fresh
 // machine with only the package installed behaves like this one.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +12,14 @@ export interface PostgresServer {
   /** A connection string to a database on a role that may CREATE DATABASE. */
   adminUrl: string;
   stop(): Promise<void>;
+}
+
+/** A throwaway server the test may take down and bring back (same data, same port). */
+export interface ThrowawayPostgres extends PostgresServer {
+  /** Stops the server (fast shutdown: sessions are cut), keeping its data. */
+  halt(): Promise<void>;
+  /** Starts it again on the same port and waits until it answers. */
+  resume(): Promise<void>;
 }
 
 async function reachable(url: string): Promise<boolean> {
@@ -42,7 +50,7 @@ export function systemId(flag: '-u' | '-g'): number {
   return id;
 }
 
-export async function startThrowaway(): Promise<PostgresServer> {
+export async function startThrowaway(): Promise<ThrowawayPostgres> {
   const bin = binDir();
   if (bin === undefined) throw new Error('no PostgreSQL found: set DATABASE_URL or install postgresql (apt-get install -y postgresql)');
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-pg-'));
@@ -58,25 +66,35 @@ export async function startThrowaway(): Promise<PostgresServer> {
   const init = spawnSync(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'], { encoding: 'utf8', ...ids });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
   const port = await freePort();
-  const child = spawn(
-    join(bin, 'postgres'),
-    ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=300'],
-    { stdio: 'ignore', ...ids },
-  );
   const adminUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + 20_000;
-  while (!(await reachable(adminUrl))) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error('the throwaway PostgreSQL did not start');
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  let child: ChildProcess | undefined;
+  const run = async (): Promise<void> => {
+    const c = spawn(
+      join(bin, 'postgres'),
+      ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=300'],
+      { stdio: 'ignore', ...ids },
+    );
+    child = c;
+    const deadline = Date.now() + 20_000;
+    while (!(await reachable(adminUrl))) {
+      if (c.exitCode !== null || Date.now() > deadline) throw new Error('the throwaway PostgreSQL did not start');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  const halt = async (): Promise<void> => {
+    const c = child;
+    if (c === undefined || c.exitCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGINT');
+    await exited;
+  };
+  await run();
   return {
     adminUrl,
+    halt,
+    resume: run,
     stop: async () => {
-      if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGINT');
-        await exited;
-      }
+      await halt();
       rmSync(dir, { recursive: true, force: true });
     },
   };

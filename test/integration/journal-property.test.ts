@@ -14,6 +14,8 @@ import { openPglite, type Database, type Queryable } from '../../src/record/data
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { JournaledLedger } from '../../src/record/journaled-ledger.js';
 import { migrate } from '../../src/record/migrate.js';
+import { reconcile } from '../../src/record/reconcile.js';
+import { reconcileSources } from '../../src/record/reconcile-job.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTestRedis } from '../helpers/test-redis.js';
 
@@ -201,5 +203,46 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
     } finally {
       await db.close();
     }
+  });
+
+  it('reconciliation agrees with settlements still in the journal, and names each difference to the micro-dollar', async () => {
+    const namespace = `${testRedis.namespace}-rec`;
+    const backend = createRedisBackend({ redis: testRedis.redis, namespace });
+    const keys = redisKeys(namespace);
+    const stream = new RedisJournalStream(testRedis.redis, keys);
+    const writer = new JournalWriter({ db: testDb.db, stream, maxLagMs: 60_000, intervalMs: 1e9, sweepIntervalMs: 0 });
+    const ledger = new JournaledLedger(backend.ledger, writer);
+    const { accountId, keyIds } = await accountOfRecord(testDb.db, backend, 'rec', [{}]);
+    const keyId = keyIds[0] ?? '';
+    const settle = async (rid: string, cost: number): Promise<void> => {
+      await ledger.reserve({ requestId: rid, accountId, keyId, amount: 500, holdTtlMs: 60_000 });
+      await ledger.settle({ requestId: rid, accountId, keyId, model: 'm', usage: { input: 1, output: 1, cachedInput: 0, reasoning: 0 }, cost, status: 'completed', latencyMs: 1 });
+    };
+    await settle('rec_1', 120);
+    await writer.flush();
+    await settle('rec_2', 80);
+    // rec_2 is applied in Redis and only in the journal; a hold is outstanding too.
+    await ledger.reserve({ requestId: 'rec_3', accountId, keyId, amount: 300, holdTtlMs: 60_000 });
+    const books = reconcileSources(testDb.db, backend, stream, writer);
+    expect(await reconcile(books, [accountId])).toMatchObject({ accounts: 1, accountsDiffering: 0, totalDifference: 0, differences: [] });
+
+    // Redis loses 7 micro-USD of balance; PostgreSQL gets a usage record without its ledger entry.
+    await testRedis.redis.hincrby(keys.account(accountId), 'balance', -7);
+    await testDb.db.query(
+      `INSERT INTO usage_records (request_id, account_id, key_id, model, cost, status, billing_month, started_at, finished_at)
+       VALUES ('rec_x', $1, $2, 'm', 5, 'completed', '2026-01', now(), now())`,
+      [accountId, keyId],
+    );
+    const report = await reconcile(books, [accountId]);
+    expect(report.differences).toEqual(
+      expect.arrayContaining([
+        { accountId, field: 'balance', expected: 3000 - 200, actual: 3000 - 207, difference: -7 },
+        { accountId, field: 'usage_ledger', expected: 125, actual: 120, difference: -5 },
+        { accountId, field: 'key_lifetime', keyId, expected: 205, actual: 200, difference: -5 },
+      ]),
+    );
+    expect(report.accountsDiffering).toBe(1);
+    expect(report.totalDifference).toBe(report.differences.reduce((s, d) => s + Math.abs(d.difference), 0));
+    await writer.close(0);
   });
 });

@@ -1,0 +1,169 @@
+// Reconciliation: PostgreSQL (the record), the hot path (Redis or memory) and the per-request usage
+// records must tell the same story to the micro-dollar. For each account it compares
+//   - the record with itself: the balance kept by the trigger against the sum of its ledger entries,
+//     and the usage records' total against the 'usage' ledger entries and the totals row's `charged`;
+//   - the hot path with the record: the hot balance against the record's balance less the charges still
+//     in the journal (applied in Redis, not yet committed), each key's lifetime and this month's spend
+//     against its usage records plus its uncommitted ones, and the held total against its keys' holds.
+// A difference seen once may be a settlement in flight; the periodic job looks again before it reports.
+import type { AccountStore } from '../accounts/account-store.js';
+import type { Ledger, Micros } from '../billing/ledger.js';
+import { utcMonth } from '../billing/month.js';
+import type { Database } from './database.js';
+import type { JournalEntry } from './journal.js';
+
+export type ReconciledField =
+  | 'record_balance'
+  | 'record_charged'
+  | 'usage_ledger'
+  | 'balance'
+  | 'held'
+  | 'key_lifetime'
+  | 'key_lifetime_record'
+  | 'key_month';
+
+export interface Difference {
+  accountId: string;
+  field: ReconciledField;
+  keyId?: string;
+  month?: string;
+  /** What PostgreSQL (or for `held`, the keys' holds) says. */
+  expected: Micros;
+  /** What the hot path (or the compared record figure) says. */
+  actual: Micros;
+  /** actual - expected. */
+  difference: Micros;
+}
+
+export interface ReconciliationReport {
+  /** Unix ms the comparison ran. */
+  at: number;
+  accounts: number;
+  accountsDiffering: number;
+  /** Sum of |difference| over every difference, micro-USD. */
+  totalDifference: Micros;
+  differences: Difference[];
+}
+
+export interface ReconcileSources {
+  db: Database;
+  accounts: AccountStore;
+  ledger: Ledger;
+  /** Settlements the hot path applied that may not be committed yet (journal streams, writer memory). */
+  uncommitted(accountId: string): Promise<JournalEntry[]>;
+  now?: () => number;
+}
+
+interface RecordFigures {
+  balance: number;
+  charged: number;
+  entriesSum: number;
+  usageEntries: number;
+  usageRecords: number;
+  keyLifetime: Map<string, number>;
+  keyLifetimeRow: Map<string, number>;
+  keyMonth: Map<string, number>;
+  committed: Set<string>;
+}
+
+async function recordFigures(db: Database, accountId: string, month: string, pendingIds: readonly string[]): Promise<RecordFigures> {
+  const [totals, entries, usage, keys, months, committed] = await Promise.all([
+    db.query<{ balance: number; charged: number }>('SELECT balance, charged FROM account_totals WHERE account_id = $1', [accountId]),
+    db.query<{ total: number; usage: number }>(
+      `SELECT COALESCE(sum(amount), 0)::bigint AS total, COALESCE(-sum(amount) FILTER (WHERE kind = 'usage'), 0)::bigint AS usage
+         FROM ledger_entries WHERE account_id = $1`,
+      [accountId],
+    ),
+    db.query<{ key_id: string; total: number }>('SELECT key_id, sum(cost)::bigint AS total FROM usage_records WHERE account_id = $1 GROUP BY key_id', [accountId]),
+    db.query<{ id: string; lifetime_spent: number }>('SELECT id, lifetime_spent FROM api_keys WHERE account_id = $1', [accountId]),
+    db.query<{ key_id: string; spent: number }>(
+      'SELECT m.key_id, m.spent FROM key_month_spend m WHERE m.month = $2 AND m.key_id IN (SELECT DISTINCT key_id FROM usage_records WHERE account_id = $1)',
+      [accountId, month],
+    ),
+    pendingIds.length === 0
+      ? Promise.resolve({ rows: [] as { request_id: string }[] })
+      : db.query<{ request_id: string }>('SELECT request_id FROM usage_records WHERE request_id = ANY($1::text[])', [pendingIds]),
+  ]);
+  const keyLifetime = new Map(usage.rows.map((r) => [r.key_id, r.total]));
+  return {
+    balance: totals.rows[0]?.balance ?? 0,
+    charged: totals.rows[0]?.charged ?? 0,
+    entriesSum: entries.rows[0]?.total ?? 0,
+    usageEntries: entries.rows[0]?.usage ?? 0,
+    usageRecords: [...keyLifetime.values()].reduce((a, b) => a + b, 0),
+    keyLifetime,
+    keyLifetimeRow: new Map(keys.rows.map((r) => [r.id, r.lifetime_spent])),
+    keyMonth: new Map(months.rows.map((r) => [r.key_id, r.spent])),
+    committed: new Set(committed.rows.map((r) => r.request_id)),
+  };
+}
+
+/** Every difference in one account's books (empty when they agree). */
+export async function reconcileAccount(src: ReconcileSources, accountId: string): Promise<Difference[]> {
+  const now = (src.now ?? Date.now)();
+  const month = utcMonth(now);
+  const pendingAll = await src.uncommitted(accountId);
+  const rec = await recordFigures(src.db, accountId, month, pendingAll.map((e) => e.requestId));
+  // An entry both in the stream and in PostgreSQL was committed and not yet deleted: counted once.
+  const pending = pendingAll.filter((e) => !rec.committed.has(e.requestId));
+  const out: Difference[] = [];
+  const check = (field: ReconciledField, expected: number, actual: number, extra: { keyId?: string; month?: string } = {}): void => {
+    if (expected !== actual) out.push({ accountId, field, ...extra, expected, actual, difference: actual - expected });
+  };
+  check('record_balance', rec.entriesSum, rec.balance);
+  check('record_charged', rec.usageEntries, rec.charged);
+  check('usage_ledger', rec.usageRecords, rec.usageEntries);
+
+  const pendingCost = pending.reduce((s, e) => s + e.cost, 0);
+  const hot = await src.ledger.balance(accountId);
+  check('balance', rec.balance - pendingCost, hot.balance);
+
+  const keyIds = new Set<string>([...rec.keyLifetime.keys(), ...rec.keyLifetimeRow.keys(), ...pending.map((e) => e.keyId)]);
+  for (const k of await src.accounts.listKeys(accountId)) keyIds.add(k.id);
+  let keysHeld = 0;
+  for (const keyId of [...keyIds].sort()) {
+    const spend = await src.ledger.keySpend(accountId, keyId, now);
+    keysHeld += spend.lifetimeHeld;
+    const mine = pending.filter((e) => e.keyId === keyId);
+    const lifetime = rec.keyLifetime.get(keyId) ?? 0;
+    check('key_lifetime', lifetime + mine.reduce((s, e) => s + e.cost, 0), spend.lifetimeSpent, { keyId });
+    const row = rec.keyLifetimeRow.get(keyId);
+    if (row !== undefined) check('key_lifetime_record', lifetime, row, { keyId });
+    const monthPending = mine.filter((e) => e.month === month).reduce((s, e) => s + e.cost, 0);
+    check('key_month', (rec.keyMonth.get(keyId) ?? 0) + monthPending, spend.monthSpent, { keyId, month });
+  }
+  check('held', keysHeld, hot.held);
+  return out;
+}
+
+/** Every account of the record and of the hot path. */
+export async function reconcile(src: ReconcileSources, accountIds?: readonly string[]): Promise<ReconciliationReport> {
+  const at = (src.now ?? Date.now)();
+  let ids = accountIds;
+  if (ids === undefined) {
+    const fromRecord = (await src.db.query<{ id: string }>('SELECT id FROM accounts ORDER BY id')).rows.map((r) => r.id);
+    const fromHot = (await src.accounts.listAccounts()).map((a) => a.id);
+    ids = [...new Set([...fromRecord, ...fromHot])].sort();
+  }
+  const differences: Difference[] = [];
+  for (const id of ids) differences.push(...(await reconcileAccount(src, id)));
+  return {
+    at,
+    accounts: ids.length,
+    accountsDiffering: new Set(differences.map((d) => d.accountId)).size,
+    totalDifference: differences.reduce((s, d) => s + Math.abs(d.difference), 0),
+    differences,
+  };
+}
+
+/**
+ * The periodic job's pass: a full comparison, then the accounts that differed compared again after
+ * `settleMs` (a settlement in flight between the two reads looks like a difference once, not twice).
+ */
+export async function reconcileSettled(src: ReconcileSources, settleMs = 2_000): Promise<ReconciliationReport> {
+  const first = await reconcile(src);
+  if (first.differences.length === 0) return first;
+  await new Promise((r) => setTimeout(r, settleMs));
+  const again = await reconcile(src, [...new Set(first.differences.map((d) => d.accountId))]);
+  return { ...again, accounts: first.accounts };
+}
