@@ -40,6 +40,10 @@ export interface BenchResults {
   rows: TargetRow[];
   streaming: (StreamResult & { format: BenchFormat; target: string })[];
   tracing: (MeasuredThroughput & { mode: string })[];
+  /** Journal to PostgreSQL off and on (absent in results from before the journal). */
+  journal?: (MeasuredThroughput & { mode: string })[];
+  /** The common path with the journal on. */
+  redisPerRequestJournal?: Record<string, RedisPerRequest>;
   /** Common path: the key already in the gateway's cache. */
   redisPerRequest: Record<string, RedisPerRequest>;
   /** With the default 1 s key cache, whose refreshes add a share per request. */
@@ -133,6 +137,26 @@ export function targetChecks(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): 
         `by CPU per request ${f(ratio(off?.cpuUsPerRequest, t?.cpuUsPerRequest))})`,
     );
   }
+  const jOff = r.journal?.find((t) => t.mode === 'off');
+  const jOn = r.journal?.find((t) => t.mode === 'on');
+  check(
+    'the journal to PostgreSQL costs ≤ 5% of req/s',
+    jOn && jOff ? pairedRatio(jOn, jOff) : undefined,
+    (v) => v >= 0.95,
+    (v) => `${f(v)} × journal off (median of paired rounds; best of each ${f(ratio(jOn?.requestsPerSec, jOff?.requestsPerSec))}, by CPU per request ${f(ratio(jOff?.cpuUsPerRequest, jOn?.cpuUsPerRequest))})`,
+  );
+  for (const format of FORMATS) {
+    // The settle script appends the journal entry; what remains is the writer's batched deletion of
+    // committed entries, off the request path (one XDEL per account per second).
+    const on = r.redisPerRequestJournal?.[format];
+    const off = r.redisPerRequest[format];
+    check(
+      `${format}: the journal adds no Redis round trip per request`,
+      on && off ? on.roundTrips - off.roundTrips : undefined,
+      (v) => v < 0.1,
+      (v) => `${f(v, 3)} round trips added (${f(on?.roundTrips)} with, ${f(off?.roundTrips)} without; XDEL ${f(on?.sentByCommand.xdel ?? 0, 3)} per request, off the request path)`,
+    );
+  }
   return out;
 }
 
@@ -198,6 +222,7 @@ export function renderMarkdown(r: BenchResults): string {
     for (const [cache, c] of [
       ['key cached (common path)', r.redisPerRequest[format]],
       ['1 s key cache (default)', r.redisWithKeyRefresh[format]],
+      ['key cached, journal to PostgreSQL on', r.redisPerRequestJournal?.[format]],
     ] as const) {
       if (!c) continue;
       const by = Object.entries(c.sentByCommand)
@@ -239,6 +264,23 @@ export function renderMarkdown(r: BenchResults): string {
       `| ${t.mode} | ${t.requestsPerSec} | ${f(ratio(t.requestsPerSec, off?.requestsPerSec))} | ${f(off ? pairedRatio(t, off) : undefined)} | ${f(t.cpuUsPerRequest, 0)} | ` +
         `${f(ratio(off?.cpuUsPerRequest, t.cpuUsPerRequest))} | ${t.rounds.join(', ')} | ${t.p99} |`,
     );
+  }
+  if (r.journal !== undefined) {
+    const jOff = r.journal.find((t) => t.mode === 'off');
+    out.push(
+      '',
+      `## Journal cost (OpenAI format, ${r.plan.connections} connections, a fresh gateway each; ${r.plan.tracingRounds} interleaved rounds of ${r.plan.tracingSec} s)`,
+      '',
+      'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone.',
+      '',
+      '| journal | req/s (best) | × off (best of each) | × off (median of rounds) | CPU µs/request | rounds req/s | p99 ms |',
+      '|---|---:|---:|---:|---:|---|---:|',
+    );
+    for (const t of r.journal) {
+      out.push(
+        `| ${t.mode} | ${t.requestsPerSec} | ${f(ratio(t.requestsPerSec, jOff?.requestsPerSec))} | ${f(jOff ? pairedRatio(t, jOff) : undefined)} | ${f(t.cpuUsPerRequest, 0)} | ${t.rounds.join(', ')} | ${t.p99} |`,
+      );
+    }
   }
   out.push('', "## Targets (issue 7)", '', '| target | measured | status |', '|---|---|---|');
   for (const t of r.targets) out.push(`| ${t.target} | ${t.measured} | ${t.status} |`);

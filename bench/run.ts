@@ -18,6 +18,7 @@ import {
   type ThroughputResult,
 } from './load.js';
 import { memoryBench } from './memory.js';
+import { createBenchDatabase } from './record-db.js';
 import { installPeer, PEER_PACKAGE, PEER_VERSION, peerShape, startPeer, type Peer } from './peer.js';
 import { renderMarkdown, targetChecks, TARGET_NAMES, type BenchResults, type MeasuredThroughput, type TargetRow } from './report.js';
 import type { TracingMode } from './serve.js';
@@ -51,6 +52,7 @@ const plan = {
 } as const;
 const FORMATS: BenchFormat[] = ['openai', 'anthropic'];
 const TRACING_MODES: TracingMode[] = ['off', 'sampled-0', 'sampled-100'];
+const JOURNAL_MODES = ['off', 'on'] as const;
 
 const log = (m: string): void => {
   process.stderr.write(`bench: ${m}\n`);
@@ -153,6 +155,7 @@ async function probe(url: string, shape: RequestShape): Promise<string | undefin
 async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
   const redis = await startRedisServer();
   killers.add(() => void redis.stop());
+  const record = await createBenchDatabase();
   const started: { stop(): Promise<void>; kill(): void }[] = [];
   const track = <T extends { stop(): Promise<void>; kill(): void }>(t: T): T => {
     started.push(t);
@@ -223,14 +226,28 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
 
     // Counted twice per format: on the common path (the key already cached, a gateway whose cache
     // outlives the count) and with the default 1 s key cache, whose refreshes add a share per request.
+    // The journal to PostgreSQL against none, like tracing: fresh gateways, interleaved rounds.
+    log('journal cost');
+    const journaled: { name: (typeof JOURNAL_MODES)[number]; url: string; shape: RequestShape; pid: number }[] = [];
+    for (const mode of JOURNAL_MODES) {
+      const t = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `benchj${mode}`, tracing: 'off', ...(mode === 'on' ? { databaseUrl: record.url } : {}) });
+      journaled.push({ name: mode, url: t.url, shape: requestShape('openai', t.key), pid: t.pid });
+    }
+    const byJournal = await roundsOf(journaled, plan.tracingRounds, plan.tracingSec, 'journal');
+    const journal = JOURNAL_MODES.map((mode) => ({ mode, ...(byJournal.get(mode) as MeasuredThroughput) }));
+
     log('redis commands per request');
     const cachedGw = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchcount', tracing: 'off', keyCacheTtlMs: 3_600_000 });
     const redisPerRequest: Record<string, RedisPerRequest> = {};
     const redisWithKeyRefresh: Record<string, RedisPerRequest> = {};
+    // The same common path with every settlement journaled to PostgreSQL.
+    const journalGw = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchcountj', tracing: 'off', keyCacheTtlMs: 3_600_000, databaseUrl: record.url });
+    const redisPerRequestJournal: Record<string, RedisPerRequest> = {};
     for (const format of FORMATS) {
       for (const [into, t] of [
         [redisPerRequest, cachedGw],
         [redisWithKeyRefresh, gw],
+        [redisPerRequestJournal, journalGw],
       ] as const) {
         const shape = requestShape(format, t.key);
         await sequentialLatency(t.url, shape, 20);
@@ -263,8 +280,10 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
       rows,
       streaming,
       tracing,
+      journal,
       redisPerRequest,
       redisWithKeyRefresh,
+      redisPerRequestJournal,
       ledger,
       memory,
     };
@@ -274,6 +293,7 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
       killers.delete(t.kill);
     }
     await redis.stop();
+    await record.drop();
   }
 }
 
@@ -290,6 +310,7 @@ const errors = [
   ),
   ...results.streaming.flatMap((s) => (s.target !== TARGET_NAMES.peer && s.non2xx > 0 ? [`stream ${s.format} ${s.target}`] : [])),
   ...results.tracing.flatMap((t) => (t.non2xx + t.errors > 0 ? [`tracing ${t.mode}`] : [])),
+  ...(results.journal ?? []).flatMap((t) => (t.non2xx + t.errors > 0 ? [`journal ${t.mode}`] : [])),
   ...(results.memory.opened === results.memory.streams ? [] : ['memory streams']),
 ];
 const dir = new URL('./results/', import.meta.url).pathname;

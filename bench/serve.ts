@@ -7,11 +7,15 @@ import { Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { createRedisBackend } from '../src/billing/backends.js';
+import { redisKeys } from '../src/billing/redis-keys.js';
+import { RedisJournalStream } from '../src/billing/redis-journal-stream.js';
 import { buildSnapshot } from '../src/catalog/build-snapshot.js';
 import type { CatalogSnapshot, CatalogSource } from '../src/catalog/snapshot.js';
 import type { ModelCatalogSpec, ModelSpec } from '../src/catalog/types.js';
 import { readConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
+import { openPostgres } from '../src/record/database.js';
+import { JournalWriter } from '../src/record/journal-writer.js';
 import type { Simulator } from '../src/simulator/server.js';
 import { GatewayMetrics } from '../src/telemetry/metrics.js';
 import { DISABLED_TRACING, initTracing, type Tracing } from '../src/telemetry/tracing.js';
@@ -27,7 +31,17 @@ export type ServeSpec =
    * `spread` adds one OpenAI-format model per origin (`memoryModel(i)`), for the memory benchmark;
    * `keyCacheTtlMs` overrides the key cache's 1 s default.
    */
-  | { role: 'gateway'; redisUrl: string; upstream: string; namespace: string; tracing: TracingMode; spread?: string[]; keyCacheTtlMs?: number };
+  | {
+      role: 'gateway';
+      redisUrl: string;
+      upstream: string;
+      namespace: string;
+      tracing: TracingMode;
+      spread?: string[];
+      keyCacheTtlMs?: number;
+      /** Journal every settlement to this PostgreSQL (the production set-up); without it, none. */
+      databaseUrl?: string;
+    };
 
 export type ServeMessage =
   | { type: 'ready'; url: string; urls: string[]; key?: string }
@@ -115,6 +129,9 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
   const tracing = tracingFor(spec.tracing);
+  const db = spec.databaseUrl === undefined ? undefined : await openPostgres(spec.databaseUrl, { max: 4 });
+  if (db !== undefined) await db.query('INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING', [account.id, 'bench']);
+  const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
   const gateway = await startGateway({
     // The reaper is slowed so Redis command counts are the requests' own.
     config: {
@@ -129,6 +146,7 @@ async function serve(spec: ServeSpec): Promise<Running> {
     secrets: { resolve: () => undefined },
     metrics: new GatewayMetrics(),
     tracing,
+    ...(journal === undefined ? {} : { journal }),
   });
   return {
     url: gateway.url,
@@ -136,6 +154,7 @@ async function serve(spec: ServeSpec): Promise<Running> {
     key: secret,
     async close() {
       await gateway.close();
+      await db?.close();
       await tracing.shutdown();
       await backend.ledger.close();
       await redis.quit();

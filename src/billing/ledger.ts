@@ -21,6 +21,8 @@ export interface ReservationRequest {
   holdTtlMs: number;
   /** Unix ms; defaults to the clock. Tests pass it to cross month boundaries. */
   now?: number;
+  /** The model asked for: what the journal's record of a refusal names. */
+  model?: string;
 }
 
 export type ReservationOutcome =

@@ -144,6 +144,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       keyId: key.id,
       amount: bound.amount,
       holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
+      model: model.id,
     }),
   );
   if (!reservation.admitted) {

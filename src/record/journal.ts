@@ -2,7 +2,7 @@
 // record and (when something was charged) its 'usage' ledger entry go in one transaction, both keyed so
 // that a repeat (two writers, a retry after a lost COMMIT reply, a sweep of a dead pod's stream) is a
 // no-op: usage_records by request id, ledger_entries by `usage:<requestId>`.
-import type { Micros, RequestStatus, SettlementOutcome, SettlementRequest, TokenUsage } from '../billing/ledger.js';
+import type { Micros, RefusalReason, RequestStatus, SettlementOutcome, SettlementRequest, TokenUsage } from '../billing/ledger.js';
 import type { Database } from './database.js';
 
 export interface JournalEntry {
@@ -23,6 +23,8 @@ export interface JournalEntry {
   time: number;
   /** The entry's id in the account's Redis journal stream, when Redis holds a copy. */
   streamId?: string;
+  /** A request refused with 402: the limit that refused it (cost and reserved are 0). */
+  refusal?: RefusalReason;
 }
 
 /** The journal entry of a settlement that was applied (undefined for a duplicate). */
@@ -72,12 +74,14 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
     );
     const inserted = await tx.query<{ request_id: string; account_id: string; cost: number }>(
       `INSERT INTO usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens,
-         cached_input_tokens, reasoning_tokens, cost, reserved, status, billing_month, started_at, finished_at)
+         cached_input_tokens, reasoning_tokens, cost, reserved, status, billing_month, started_at, finished_at,
+         http_status, refusal_reason)
        SELECT r, a, k, m, i, o, ci, rs, c, res, st, mo,
-              to_timestamp((t - lat)::double precision / 1000), to_timestamp(t::double precision / 1000)
+              to_timestamp((t - lat)::double precision / 1000), to_timestamp(t::double precision / 1000),
+              CASE WHEN rr = '' THEN NULL ELSE 402 END, NULLIF(rr, '')
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
-                     $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[])
-              AS u(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat)
+                     $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::text[])
+              AS u(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr)
        ON CONFLICT (request_id) DO NOTHING
        RETURNING request_id, account_id, cost`,
       [
@@ -95,6 +99,7 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
         col((e) => e.month),
         col((e) => e.time),
         col((e) => e.latencyMs),
+        col((e) => e.refusal ?? ''),
       ],
     );
     const charged = inserted.rows.filter((r) => r.cost > 0).sort((a, b) => (a.account_id === b.account_id ? 0 : a.account_id < b.account_id ? -1 : 1));

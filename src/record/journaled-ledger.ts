@@ -12,13 +12,18 @@ import type {
   ReapResult,
   RefundOutcome,
   ReservationOutcome,
+  RefusalReason,
   ReservationRequest,
   SettlementOutcome,
   SettlementRequest,
   UsageRecord,
 } from '../billing/ledger.js';
+import { utcMonth } from '../billing/month.js';
 import { journalEntryOf } from './journal.js';
 import type { JournalWriter } from './journal-writer.js';
+
+/** Refusals that answer 402 (a limit), which the dashboard lists; unknown and revoked keys are 401s. */
+const LIMIT_REFUSALS: ReadonlySet<RefusalReason> = new Set(['insufficient_balance', 'key_lifetime_cap_reached', 'key_monthly_cap_reached']);
 
 /** The journal is further behind than TOLLGATE_JOURNAL_MAX_LAG_MS: the request is refused, not served. */
 export class JournalBehindError extends Error {
@@ -39,7 +44,27 @@ export class JournaledLedger implements Ledger {
 
   async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
     if (this.writer.behind()) throw new JournalBehindError(this.writer.lag().oldestMs, this.writer.maxLagMs);
-    return this.inner.reserve(req);
+    const outcome = await this.inner.reserve(req);
+    // A 402 is recorded from this process's memory only: it moves no money, so it needs no Redis copy
+    // and costs the request path nothing (a gateway that dies loses its uncommitted refusals, no money).
+    if (!outcome.admitted && LIMIT_REFUSALS.has(outcome.reason)) {
+      const time = req.now ?? Date.now();
+      this.writer.add({
+        requestId: req.requestId,
+        accountId: req.accountId,
+        keyId: req.keyId,
+        model: req.model ?? '',
+        usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
+        cost: 0,
+        reserved: 0,
+        status: 'refused',
+        latencyMs: 0,
+        month: utcMonth(time),
+        time,
+        refusal: outcome.reason,
+      });
+    }
+    return outcome;
   }
 
   async settle(req: SettlementRequest): Promise<SettlementOutcome> {

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { startAdminServer } from '../../src/admin/server.js';
 import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
 import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
@@ -88,10 +89,20 @@ async function accountOfRecord(db: Database, backend: Backend, name: string, cap
   return { accountId: acct.id, keyIds };
 }
 
+/** The 402s journaled: request id -> the limit that refused. */
+async function refusedRows(db: Database, accountId: string): Promise<Map<string, string>> {
+  const rows = await db.query<{ request_id: string; refusal_reason: string; http_status: number; cost: number }>(
+    `SELECT request_id, refusal_reason, http_status, cost FROM usage_records WHERE account_id = $1 AND status = 'refused'`,
+    [accountId],
+  );
+  for (const r of rows.rows) expect(r).toMatchObject({ http_status: 402, cost: 0 });
+  return new Map(rows.rows.map((r) => [r.request_id, r.refusal_reason]));
+}
+
 /** PostgreSQL's view equals the settlements applied, once each, and its totals equal Redis's books. */
 async function checkRecord(db: Database, backend: Backend, accountId: string, keyIds: string[], settled: Settled[]): Promise<void> {
   const rows = await db.query<{ request_id: string; key_id: string; cost: number; billing_month: string }>(
-    'SELECT request_id, key_id, cost, billing_month FROM usage_records WHERE account_id = $1 ORDER BY request_id',
+    `SELECT request_id, key_id, cost, billing_month FROM usage_records WHERE account_id = $1 AND status <> 'refused' ORDER BY request_id`,
     [accountId],
   );
   const expected = [...settled].sort((a, b) => (a.rid < b.rid ? -1 : 1)).map((s) => ({ request_id: s.rid, key_id: s.keyId, cost: s.charged, billing_month: s.month }));
@@ -130,11 +141,13 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
         let now = Date.now();
         const reqs: { rid: string; keyId: string; open: boolean }[] = [];
         const settled: Settled[] = [];
+        const refusals = new Map<string, string>();
         for (const op of ops) {
           if (op.t === 'reserve') {
             const rid = `req_${runNo}_${reqs.length}`;
             const keyId = keyIds[op.key] ?? '';
-            const r = await ledger.reserve({ requestId: rid, accountId, keyId, amount: op.amount, holdTtlMs: 1_000, now });
+            const r = await ledger.reserve({ requestId: rid, accountId, keyId, amount: op.amount, holdTtlMs: 1_000, now, model: 'm' });
+            if (!r.admitted) refusals.set(rid, r.reason);
             reqs.push({ rid, keyId, open: r.admitted });
           } else if (op.t === 'settle') {
             const r = reqs[op.req % Math.max(1, reqs.length)];
@@ -171,9 +184,12 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
         await writer.flush();
         await writer.sweep();
         await writer.flush();
+        await writer.trim();
         expect(writer.lag()).toEqual({ count: 0, oldestMs: 0 });
         expect(await testRedis.redis.xlen(redisKeys(namespace).journal(accountId)), 'streams trimmed after commit').toBe(0);
         await checkRecord(testDb.db, backend, accountId, keyIds, settled);
+        // Refusals live in a writer's memory only (no money moved): a crash may lose some, never invent one.
+        for (const [rid, reason] of await refusedRows(testDb.db, accountId)) expect(refusals.get(rid)).toBe(reason);
         await writer.close(0);
       }),
       { numRuns: 40 },
@@ -190,6 +206,9 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
       const { accountId, keyIds } = await accountOfRecord(db, backend, 'local', [{}]);
       const keyId = keyIds[0] ?? '';
       const settled: Settled[] = [];
+      // A 402 is journaled with the limit that refused it.
+      const refused = await ledger.reserve({ requestId: 'local_big', accountId, keyId, amount: 1_000_000, holdTtlMs: 1_000, model: 'm' });
+      expect(refused).toMatchObject({ admitted: false, reason: 'insufficient_balance' });
       for (let i = 0; i < 20; i++) {
         const rid = `local_${i}`;
         await ledger.reserve({ requestId: rid, accountId, keyId, amount: 100, holdTtlMs: 1_000 });
@@ -200,6 +219,7 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
       }
       await writer.close();
       await checkRecord(db, backend, accountId, keyIds, settled);
+      expect(await refusedRows(db, accountId)).toEqual(new Map([['local_big', 'insufficient_balance']]));
     } finally {
       await db.close();
     }
@@ -243,6 +263,21 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
     );
     expect(report.accountsDiffering).toBe(1);
     expect(report.totalDifference).toBe(report.differences.reduce((s, d) => s + Math.abs(d.difference), 0));
+
+    // The admin API serves the same report; without the record it says why there is none.
+    const admin = await startAdminServer({ backend, token: 'admin-token', reconcile: () => reconcile(books, [accountId]) }, 0, '127.0.0.1');
+    const bare = await startAdminServer({ backend, token: 'admin-token' }, 0, '127.0.0.1');
+    try {
+      const res = await fetch(`${admin.url}/admin/reconciliation`, { headers: { authorization: 'Bearer admin-token' } });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { differences: unknown[] }).differences).toEqual(report.differences);
+      const none = await fetch(`${bare.url}/admin/reconciliation`, { headers: { authorization: 'Bearer admin-token' } });
+      expect(none.status).toBe(404);
+      expect(((await none.json()) as { error: { message: string } }).error.message).toMatch(/needs the record/);
+    } finally {
+      await admin.close();
+      await bare.close();
+    }
     await writer.close(0);
   });
 });

@@ -1,0 +1,44 @@
+// The bench's PostgreSQL of record: a fresh, migrated database on the server the tests use
+// (DATABASE_URL, the machine's on 127.0.0.1:5432, or a throwaway one), dropped after the run.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { openPostgres } from '../src/record/database.js';
+import { migrate } from '../src/record/migrate.js';
+import { findPostgres } from '../test/helpers/postgres-server.js';
+
+export interface BenchDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+async function admin(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function createBenchDatabase(): Promise<BenchDatabase> {
+  const server = await findPostgres();
+  const name = `bench_${randomBytes(5).toString('hex')}`;
+  await admin(server.adminUrl, `CREATE DATABASE ${name}`);
+  const u = new URL(server.adminUrl);
+  u.pathname = `/${name}`;
+  const url = u.toString();
+  const db = await openPostgres(url, { max: 1 });
+  try {
+    await migrate(db);
+  } finally {
+    await db.close();
+  }
+  return {
+    url,
+    drop: async () => {
+      await admin(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await server.stop();
+    },
+  };
+}
