@@ -1,11 +1,12 @@
 // CPU profile of the gateway under load:
-// `npm run bench:profile [-- --format anthropic --seconds 10 --tracing off|sampled-0|sampled-100]`.
+// `npm run bench:profile [-- --format anthropic --seconds 10 --tracing off|sampled-0|sampled-100 --journal on]`.
 // Starts Redis, the instant simulator and Tollgate (with --cpu-prof) as in the benchmark, drives it with
 // autocannon at 50 connections, and prints the functions with the most self time. The .cpuprofile file
 // is left in bench/results/ for a flame graph (Chrome DevTools or speedscope can open it).
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape, throughput, type BenchFormat } from './load.js';
+import { createBenchDatabase } from './record-db.js';
 import { startTarget } from './targets.js';
 
 interface ProfileNode {
@@ -27,6 +28,8 @@ const flag = (name: string, fallback: string): string => {
 const format = flag('format', 'openai') as BenchFormat;
 const seconds = Number(flag('seconds', '10'));
 const tracing = flag('tracing', 'off') as 'off' | 'sampled-0' | 'sampled-100';
+// `--journal on`: every settlement journaled to a fresh database of the test PostgreSQL.
+const record = flag('journal', 'off') === 'on' ? await createBenchDatabase() : undefined;
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
 const before = new Set(readdirSync(dir));
@@ -34,7 +37,7 @@ const before = new Set(readdirSync(dir));
 const redis = await startRedisServer();
 const sim = await startTarget({ role: 'simulator' });
 const startedAt = Date.now();
-const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'profile', tracing }, [
+const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'profile', tracing, ...(record === undefined ? {} : { databaseUrl: record.url }) }, [
   '--cpu-prof',
   `--cpu-prof-dir=${dir}`,
 ]);
@@ -46,6 +49,7 @@ const result = await throughput(gw.url, requestShape(format, gw.key), 50, second
 await gw.stop();
 await sim.stop();
 await redis.stop();
+await record?.drop();
 process.stderr.write(`profile: ${format} ${result.requestsPerSec} req/s, p50 ${result.p50} ms, non-2xx ${result.non2xx}\n`);
 
 const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile') && !before.has(f));
