@@ -35,6 +35,10 @@ export interface GatewayConfig {
   journalMaxLagMs: number;
   /** Pause between reconciliations of PostgreSQL and the hot path; 0 turns the periodic job off. */
   reconcileIntervalMs: number;
+  /** A Redis command not answered in this long fails (the ledger counts as down, requests get 503). */
+  redisCommandTimeoutMs: number;
+  /** On shutdown, how long settlements that failed are retried before they are abandoned. */
+  settlementFlushMs: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -73,5 +77,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
     upstreamMaxConnections: int(env, 'TOLLGATE_UPSTREAM_MAX_CONNECTIONS', 0),
+    redisCommandTimeoutMs: int(env, 'TOLLGATE_REDIS_COMMAND_TIMEOUT_MS', 1000),
+    settlementFlushMs: int(env, 'TOLLGATE_SETTLEMENT_FLUSH_MS', 10 * 1000),
   };
 }

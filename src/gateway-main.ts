@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   // With DATABASE_URL every settlement is journaled to PostgreSQL, the system of record.
   const record = config.databaseUrl === undefined ? undefined : await openRecord(config);
   const journal = record === undefined ? undefined : journalWriter(record, config, owned.journalStream);
-  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets, tracing, logger, ...(journal === undefined ? {} : { journal }) });
+  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets, tracing, logger, ledgerHealth: owned.health, ...(journal === undefined ? {} : { journal }) });
   const books = record === undefined ? undefined : reconcileSources(record, owned.backend, owned.journalStream, journal);
   const reconciler =
     books === undefined

@@ -3,7 +3,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Backend } from './billing/backends.js';
+import { LedgerHealth } from './billing/ledger-health.js';
 import { startReaper } from './billing/reaper.js';
+import { SettlementQueue } from './billing/settlement-queue.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import type { GatewayConfig } from './config.js';
 import { createGatewayApp } from './http/app.js';
@@ -41,6 +43,11 @@ export interface GatewayParts {
    * its lag bound, and close() flushes it. Without one the hot path is the only record (tests, bench).
    */
   journal?: JournalWriter;
+  /**
+   * Whether the ledger is usable now (the Redis backend's, from backendFromConfig): requests are refused
+   * with a fast 503 and /readyz is false while it is down. Default: a ledger that never fails (memory).
+   */
+  ledgerHealth?: LedgerHealth;
 }
 
 export interface RunningGateway {
@@ -67,10 +74,26 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   // process for seconds on the first such request, so it loads now, before the server listens.
   await loadEncoder();
   const observer = telemetryObserver(metrics, tracing);
-  const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs, (read) => observer.timeLedger('lookup', read));
+  const health = parts.ledgerHealth ?? new LedgerHealth();
+  const unwatchHealth = health.onChange((state, reason) => {
+    metrics.setLedgerUp(state === 'up');
+    if (state === 'up') settlements.retryNow();
+    if (state === 'down') logger.log.error({ event: 'ledger_down', reason }, 'billing ledger unavailable: new requests get 503 until it is back');
+    else logger.log.warn({ event: 'ledger_up', reason }, 'billing ledger available again');
+  });
+  // Settlements that fail are kept and retried, never dropped (settlement-queue.ts).
+  const settlements = new SettlementQueue({
+    ledger: { settle: (req) => observer.timeLedger('settle', () => health.run(() => backend.ledger.settle(req))) },
+    onPending: (n) => metrics.setSettlementsPending(n),
+    onAbandoned: () => metrics.settlementAbandoned(),
+    log: (event, fields) => logger.log.warn({ event, ...fields }, event),
+  });
+  const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs, (read) => observer.timeLedger('lookup', () => health.run(read)));
   const dispatchers = new UpstreamDispatchers(config.upstreamMaxConnections);
   const exchange = {
     ledger: backend.ledger,
+    health,
+    settlements,
     router: new UpstreamRouter(),
     dispatchers,
     secrets: parts.secrets,
@@ -129,7 +152,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
         ...(s.span?.traceId ? { traceId: s.span.traceId } : {}),
       });
     },
-    ready: () => catalog.current().models.length > 0,
+    ready: () => catalog.current().models.length > 0 && health.up,
     tracing,
   });
   const handle = app.callback();
@@ -168,6 +191,10 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
       unsubscribe();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Settlements that failed get their last retries before anything they need is closed.
+      await settlements.flush(config.settlementFlushMs);
+      settlements.close();
+      unwatchHealth();
       // Every settlement of the requests just finished goes to PostgreSQL before the process ends (what
       // cannot be committed in time stays in the Redis streams for another gateway's sweeper).
       await journal?.close();

@@ -52,7 +52,7 @@ async function main(): Promise<void> {
     secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
   }
 
-  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver(), journal });
+  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
   const books = reconcileSources(record, owned.backend, owned.journalStream, journal);
   const reconciler = startReconciler(books, {
     intervalMs: config.reconcileIntervalMs,

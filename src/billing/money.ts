@@ -18,9 +18,24 @@ export function toMicros(v: bigint): Micros {
   return Number(v);
 }
 
-function tokenCount(n: number, what: string): bigint {
-  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${what} must be a non-negative integer, got ${n}`);
-  return BigInt(n);
+const MAX_MICROS = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * A token count as the cost arithmetic takes it. Never throws: a settlement must always be computable,
+ * whatever an upstream reported (an absurd figure used to throw here, and then nothing was settled).
+ * Fractions are cut, what is not a positive number counts nothing, and a count past 2^53 is taken as
+ * 2^53 - 1 (its cost is far beyond any hold, and settlement charges at most the hold).
+ */
+function tokenCount(n: number): bigint {
+  if (typeof n !== 'number' || Number.isNaN(n) || n <= 0) return 0n;
+  if (n >= Number.MAX_SAFE_INTEGER) return MAX_MICROS;
+  return BigInt(Math.floor(n));
+}
+
+/** Usage as the ledger records it: whole, non-negative, exact counts (an absurd report is clamped). */
+export function recordableUsage(usage: TokenUsage): TokenUsage {
+  const c = (n: number): number => Number(tokenCount(n));
+  return { input: c(usage.input), output: c(usage.output), cachedInput: c(usage.cachedInput), reasoning: c(usage.reasoning) };
 }
 
 /**
@@ -29,10 +44,10 @@ function tokenCount(n: number, what: string): bigint {
  * (else the output price). A subset larger than its whole (a buggy upstream) is clamped to the whole.
  */
 export function costMicros(usage: TokenUsage, pricing: ModelPricing): Micros {
-  const input = tokenCount(usage.input, 'input tokens');
-  const output = tokenCount(usage.output, 'output tokens');
-  let cached = tokenCount(usage.cachedInput, 'cached input tokens');
-  let reasoning = tokenCount(usage.reasoning, 'reasoning tokens');
+  const input = tokenCount(usage.input);
+  const output = tokenCount(usage.output);
+  let cached = tokenCount(usage.cachedInput);
+  let reasoning = tokenCount(usage.reasoning);
   if (cached > input) cached = input;
   if (reasoning > output) reasoning = output;
   const pIn = BigInt(pricing.input);
@@ -40,7 +55,9 @@ export function costMicros(usage: TokenUsage, pricing: ModelPricing): Micros {
   const pCached = BigInt(pricing.cachedInput ?? pricing.input);
   const pReasoning = BigInt(pricing.reasoning ?? pricing.output);
   const scaled = (input - cached) * pIn + cached * pCached + (output - reasoning) * pOut + reasoning * pReasoning;
-  return toMicros(ceilDiv(scaled, TOKENS_PER_PRICE_UNIT));
+  const cost = ceilDiv(scaled, TOKENS_PER_PRICE_UNIT);
+  // Clamped, not refused: the ledger charges min(cost, held), so any figure past the hold is the same.
+  return Number(cost > MAX_MICROS ? MAX_MICROS : cost);
 }
 
 /** Micro-USD as a decimal USD string with six places, e.g. 1234567 -> "1.234567". Exact: integer ops only. */

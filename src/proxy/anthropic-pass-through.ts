@@ -3,7 +3,7 @@
 // names the model the client asked for. A tap reads the cumulative usage on the way.
 import type { EventSourceMessage } from 'eventsource-parser';
 import { isObject } from '../wire/json-shape.js';
-import { anthropicTokenUsage, mergeAnthropicUsage, type AnthropicUsageCounters } from '../wire/anthropic/usage.js';
+import { anthropicInputTokens, anthropicTokenUsage, mergeAnthropicUsage, type AnthropicUsageCounters } from '../wire/anthropic/usage.js';
 import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
 import { ClientEventStream } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
@@ -13,7 +13,8 @@ export interface AnthropicRelayOptions {
   clientModel: string;
 }
 
-function collectContent(json: Record<string, unknown>, out: RelayOutcome): void {
+/** What a message's content generated (text, thinking, tool input), for estimating unreported usage. */
+export function collectAnthropicContent(json: Record<string, unknown>, out: RelayOutcome): void {
   const content = Array.isArray(json.content) ? json.content : [];
   for (const block of content) {
     if (!isObject(block)) continue;
@@ -35,7 +36,7 @@ export function anthropicJsonRelay(opts: AnthropicRelayOptions): Relay {
     mergeAnthropicUsage(counters, json.usage);
     out.usage = anthropicTokenUsage(counters);
     out.finishReason = typeof json.stop_reason === 'string' ? json.stop_reason : undefined;
-    collectContent(json, out);
+    collectAnthropicContent(json, out);
     if (typeof json.model === 'string') out.responseModel = json.model;
     json.model = opts.clientModel;
     ctx.status = 200;
@@ -73,7 +74,7 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         if (!isObject(parsed)) return;
         if (name === 'message_start' && isObject(parsed.message)) {
           mergeAnthropicUsage(counters, parsed.message.usage);
-          out.reportedInputTokens = anthropicTokenUsage(counters).input;
+          out.reportedInputTokens = anthropicInputTokens(counters);
           if (typeof parsed.message.model === 'string') out.responseModel = parsed.message.model;
           parsed.message.model = opts.clientModel;
           data = JSON.stringify(parsed);

@@ -1,5 +1,7 @@
 // Client and upstream speak different wire formats: the request, the reply and every stream event
 // go through the translation layer (src/wire/translate), which uses one internal representation.
+import { collectAnthropicContent } from './anthropic-pass-through.js';
+import { collectOpenAIChoice } from './openai-pass-through.js';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { TokenUsage } from '../billing/ledger.js';
 import type { WireFormat } from '../wire/format.js';
@@ -36,6 +38,11 @@ export interface CrossFormatPlan {
   upstreamBody(upstream: CatalogUpstream, outputLimit: number): string;
   upstreamHeaders(upstream: CatalogUpstream): Record<string, string>;
   relay(upstream: CatalogUpstream): Relay;
+}
+
+/** The usage to bill, or undefined for a report that cannot be billed by (the exchange estimates). */
+export function billableUsage(u: NormalizedUsage): TokenUsage | undefined {
+  return u.unbillable === true ? undefined : toTokenUsage(u);
 }
 
 export function toTokenUsage(u: NormalizedUsage): TokenUsage {
@@ -85,7 +92,12 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
           const json: unknown = JSON.parse(await response.body.text());
           if (isObject(json) && typeof json.model === 'string') out.responseModel = json.model;
           const translated = translateResponse(json, upstream.format, req.clientFormat, ctxBase);
-          out.usage = toTokenUsage(translated.usage);
+          out.usage = billableUsage(translated.usage);
+          // Without usage to bill by, the charge is estimated from what the upstream generated.
+          if (out.usage === undefined && isObject(json)) {
+            if (upstream.format === 'anthropic') collectAnthropicContent(json, out);
+            else if (Array.isArray(json.choices)) for (const c of json.choices) collectOpenAIChoice(c, out);
+          }
           out.finishReason = translated.finishReason;
           if (isObject(translated.body) && req.clientFormat === 'openai') translated.body.id = `chatcmpl-${req.requestId}`;
           ctx.status = 200;
@@ -135,7 +147,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         }
         client.end(pending + translator.finish());
         // Only a complete stream's usage is final; a cut one is billed from what was generated.
-        if (translator.usageReported) out.usage = toTokenUsage(translator.usage);
+        if (translator.usageReported) out.usage = billableUsage(translator.usage);
         return out;
       };
     },

@@ -3,7 +3,9 @@
 // with the actual cost — whatever happens in between.
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
-import { costMicros, formatUsd } from '../billing/money.js';
+import type { LedgerHealth } from '../billing/ledger-health.js';
+import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
+import type { SettlementQueue } from '../billing/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../billing/worst-case.js';
 import { GatewayError } from '../http/gateway-error.js';
 import type { GatewayContext } from '../http/state.js';
@@ -19,6 +21,10 @@ import type { ExchangeObserver } from './observer.js';
 
 export interface ExchangeDeps {
   ledger: Ledger;
+  /** Refuses at once (503) while the ledger is down; turns ledger failures into that 503. */
+  health: LedgerHealth;
+  /** Settlement with retries that never drop one. */
+  settlements: SettlementQueue;
   router: UpstreamRouter;
   dispatchers: UpstreamDispatchers;
   secrets: SecretResolver;
@@ -138,14 +144,14 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     throw new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
   }
   const reservation = await deps.observer.timeLedger('reserve', () =>
-    deps.ledger.reserve({
+    deps.health.run(() => deps.ledger.reserve({
       requestId,
       accountId: key.accountId,
       keyId: key.id,
       amount: bound.amount,
       holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
       model: model.id,
-    }),
+    })),
   );
   if (!reservation.admitted) {
     deps.observer.reservation(ctx, reservation.reason);
@@ -210,17 +216,39 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     if (cancellation.clientGone) ctx.state.clientClosed = true;
     cancellation.dispose();
     const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
-    await settle(ctx, deps, plan, final, started, servedBy);
+    await settle(ctx, deps, plan, final, started, servedBy, bound);
   }
 }
 
-async function settle(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan, outcome: RelayOutcome, started: number, servedBy: CatalogUpstream | undefined): Promise<void> {
+async function settle(
+  ctx: GatewayContext,
+  deps: ExchangeDeps,
+  plan: ExchangePlan,
+  outcome: RelayOutcome,
+  started: number,
+  servedBy: CatalogUpstream | undefined,
+  bound: { inputTokenBound: number; outputTokens: number },
+): Promise<void> {
   const key = ctx.state.key as NonNullable<GatewayContext['state']['key']>;
   let usage: TokenUsage = { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
   try {
     usage = await settleUsage(plan, outcome);
   } catch (err) {
     deps.log('usage_estimate_failed', { requestId: ctx.state.requestId, error: String(err) });
+  }
+  usage = recordableUsage(usage);
+  // More than the reservation allowed for: the upstream ignored the output limit or misreports. The
+  // charge stays capped at the hold; the report is flagged for whoever looks after that upstream.
+  if (usage.output > bound.outputTokens || usage.input > bound.inputTokenBound) {
+    deps.log('usage_oversized', {
+      requestId: ctx.state.requestId,
+      model: plan.model.id,
+      upstream: servedBy?.name,
+      inputTokens: usage.input,
+      outputTokens: usage.output,
+      inputTokenBound: bound.inputTokenBound,
+      outputTokenLimit: bound.outputTokens,
+    });
   }
   const cost = costMicros(usage, plan.model.pricing);
   const request = {
@@ -233,16 +261,10 @@ async function settle(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePla
     status: outcome.status,
     latencyMs: Math.round(performance.now() - started),
   };
-  // A failed settlement leaves the hold to the reaper, which returns it: never a double charge.
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const result = await deps.observer.timeLedger('settle', () => deps.ledger.settle(request));
-      deps.observer.settled(ctx, plan.model, servedBy, usage, result.charged, outcome);
-      ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
-      return;
-    } catch (err) {
-      deps.log('settlement_failed', { requestId: ctx.state.requestId, attempt, error: String(err) });
-      await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
-    }
-  }
+  // One attempt here; a failure is kept and retried by the queue, off the response path, until it
+  // succeeds (late, after the reaper, it still charges exactly once). The metrics follow when it does.
+  await deps.settlements.settle(request, (result) => {
+    deps.observer.settled(ctx, plan.model, servedBy, usage, result.charged, outcome);
+    ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
+  });
 }

@@ -19,7 +19,8 @@ export interface OpenAIRelayOptions {
   includeUsage: boolean;
 }
 
-function collectDelta(choice: unknown, out: RelayOutcome): boolean {
+/** What a choice (delta or message) generated, for estimating unreported usage; true when anything. */
+export function collectOpenAIChoice(choice: unknown, out: RelayOutcome): boolean {
   if (!isObject(choice)) return false;
   if (typeof choice.finish_reason === 'string') out.finishReason = choice.finish_reason;
   const delta = isObject(choice.delta) ? choice.delta : isObject(choice.message) ? choice.message : undefined;
@@ -62,7 +63,7 @@ export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {
       throw Object.assign(new Error('upstream sent a body that is not a JSON object'), { relayOutcome: out });
     }
     out.usage = openaiUsage(json.usage);
-    if (Array.isArray(json.choices)) for (const c of json.choices) collectDelta(c, out);
+    if (Array.isArray(json.choices)) for (const c of json.choices) collectOpenAIChoice(c, out);
     if (typeof json.model === 'string') out.responseModel = json.model;
     json.id = opts.completionId;
     json.model = opts.clientModel;
@@ -116,13 +117,14 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
         failed = typeof e.message === 'string' ? redact(relayableUpstreamMessage(e.message)) : 'upstream error';
         return;
       }
-      const usage: TokenUsage | undefined = chunk.usage === null || chunk.usage === undefined ? undefined : openaiUsage(chunk.usage);
+      const reported = chunk.usage !== null && chunk.usage !== undefined;
+      const usage: TokenUsage | undefined = reported ? openaiUsage(chunk.usage) : undefined;
       if (usage !== undefined) out.usage = usage;
       const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
       let produced = false;
-      for (const c of choices) produced = collectDelta(c, out) || produced;
+      for (const c of choices) produced = collectOpenAIChoice(c, out) || produced;
       if (produced && out.firstTokenAt === undefined) out.firstTokenAt = performance.now();
-      if (usage !== undefined && !opts.includeUsage) {
+      if (reported && !opts.includeUsage) {
         if (choices.length === 0) return;
         delete (chunk as JsonObject).usage;
         chunk.id = opts.completionId;

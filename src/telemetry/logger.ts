@@ -5,9 +5,10 @@
 // every line is scrubbed of anything that looks like an API key (`sk-…`) or a bearer token before it
 // is written. Request lines are built from a fixed list of fields, so nothing else slips in.
 //
-// Not blocking the hot path: the default destination is sonic-boom in asynchronous mode with a
-// buffer (minLength), so a log call is a JSON serialization and a string append; the write happens
-// later. `flush()` drains it (call on shutdown).
+// Written as they happen: the default destination writes each line to stdout synchronously (one
+// write(2) per line, a few microseconds), so the lines of the requests before a crash or a SIGKILL are
+// never lost in a buffer, as they were with the earlier 4 KB asynchronous buffer. `flush()` stays for
+// destinations that do buffer.
 import { pino } from 'pino';
 import type { DestinationStream, Level, Logger } from 'pino';
 import type { Micros } from '../catalog/snapshot.js';
@@ -94,7 +95,7 @@ export interface RequestLogEntry {
 export interface LoggerOptions {
   /** Default: LOG_LEVEL, else `info`. */
   level?: string;
-  /** Where lines go. Default: stdout through an asynchronous, buffered sonic-boom. */
+  /** Where lines go. Default: stdout, written synchronously line by line. */
   destination?: DestinationStream;
   /** Fixed fields on every line. */
   base?: Record<string, string>;
@@ -117,7 +118,7 @@ function levelOf(value: string | undefined): Level | 'silent' {
 
 export function createLogger(options: LoggerOptions = {}): TollgateLogger {
   const destination =
-    options.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
+    options.destination ?? pino.destination({ dest: 1, sync: true });
   const common = {
     level: levelOf(options.level ?? process.env.LOG_LEVEL),
     base: options.base ?? { service: 'tollgate-gateway' },

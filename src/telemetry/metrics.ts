@@ -142,6 +142,9 @@ export class GatewayMetrics {
   private readonly reaperMicros: Counter;
   private readonly reaperErrors: Counter;
   private readonly activeStreams: Gauge;
+  private readonly settlementsPending: Gauge;
+  private readonly settlementsAbandoned: Counter;
+  private readonly ledgerUp: Gauge;
   private readonly journalPending: Gauge;
   private readonly journalLag: Gauge;
   private readonly journalCommitted: Counter;
@@ -249,6 +252,22 @@ export class GatewayMetrics {
       help: 'Reaper passes that failed (the ledger unreachable or erroring); expired holds wait for the next pass.',
       registers,
     });
+    this.settlementsPending = new Gauge({
+      name: `${p}settlements_pending`,
+      help: 'Settlements that failed (the ledger unreachable) and are kept for retry; each is retried until it succeeds.',
+      registers,
+    });
+    this.settlementsAbandoned = new Counter({
+      name: `${p}settlements_abandoned_total`,
+      help: 'Settlements still failing when the gateway stopped: logged whole (settlement_abandoned) to apply by hand. Any is an incident.',
+      registers,
+    });
+    this.ledgerUp = new Gauge({
+      name: `${p}ledger_up`,
+      help: '1 while the billing ledger answers, 0 while it is down, paused or timing out (requests get 503 ledger_unavailable, /readyz is false).',
+      registers,
+    });
+    this.ledgerUp.set(1);
     this.journalPending = new Gauge({
       name: `${p}journal_pending_entries`,
       help: 'Settlements this gateway applied (or swept from a dead one) that PostgreSQL has not committed yet.',
@@ -448,6 +467,18 @@ export class GatewayMetrics {
   /** A reaper pass failed. */
   reaperFailed(): void {
     this.reaperErrors.inc();
+  }
+
+  setSettlementsPending(count: number): void {
+    this.settlementsPending.set(count);
+  }
+
+  settlementAbandoned(): void {
+    this.settlementsAbandoned.inc();
+  }
+
+  setLedgerUp(up: boolean): void {
+    this.ledgerUp.set(up ? 1 : 0);
   }
 
   /** The journal's backlog as last sampled. */

@@ -8,8 +8,8 @@
 // Redis, for a kill right after settling).
 // Run with: node --import tsx test/helpers/gateway-child.ts
 import { readFileSync } from 'node:fs';
-import { Redis } from 'ioredis';
 import { parse } from 'yaml';
+import { connectLedgerRedis } from '../../src/backend-from-config.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
 import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
@@ -41,9 +41,10 @@ const catalog: CatalogSource = {
   close: async () => undefined,
 };
 
-const redis = new Redis(redisUrl);
-const backend = createRedisBackend({ redis, namespace });
 const config = { ...readConfig(process.env), port: 0, metricsPort: 0 };
+// The production connection: command deadlines and ledger health, as backendFromConfig makes it.
+const { redis, health } = connectLedgerRedis(redisUrl, config);
+const backend = createRedisBackend({ redis, namespace });
 const env = (name: string): number | undefined => (process.env[name] ? Number(process.env[name]) : undefined);
 const databaseUrl = process.env.TOLLGATE_TEST_DATABASE_URL;
 const journal =
@@ -63,6 +64,7 @@ const gateway = await startGateway({
   backend,
   secrets: { resolve: () => undefined },
   serveMetrics: false,
+  ledgerHealth: health,
   ...(journal === undefined ? {} : { journal }),
 });
 process.stdout.write(`${JSON.stringify({ url: gateway.url })}\n`);

@@ -23,14 +23,30 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startRedisServer(): Promise<RedisProcess> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
-  const child: ChildProcess = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+export interface RedisServerOptions {
+  /** Keep an append-only file (fsync always), so a killed server restarts with every write. */
+  appendOnly?: boolean;
+  /** Restart on this port and in this folder (a server started before and stopped or killed). */
+  port?: number;
+  dir?: string;
+}
+
+export interface OwnRedisProcess extends RedisProcess {
+  dir: string;
+  /** SIGKILL: no shutdown save, as a crash. */
+  kill(): Promise<void>;
+  /** SIGSTOP / SIGCONT: the server holds its connections but answers nothing. */
+  pause(): void;
+  resume(): void;
+}
+
+export async function startRedisServer(opts: RedisServerOptions = {}): Promise<OwnRedisProcess> {
+  const port = opts.port ?? (await freePort());
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
+  const persistence = opts.appendOnly === true ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   await new Promise<void>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`redis-server did not start on port ${port}: ${out}`)), 10_000);
@@ -46,15 +62,22 @@ export async function startRedisServer(): Promise<RedisProcess> {
       }
     });
   });
+  const exit = async (signal: NodeJS.Signals): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGCONT');
+    child.kill(signal);
+    await exited;
+  };
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
+    dir,
+    kill: () => exit('SIGKILL'),
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
     stop: async () => {
-      if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await exited;
-      }
+      await exit('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -109,16 +110,28 @@ describe('redaction', () => {
 });
 
 describe('destination', () => {
-  it('defaults to an asynchronous, buffered sonic-boom on stdout', () => {
+  it('defaults to stdout, written line by line as it happens', () => {
     const { log } = createLogger({ level: 'info' });
     const stream = (log as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as {
       sync: boolean;
       minLength: number;
       fd: number;
     };
-    expect(stream.sync).toBe(false);
-    expect(stream.minLength).toBeGreaterThan(0);
+    expect(stream.sync).toBe(true);
+    expect(stream.minLength).toBe(0);
     expect(stream.fd).toBe(1);
+  });
+
+  it('keeps the request lines written before a crash (SIGKILL right after logging)', () => {
+    // On 7339c82 the lines sat in a 4 KB buffer and a killed process lost them.
+    const logger = new URL('../../src/telemetry/logger.ts', import.meta.url).href;
+    const script = `import { createLogger } from ${JSON.stringify(logger)};
+      const l = createLogger({ level: 'info' });
+      for (let i = 0; i < 3; i++) l.logRequest({ requestId: 'before-crash-' + i, route: '/v1/models', status: 200, latencyMs: 1 });
+      process.kill(process.pid, 'SIGKILL');`;
+    const out = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(out.signal).toBe('SIGKILL');
+    for (let i = 0; i < 3; i++) expect(out.stdout).toContain(`"requestId":"before-crash-${i}"`);
   });
 });
 

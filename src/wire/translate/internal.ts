@@ -81,6 +81,11 @@ export interface NormalizedUsage {
   output: number;
   /** Reasoning tokens, a subset of `output`. */
   reasoning: number;
+  /**
+   * The upstream's report cannot be billed by (a count missing, negative or not a number): the
+   * counts above are clamped for the client's eyes, and the exchange estimates the charge instead.
+   */
+  unbillable?: true;
 }
 
 export interface InternalResponse {

@@ -4,16 +4,25 @@ import { isRecord, num } from './json.js';
 
 export type { NormalizedUsage } from './internal.js';
 
+/** A count as reported: a finite number not below zero, floored; else undefined. */
+function count(v: unknown): number | undefined {
+  const n = num(v);
+  return n === undefined || n < 0 ? undefined : Math.floor(n);
+}
+
 export function usageFromOpenAI(u: unknown): NormalizedUsage {
-  if (!isRecord(u)) return { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 };
+  if (!isRecord(u)) return { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0, unbillable: true };
   const pd = isRecord(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
   const cd = isRecord(u.completion_tokens_details) ? u.completion_tokens_details : {};
+  const input = count(u.prompt_tokens);
+  const output = count(u.completion_tokens);
   return {
-    input: num(u.prompt_tokens) ?? 0,
-    cachedInput: num(pd.cached_tokens) ?? 0,
-    cacheWrite: num(pd.cache_write_tokens) ?? 0,
-    output: num(u.completion_tokens) ?? 0,
-    reasoning: num(cd.reasoning_tokens) ?? 0,
+    input: input ?? 0,
+    cachedInput: count(pd.cached_tokens) ?? 0,
+    cacheWrite: count(pd.cache_write_tokens) ?? 0,
+    output: output ?? 0,
+    reasoning: count(cd.reasoning_tokens) ?? 0,
+    ...(input === undefined || output === undefined ? { unbillable: true as const } : {}),
   };
 }
 
@@ -34,16 +43,19 @@ export interface AnthropicUsageCounters {
   cache_read_input_tokens?: number;
   cache_creation_input_tokens?: number;
   thinking_tokens?: number;
+  /** A counter was present but not a count. */
+  invalid?: boolean;
 }
 
 /** Overwrites every counter present (non-null) in `u`; never adds. */
 export function mergeAnthropicUsage(into: AnthropicUsageCounters, u: unknown): void {
   if (!isRecord(u)) return;
   for (const key of ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'] as const) {
-    const v = num(u[key]);
+    const v = count(u[key]);
     if (v !== undefined) into[key] = v;
+    else if (u[key] !== undefined && u[key] !== null) into.invalid = true;
   }
-  const thinking = isRecord(u.output_tokens_details) ? num(u.output_tokens_details.thinking_tokens) : undefined;
+  const thinking = isRecord(u.output_tokens_details) ? count(u.output_tokens_details.thinking_tokens) : undefined;
   if (thinking !== undefined) into.thinking_tokens = thinking;
 }
 
@@ -56,6 +68,7 @@ export function usageFromAnthropicCounters(c: AnthropicUsageCounters): Normalize
     cacheWrite,
     output: c.output_tokens ?? 0,
     reasoning: c.thinking_tokens ?? 0,
+    ...(c.invalid === true || c.output_tokens === undefined ? { unbillable: true as const } : {}),
   };
 }
 
