@@ -25,6 +25,14 @@ export function ledgerUnavailable(): GatewayError {
   );
 }
 
+/** An error a ledger call may raise that says nothing of the ledger's health (run() passes it on as is). */
+export interface NotALedgerFault {
+  readonly notALedgerFault: true;
+}
+
+const passesThrough = (err: unknown): boolean =>
+  err instanceof GatewayError || (typeof err === 'object' && err !== null && (err as Partial<NotALedgerFault>).notALedgerFault === true);
+
 export class LedgerHealth {
   private current: LedgerState = 'up';
   private probing: NodeJS.Timeout | undefined;
@@ -78,7 +86,7 @@ export class LedgerHealth {
     try {
       return await call();
     } catch (err) {
-      if (err instanceof GatewayError) throw err;
+      if (passesThrough(err)) throw err;
       this.failed(err);
       throw ledgerUnavailable();
     }

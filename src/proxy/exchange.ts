@@ -8,6 +8,7 @@ import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../billing/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../billing/worst-case.js';
 import { GatewayError } from '../http/gateway-error.js';
+import { JournalBehindError } from '../record/journaled-ledger.js';
 import type { GatewayContext } from '../http/state.js';
 import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
@@ -133,6 +134,9 @@ async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<T
   return { input, output, cachedInput: 0, reasoning: Math.min(reasoning, output) };
 }
 
+const usageRecordsUnavailable = (): GatewayError =>
+  new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
+
 export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
   const key = ctx.state.key;
   if (key === undefined) throw new Error('runExchange needs an authenticated key');
@@ -140,9 +144,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const { model } = plan;
   const bound = worstCase(plan.footprint, model);
   // Fail closed: money the gateway could not record is money it must not serve.
-  if (deps.journal?.behind() === true) {
-    throw new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
-  }
+  if (deps.journal?.behind() === true) throw usageRecordsUnavailable();
   const reservation = await deps.observer.timeLedger('reserve', () =>
     deps.health.run(() => deps.ledger.reserve({
       requestId,
@@ -152,7 +154,11 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
       model: model.id,
     })),
-  );
+  ).catch((err: unknown) => {
+    // The journal fell behind between the check above and the reservation.
+    if (err instanceof JournalBehindError) throw usageRecordsUnavailable();
+    throw err;
+  });
   if (!reservation.admitted) {
     deps.observer.reservation(ctx, reservation.reason);
     throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);

@@ -19,6 +19,7 @@ import type {
   UsageRecord,
 } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
+import type { NotALedgerFault } from '../billing/ledger-health.js';
 import { journalEntryOf } from './journal.js';
 import type { JournalWriter } from './journal-writer.js';
 
@@ -26,7 +27,8 @@ import type { JournalWriter } from './journal-writer.js';
 const LIMIT_REFUSALS: ReadonlySet<RefusalReason> = new Set(['insufficient_balance', 'key_lifetime_cap_reached', 'key_monthly_cap_reached']);
 
 /** The journal is further behind than TOLLGATE_JOURNAL_MAX_LAG_MS: the request is refused, not served. */
-export class JournalBehindError extends Error {
+export class JournalBehindError extends Error implements NotALedgerFault {
+  readonly notALedgerFault = true as const;
   constructor(
     readonly lagMs: number,
     readonly maxLagMs: number,
