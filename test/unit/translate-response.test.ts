@@ -130,8 +130,11 @@ describe('usage mapping (C.6) round trips', () => {
     expect(usageToOpenAI(usageFromOpenAI(o))).toEqual(o);
   });
 
-  it('missing or null usage reads as zeros', () => {
-    expect(usageFromOpenAI(null)).toEqual({ input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 });
+  it('missing or null usage reads as zeros for the client, and is unbillable where a count is missing', () => {
+    expect(usageFromOpenAI(null)).toEqual({ input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0, unbillable: true });
+    // A null counter is "not reported", as Anthropic streams send it; the output count is there.
     expect(usageFromAnthropic({ input_tokens: null, output_tokens: 3 })).toEqual({ input: 0, cachedInput: 0, cacheWrite: 0, output: 3, reasoning: 0 });
+    expect(usageFromAnthropic({ input_tokens: 5 })).toEqual({ input: 5, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0, unbillable: true });
+    expect(usageFromOpenAI({ prompt_tokens: 5, completion_tokens: -2 })).toMatchObject({ input: 5, output: 0, unbillable: true });
   });
 });
