@@ -55,7 +55,7 @@ export function loadEncoder(): Promise<Encoding> {
  * tokenizer decides what is billed), so a cut inside a long word, which may add a token, is harmless.
  */
 export const PIECE_CHARS = 128;
-/** How far back from a piece's end a space is looked for. */
+/** How far back from a piece's end a clean cut is looked for. */
 const SPACE_LOOKBACK = 48;
 /** Counting yields to the event loop after this much work, so other clients wait at most about this long. */
 export const SLICE_MS = 4;
@@ -72,14 +72,38 @@ export interface CountOptions {
   now?: () => number;
 }
 
-/** The cut points of `text` into pieces of at most PIECE_CHARS UTF-16 units, never inside a surrogate pair. */
+const WORD_CHAR = /[\p{L}\p{N}\p{M}]/u;
+const SPACE_CHAR = /\s/u;
+
+/**
+ * Whether o200k's pre-tokenizer always splits between text[i - 1] and text[i], so counting the two
+ * sides apart gives the same tokens: before a space that follows a non-space (the space begins the next
+ * pre-token, " word"), or before punctuation that follows a letter or digit (a word never takes
+ * punctuation after it; the apostrophe is left out, for contractions like "it's").
+ */
+function isCleanCut(text: string, i: number): boolean {
+  const before = text[i - 1] as string;
+  const at = text[i] as string;
+  if (at === ' ') return !SPACE_CHAR.test(before);
+  return WORD_CHAR.test(before) && !WORD_CHAR.test(at) && !SPACE_CHAR.test(at) && at !== "'" && at !== '\u2019' && !isLowSurrogate(at.charCodeAt(0));
+}
+
+/**
+ * The pieces of `text`, each at most PIECE_CHARS UTF-16 units, never split inside a surrogate pair,
+ * and cut at a clean pre-token boundary (isCleanCut) when one lies in the last SPACE_LOOKBACK units.
+ */
 export function* pieces(text: string): Generator<string> {
   let start = 0;
   while (text.length - start > PIECE_CHARS) {
-    let end = start + PIECE_CHARS;
-    const space = text.lastIndexOf(' ', end - 1);
-    if (space > start && space >= end - SPACE_LOOKBACK) end = space;
-    else if (isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+    const limit = start + PIECE_CHARS;
+    let end = limit;
+    for (let i = limit; i > limit - SPACE_LOOKBACK && i > start; i--) {
+      if (isCleanCut(text, i)) {
+        end = i;
+        break;
+      }
+    }
+    if (end === limit && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
     yield text.slice(start, end);
     start = end;
   }
@@ -87,6 +111,7 @@ export function* pieces(text: string): Generator<string> {
 }
 
 const isHighSurrogate = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
+const isLowSurrogate = (c: number): boolean => c >= 0xdc00 && c <= 0xdfff;
 
 /** UTF-8 bytes of text[from..]: the linear upper bound on its tokens. */
 function byteBound(text: string, from: number): number {

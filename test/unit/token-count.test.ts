@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { COUNT_BUDGET_MS, countPromptTokens, countTokens, loadEncoder, PIECE_CHARS, pieces, TEMPLATE_TOKENS_PER_MESSAGE } from '../../src/wire/token-count.js';
 
@@ -42,6 +43,17 @@ describe('token count of hostile text: linear time, never a long stall', () => {
     const prose = Array.from({ length: 4000 }, (_, i) => words[(i * 7) % words.length]).join(' ');
     expect(prose.length).toBeGreaterThan(10 * PIECE_CHARS);
     expect(await countTokens([prose])).toBe(enc.countTokens(prose));
+  });
+
+  it('counts JSON text (tool definitions, arguments) exactly as one whole count would', async () => {
+    const enc = await loadEncoder();
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.jsonValue({ maxDepth: 4 }), { minLength: 1, maxLength: 8 }), async (values) => {
+        const text = JSON.stringify(values);
+        expect(await countTokens([text])).toBe(enc.countTokens(text, { disallowedSpecial: new Set() }));
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it('keeps the event loop responsive while counting a 300 KB single word, and stays within the byte bound', async () => {
