@@ -39,6 +39,8 @@ export interface GatewayConfig {
   redisCommandTimeoutMs: number;
   /** On shutdown, how long settlements that failed are retried before they are abandoned. */
   settlementFlushMs: number;
+  /** A stream write waiting this long for a client that stopped reading cuts the response. */
+  clientWriteTimeoutMs: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -79,5 +81,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     upstreamMaxConnections: int(env, 'TOLLGATE_UPSTREAM_MAX_CONNECTIONS', 0),
     redisCommandTimeoutMs: int(env, 'TOLLGATE_REDIS_COMMAND_TIMEOUT_MS', 1000),
     settlementFlushMs: int(env, 'TOLLGATE_SETTLEMENT_FLUSH_MS', 10 * 1000),
+    clientWriteTimeoutMs: int(env, 'TOLLGATE_CLIENT_WRITE_TIMEOUT_MS', 30 * 1000),
   };
 }

@@ -100,6 +100,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     observer,
     requestTimeoutMs: config.requestTimeoutMs,
     holdMarginMs: config.holdMarginMs,
+    clientWriteTimeoutMs: config.clientWriteTimeoutMs,
     log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
     ...(journal === undefined ? {} : { journal }),
   };

@@ -1,6 +1,9 @@
-// Redis key names. Everything one script touches lives under the account's hash tag `{<accountId>}`,
-// so every script runs on one slot of a Redis Cluster. Only the key-hash lookup, the account list and
-// the reaper index are global (plain single-key commands, never inside a script).
+// Redis key names. Everything one script touches lives in the account's slot: under its hash tag
+// `{<accountId>}`, or (the reaper index) under a tag chosen to land in the same slot, so every script
+// runs on one slot of a Redis Cluster. Only the key-hash lookup, the account list and the set of slots
+// with holds are global (plain single-key commands, never inside a script).
+import { slotOfTag, tagForSlot } from './cluster-slots.js';
+
 export interface RedisKeys {
   account(accountId: string): string;
   key(accountId: string, keyId: string): string;
@@ -17,8 +20,15 @@ export interface RedisKeys {
   keyHash(secretHash: string): string;
   /** Zset of account ids by creation time. */
   accountList(): string;
-  /** Zset of account ids scored by (a lower bound of) their earliest hold deadline. */
-  reapIndex(): string;
+  /**
+   * The reaper index of the account's slot: account ids scored by (a lower bound of) their earliest
+   * hold deadline. One per cluster slot, written by the reserve script itself.
+   */
+  reapIndex(accountId: string): string;
+  /** The reaper index of one slot. */
+  reapIndexOfSlot(slot: number): string;
+  /** Set of slots whose reaper index may hold accounts: a hint the reaper reads each pass. */
+  reapSlots(): string;
 }
 
 export function redisKeys(namespace: string): RedisKeys {
@@ -36,6 +46,8 @@ export function redisKeys(namespace: string): RedisKeys {
     credit: (a, i) => `${tag(a)}credit:${i}`,
     keyHash: (h) => `${namespace}:keyhash:${h}`,
     accountList: () => `${namespace}:accounts`,
-    reapIndex: () => `${namespace}:reap-index`,
+    reapIndex: (a) => `${namespace}:{${tagForSlot(slotOfTag(a))}}:reap-index`,
+    reapIndexOfSlot: (slot) => `${namespace}:{${tagForSlot(slot)}}:reap-index`,
+    reapSlots: () => `${namespace}:reap-slots`,
   };
 }

@@ -15,6 +15,7 @@ import type {
   SettlementRequest,
   UsageRecord,
 } from './ledger.js';
+import { SLOTS, slotOfTag } from './cluster-slots.js';
 import { utcMonth } from './month.js';
 import type { RedisKeys } from './redis-keys.js';
 import { ScriptRunner } from './scripts.js';
@@ -28,6 +29,10 @@ export interface RedisLedgerOptions {
   now: () => number;
 }
 
+/** Every this many reaper passes, the index of every slot is read (catches a lost announcement). */
+const FULL_SWEEP_EVERY = 60;
+/** Slot indexes read per batch of auto-pipelined commands. */
+const SLOT_BATCH = 1024;
 /** Holds the reaper returns per script call (bounds the script's run time). */
 const REAP_BATCH = 100;
 /** Accounts the reaper visits per index read. */
@@ -42,6 +47,7 @@ export class RedisLedger implements Ledger {
   private readonly k: RedisKeys;
   private readonly scripts: ScriptRunner;
   private readonly opts: RedisLedgerOptions;
+  private passes = 0;
 
   constructor(opts: RedisLedgerOptions) {
     this.opts = opts;
@@ -55,22 +61,20 @@ export class RedisLedger implements Ledger {
   }
 
   /**
-   * One round trip: the reserve script and the reaper index entry for the account (ZADD LT keeps the
-   * earliest deadline; a refused reserve leaves at most a stale entry the reaper clears), issued in the
-   * same tick so the client's auto-pipelining writes them together, along with whatever other requests
-   * issued in that tick. An explicit per-request pipeline cost one socket write per request (the top
-   * self-time item of the profile) and could not span the two slots in Redis Cluster.
+   * One round trip: the reserve script writes the hold and the account's entry in its slot's reaper
+   * index together (deadline and month from Redis's clock, not this pod's), and the slot is announced
+   * in the reaper's set of slots by a plain SADD issued in the same tick (auto-pipelined into the same
+   * write, as the old separate index ZADD was). If that SADD is lost, or races the reaper clearing an
+   * empty slot, the periodic full sweep still finds the hold: reaped a few minutes late, never lost.
    */
   async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
     checkReservation(req);
-    const now = req.now ?? this.opts.now();
-    const deadline = now + req.holdTtlMs;
     const a = req.accountId;
-    const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a)];
-    const args = [String(req.amount), String(deadline), utcMonth(now), req.requestId];
+    const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a)];
+    const args = [String(req.amount), String(req.holdTtlMs), req.requestId, a, req.now === undefined ? '' : String(req.now)];
     const reply = this.scripts.run<[number, string?, number?, number?, number?]>('reserve', keys, args);
-    const indexed = this.redis.zadd(this.k.reapIndex(), 'LT', deadline, a);
-    const [r] = await Promise.all([reply, indexed]);
+    this.announceSlot(a);
+    const r = await reply;
     if (r[0] === 1) return { admitted: true };
     return {
       admitted: false,
@@ -124,14 +128,50 @@ export class RedisLedger implements Ledger {
     return (await this.reap(nowArg)).count;
   }
 
+  /** Tells the reaper that `accountId`'s slot may hold holds. */
+  private announceSlot(accountId: string): void {
+    // Fire and forget: a lost announcement delays reaping until the next full sweep, never loses a hold.
+    this.redis.sadd(this.k.reapSlots(), String(slotOfTag(accountId))).catch(() => undefined);
+  }
+
+  /** Redis's clock, in unix ms: the one hold deadlines are set by. */
+  private async redisNow(): Promise<number> {
+    const [seconds, micros] = await this.redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
   async reap(nowArg?: number): Promise<ReapResult> {
-    const now = nowArg ?? this.opts.now();
+    const now = nowArg ?? (await this.redisNow());
     const total: ReapResult = { count: 0, released: 0 };
+    // Every FULL_SWEEP_EVERY passes the index of every slot is read, so a hold whose slot announcement
+    // was lost (the plain SADD after the script) is still reaped, at most a few minutes late.
+    const full = this.passes++ % FULL_SWEEP_EVERY === 0;
+    const slots = full ? Array.from({ length: SLOTS }, (_, i) => i) : (await this.redis.smembers(this.k.reapSlots())).map(Number);
+    for (let i = 0; i < slots.length; i += SLOT_BATCH) {
+      const batch = slots.slice(i, i + SLOT_BATCH);
+      // One command per slot index, auto-pipelined: in a cluster each goes to the node owning the slot.
+      const firsts = await Promise.all(batch.map((slot) => this.redis.zrange(this.k.reapIndexOfSlot(slot), 0, 0, 'WITHSCORES')));
+      for (let j = 0; j < batch.length; j++) {
+        const slot = batch[j] as number;
+        const first = firsts[j] ?? [];
+        if (first[1] === undefined) {
+          if (!full) await this.redis.srem(this.k.reapSlots(), String(slot));
+          continue;
+        }
+        if (full) await this.redis.sadd(this.k.reapSlots(), String(slot));
+        if (Number(first[1]) <= now) await this.reapSlot(slot, now, total);
+      }
+    }
+    return total;
+  }
+
+  /** Reaps every account of one slot's index whose earliest deadline has passed. */
+  private async reapSlot(slot: number, now: number, total: ReapResult): Promise<void> {
     const visited = new Set<string>();
     for (;;) {
-      const due = await this.redis.zrangebyscore(this.k.reapIndex(), '-inf', now, 'LIMIT', 0, REAP_ACCOUNTS_BATCH);
+      const due = await this.redis.zrangebyscore(this.k.reapIndexOfSlot(slot), '-inf', now, 'LIMIT', 0, REAP_ACCOUNTS_BATCH);
       const fresh = due.filter((a) => !visited.has(a));
-      if (fresh.length === 0) return total;
+      if (fresh.length === 0) return;
       for (const accountId of fresh) {
         visited.add(accountId);
         await this.reapAccount(accountId, now, total);
@@ -153,9 +193,7 @@ export class RedisLedger implements Ledger {
         next = first[1] === undefined ? -1 : Number(first[1]);
         break;
       }
-      const p = this.redis.pipeline();
-      for (const rid of rids) p.hget(this.k.hold(a, rid), 'keyId');
-      const keyIds = ((await p.exec()) ?? []).map(([, v]) => (typeof v === 'string' ? v : ''));
+      const keyIds = (await Promise.all(rids.map((rid) => this.redis.hget(this.k.hold(a, rid), 'keyId')))).map((v) => v ?? '');
       const keys = [this.k.account(a), this.k.holds(a)];
       const args: string[] = [String(now), String(this.opts.markerTtlSeconds)];
       rids.forEach((rid, i) => {
@@ -171,15 +209,16 @@ export class RedisLedger implements Ledger {
     }
     // Re-file the account: by its next deadline, or out of the index. A reserve that lands between the
     // script and this update is caught by the re-read below (its own ZADD LT may have come earlier).
-    if (next >= 0) await this.redis.zadd(this.k.reapIndex(), next, a);
-    else await this.redis.zrem(this.k.reapIndex(), a);
+    const index = this.k.reapIndex(a);
+    if (next >= 0) await this.redis.zadd(index, next, a);
+    else await this.redis.zrem(index, a);
     const first = await this.redis.zrange(this.k.holds(a), 0, 0, 'WITHSCORES');
-    if (first[1] !== undefined) await this.redis.zadd(this.k.reapIndex(), 'LT', Number(first[1]), a);
+    if (first[1] !== undefined) await this.redis.zadd(index, 'LT', Number(first[1]), a);
   }
 
   /**
-   * Sums `held` and the hold count of every account in the reaper index. Every account with a hold is
-   * there (reserve adds it in its own round trip), plus some with none left (harmless: they add 0).
+   * Sums `held` and the hold count of every account in the reaper indexes of the announced slots. Every
+   * account with a hold is there (the reserve script adds it), plus some with none left (they add 0).
    * No ledger-wide counter is kept instead: the per-account scripts cannot write a global key and stay
    * valid in Redis Cluster, and a command pipelined beside them cannot know whether the script admitted
    * the hold or what a (duplicate, late) settlement released, so such a counter would drift. The cost is
@@ -187,9 +226,19 @@ export class RedisLedger implements Ledger {
    * off the request path. Not a snapshot: a hold made or settled during the scan may be seen or not.
    */
   async holdsSummary(): Promise<HoldsSummary> {
-    const index = this.k.reapIndex();
     // ZSCAN may return an entry twice (while the set is rehashed); each account is summed once.
     const seen = new Set<string>();
+    let count = 0;
+    let held = 0;
+    for (const slot of await this.redis.smembers(this.k.reapSlots())) {
+      const part = await this.sumIndex(this.k.reapIndexOfSlot(Number(slot)), seen);
+      count += part.count;
+      held += part.held;
+    }
+    return { count, held };
+  }
+
+  private async sumIndex(index: string, seen: Set<string>): Promise<HoldsSummary> {
     let count = 0;
     let held = 0;
     let cursor = '0';
@@ -206,14 +255,11 @@ export class RedisLedger implements Ledger {
         }
       }
       if (accounts.length === 0) continue;
-      const p = this.redis.pipeline();
-      for (const a of accounts) p.hget(this.k.account(a), 'held').zcard(this.k.holds(a));
-      const replies = (await p.exec()) ?? [];
-      for (const [err] of replies) if (err) throw err;
-      // Two replies per account: its held amount (a string, or null), then its hold count.
-      for (let i = 0; i + 1 < replies.length; i += 2) {
-        held += Number(replies[i]?.[1] ?? 0);
-        count += Number(replies[i + 1]?.[1] ?? 0);
+      // Plain commands, auto-pipelined: an explicit pipeline could not span the accounts' slots in a cluster.
+      const replies = await Promise.all(accounts.map((a) => Promise.all([this.redis.hget(this.k.account(a), 'held'), this.redis.zcard(this.k.holds(a))])));
+      for (const [h, n] of replies) {
+        held += Number(h ?? 0);
+        count += n;
       }
     } while (cursor !== '0');
     return { count, held };

@@ -53,7 +53,7 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
   return async ({ ctx, response, cancellation, redact = unredacted }) => {
     const out = emptyOutcome('completed');
     const counters: AnthropicUsageCounters = {};
-    const client = new ClientEventStream(ctx.res);
+    const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs);
     ctx.respond = false;
     client.start();
     let pending = '';

@@ -3,10 +3,16 @@
 import type { ServerResponse } from 'node:http';
 import { EventEmitter, once } from 'node:events';
 
+/** How long a write may wait for a client that stopped reading before the response is cut. */
+export const DEFAULT_CLIENT_WRITE_TIMEOUT_MS = 30_000;
+
 export class ClientEventStream {
   private started = false;
 
-  constructor(private readonly res: ServerResponse) {}
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly writeTimeoutMs: number = DEFAULT_CLIENT_WRITE_TIMEOUT_MS,
+  ) {}
 
   get open(): boolean {
     return !this.res.destroyed && !this.res.writableEnded;
@@ -27,7 +33,21 @@ export class ClientEventStream {
     if (text === '' || !this.open) return;
     this.start();
     if (!this.res.write(text)) {
-      await Promise.race([once(this.res, 'drain'), once(this.res, 'close')]);
+      // A client that stops reading must not keep the exchange (and its upstream call and hold) alive:
+      // past the write deadline the response is cut, which ends the exchange as a client cancellation,
+      // settled for what was generated.
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          this.res.destroy();
+          resolve();
+        }, this.writeTimeoutMs);
+      });
+      try {
+        await Promise.race([once(this.res, 'drain'), once(this.res, 'close'), deadline]);
+      } finally {
+        clearTimeout(timer);
+      }
     }
   }
 
@@ -55,6 +75,8 @@ export class ExchangeCancellation extends EventEmitter {
   constructor(
     private readonly res: ServerResponse,
     timeoutMs: number,
+    /** Longest a write may wait for the client to read (ClientEventStream's deadline). */
+    readonly writeTimeoutMs: number = DEFAULT_CLIENT_WRITE_TIMEOUT_MS,
   ) {
     super();
     res.once('close', this.onClose);

@@ -110,7 +110,7 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         const out = emptyOutcome('completed');
         const inputTokenEstimate = req.clientFormat === 'anthropic' ? await req.estimateInputTokens() : 0;
         const translator = createStreamTranslator(upstream.format, req.clientFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
-        const client = new ClientEventStream(ctx.res);
+        const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs);
         ctx.respond = false;
         client.start();
         let pending = '';

@@ -32,6 +32,8 @@ export interface ExchangeDeps {
   observer: ExchangeObserver;
   requestTimeoutMs: number;
   holdMarginMs: number;
+  /** Longest a stream write may wait for a client that stopped reading before the response is cut. */
+  clientWriteTimeoutMs?: number;
   log: (event: string, fields: Record<string, unknown>) => void;
   /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
   journal?: { behind(): boolean };
@@ -165,7 +167,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   }
   deps.observer.reservation(ctx, 'admitted');
 
-  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs);
+  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs);
   let outcome: RelayOutcome | undefined;
   let servedBy: CatalogUpstream | undefined;
   const started = performance.now();

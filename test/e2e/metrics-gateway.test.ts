@@ -522,7 +522,7 @@ describe('a reaper pass that fails', () => {
   });
 
   it('is counted in tollgate_reaper_errors_total and logged as a warning, once per pass; passes after recovery are not', async () => {
-    const index = `${h.redisNamespace}:reap-index`;
+    const index = `${h.redisNamespace}:reap-slots`;
     const before = await scrape(h);
     // A real Redis error on every pass (WRONGTYPE on the reaper's index), without touching the server
     // other tests share.

@@ -17,3 +17,23 @@ local function usageCost(entries)
   end
   return total
 end
+-- Unix ms: the override when the caller gave one (tests crossing a month), else Redis's own clock, so
+-- hold deadlines and billing months never depend on a gateway pod's clock.
+local function nowMs(override)
+  if override and override ~= '' then return tonumber(override) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- The calendar month (UTC) of unix ms, as YYYY-MM (civil-from-days, proleptic Gregorian).
+local function utcMonth(ms)
+  local z = math.floor(ms / 86400000) + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d', y, m)
+end

@@ -1,12 +1,15 @@
 -- Admit or refuse one reservation, atomically over the account balance and the key's two caps.
--- KEYS: 1 account hash, 2 key hash, 3 hold hash, 4 holds zset (all under one account hash tag)
--- ARGV: 1 amount, 2 deadline (unix ms), 3 month (YYYY-MM, UTC, computed by the caller), 4 request id
+-- KEYS: 1 account hash, 2 key hash, 3 hold hash, 4 holds zset (all under the account's hash tag),
+--       5 the reaper index of the account's slot (a tag of the same slot): the hold and its index entry
+--       are written together, so no hold can exist that the reaper does not know of.
+-- ARGV: 1 amount, 2 hold life (ms), 3 request id, 4 account id, 5 now (unix ms) or '' for Redis's clock
 -- Returns {1} admitted, or {0, reason, needed, available, availableOverall}.
 -- All values are integers below 2^53; numbers go back to Redis through %d so they never print as 1e+15.
 
 local amount = tonumber(ARGV[1])
-local deadline = tonumber(ARGV[2])
-local month = ARGV[3]
+local now = nowMs(ARGV[5])
+local deadline = now + tonumber(ARGV[2])
+local month = utcMonth(now)
 
 -- A retried reserve of a request already held is admitted once.
 if redis.call('EXISTS', KEYS[3]) == 1 then return {1} end
@@ -39,5 +42,6 @@ redis.call('HINCRBY', KEYS[1], 'held', s(amount))
 redis.call('HINCRBY', KEYS[2], 'lifetimeHeld', s(amount))
 redis.call('HINCRBY', KEYS[2], 'mh:' .. month, s(amount))
 redis.call('HSET', KEYS[3], 'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline))
-redis.call('ZADD', KEYS[4], s(deadline), ARGV[4])
+redis.call('ZADD', KEYS[4], s(deadline), ARGV[3])
+redis.call('ZADD', KEYS[5], 'LT', s(deadline), ARGV[4])
 return {1}
