@@ -4,7 +4,7 @@
 //     holds, and the month could be the wrong one);
 //   - when the command after the reserve script is lost, the hold is still reaped (on 7339c82 the
 //     index entry was a second command: if it failed, the hold was never reaped).
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { utcMonth } from '../../src/billing/month.js';
