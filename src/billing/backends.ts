@@ -44,6 +44,8 @@ export interface RedisBackendOptions {
   usageMaxRecords?: number;
   /** How long settled/reaped markers are kept (exactly-once window), default 30 days. */
   markerTtlSeconds?: number;
+  /** Every this many reaper passes the reaper reads every slot's index (default 60). */
+  fullSweepEvery?: number;
   now?: () => number;
 }
 
@@ -54,6 +56,7 @@ export function createRedisBackend(opts: RedisBackendOptions): Backend {
     redis: opts.redis,
     keys,
     usageMaxRecords: opts.usageMaxRecords ?? DEFAULT_USAGE_MAX_RECORDS,
+    ...(opts.fullSweepEvery === undefined ? {} : { fullSweepEvery: opts.fullSweepEvery }),
     markerTtlSeconds: opts.markerTtlSeconds ?? DEFAULT_MARKER_TTL_SECONDS,
     now,
   });

@@ -27,6 +27,8 @@ export interface RedisLedgerOptions {
   usageMaxRecords: number;
   markerTtlSeconds: number;
   now: () => number;
+  /** Every this many reaper passes the index of every slot is read (default FULL_SWEEP_EVERY). */
+  fullSweepEvery?: number;
 }
 
 /** Every this many reaper passes, the index of every slot is read (catches a lost announcement). */
@@ -145,7 +147,8 @@ export class RedisLedger implements Ledger {
     const total: ReapResult = { count: 0, released: 0 };
     // Every FULL_SWEEP_EVERY passes the index of every slot is read, so a hold whose slot announcement
     // was lost (the plain SADD after the script) is still reaped, at most a few minutes late.
-    const full = this.passes++ % FULL_SWEEP_EVERY === 0;
+    // Not on the first pass: a gateway that starts does not owe the cluster a full scan at once.
+    const full = ++this.passes % (this.opts.fullSweepEvery ?? FULL_SWEEP_EVERY) === 0;
     const slots = full ? Array.from({ length: SLOTS }, (_, i) => i) : (await this.redis.smembers(this.k.reapSlots())).map(Number);
     for (let i = 0; i < slots.length; i += SLOT_BATCH) {
       const batch = slots.slice(i, i + SLOT_BATCH);

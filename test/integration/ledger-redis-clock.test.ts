@@ -61,8 +61,8 @@ describe('a hold and its reaper-index entry', () => {
     // The reservation itself may report the lost command; the hold is placed either way.
     await placing.ledger.reserve({ requestId: 'r1', accountId: acct.id, keyId: record.id, amount: 500, holdTtlMs: 1000, now: t0 }).catch(() => undefined);
     expect((await placing.ledger.audit(acct.id)).holdsOutstanding).toBe(1);
-    // A reaper (a fresh gateway) finds it once it is due and returns the money.
-    const reaper = createRedisBackend({ redis: t.redis, namespace });
+    // The reaper's full sweep (every pass here; every 60th by default) finds it once it is due.
+    const reaper = createRedisBackend({ redis: t.redis, namespace, fullSweepEvery: 1 });
     expect(await reaper.ledger.reapExpired(t0 + 999)).toBe(0);
     expect(await reaper.ledger.reapExpired(t0 + 1000)).toBe(1);
     const audit = await reaper.ledger.audit(acct.id);
