@@ -55,6 +55,8 @@ export interface HarnessOptions {
   models?: (models: ModelSpec[], sim: Simulator) => ModelSpec[];
   /** Upstream credential the simulator demands (tests that it reaches the upstream). */
   upstreamApiKey?: string;
+  /** Usage records the Redis ledger keeps per account (default 10,000). */
+  usageMaxRecords?: number;
 }
 
 export interface Harness {
@@ -106,7 +108,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   if (opts.ledger === 'redis') {
     redis = new Redis(inject('redisUrl'), { enableAutoPipelining: true });
     redisNamespace = `e2e${process.pid}x${namespaceCounter++}x${Date.now()}`;
-    backend = createRedisBackend({ redis, namespace: redisNamespace });
+    backend = createRedisBackend({ redis, namespace: redisNamespace, ...(opts.usageMaxRecords === undefined ? {} : { usageMaxRecords: opts.usageMaxRecords }) });
   } else {
     backend = createMemoryBackend();
   }

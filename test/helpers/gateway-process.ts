@@ -37,7 +37,8 @@ export async function startGatewayProcess(env: Record<string, string>): Promise<
     child,
     output,
     async kill(signal: NodeJS.Signals = 'SIGKILL') {
-      if (child.exitCode !== null) return child.exitCode;
+      // Already gone (exited, or killed by a signal): its 'exit' has fired and will not again.
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
       child.kill(signal);
       return exited;

@@ -1,0 +1,157 @@
+// Gateways in their own processes against one Redis (the production connection), under faults:
+//   - Redis unreachable when a gateway starts: it starts, is not ready and refuses with a retryable 503
+//     until Redis comes, then serves without a restart;
+//   - a gateway SIGKILLed mid-stream while a second one serves: the dead one's hold is returned by the
+//     survivor's reaper, and nothing else moves;
+//   - two gateways, one small monthly cap, hundreds of concurrent requests with overlapping holds: the
+//     key never spends past its cap, and the books agree.
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import { startSimulator, type Simulator } from '../../src/simulator/server.js';
+import { freePort, startRedisServer, type OwnRedisProcess } from '../helpers/redis-server.js';
+import { killGatewayProcesses, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
+import { until } from '../e2e/e2e-support.js';
+
+const MODEL = 'outlaw-1-xploded';
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+afterAll(() => killGatewayProcesses());
+
+function chat(url: string, key: string, extra: Record<string, unknown> = {}, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, max_tokens: 50, messages: [{ role: 'user', content: 'Say something.' }], ...extra }),
+    ...(signal === undefined ? {} : { signal }),
+  });
+}
+
+async function world(redis: OwnRedisProcess, simOpts: Parameters<typeof startSimulator>[0] = {}) {
+  const conn = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  conn.on('error', () => undefined);
+  const namespace = `gw-${randomBytes(4).toString('hex')}`;
+  const backend: Backend = createRedisBackend({ redis: conn, namespace });
+  const sim: Simulator = await startSimulator({ log: true, ...simOpts });
+  cleanups.push(async () => {
+    conn.disconnect();
+    await sim.close();
+  });
+  const env = { REDIS_URL: redis.url, TOLLGATE_TEST_NAMESPACE: namespace, TOLLGATE_SIMULATOR_URL: sim.url, TOLLGATE_REDIS_COMMAND_TIMEOUT_MS: '500' };
+  const gateway = async (extra: Record<string, string> = {}): Promise<GatewayProcess> => {
+    const g = await startGatewayProcess({ ...env, ...extra });
+    cleanups.push(async () => {
+      await g.kill();
+    });
+    return g;
+  };
+  return { conn, backend, sim, gateway };
+}
+
+describe('gateway processes under faults', () => {
+  it('starts with Redis unreachable: not ready, 503 ledger_unavailable, then serves once Redis comes', async () => {
+    const port = await freePort();
+    const sim = await startSimulator({});
+    cleanups.push(() => sim.close());
+    const namespace = `gw-${randomBytes(4).toString('hex')}`;
+    const g = await startGatewayProcess({ REDIS_URL: `redis://127.0.0.1:${port}`, TOLLGATE_TEST_NAMESPACE: namespace, TOLLGATE_SIMULATOR_URL: sim.url, TOLLGATE_REDIS_COMMAND_TIMEOUT_MS: '500' });
+    cleanups.push(async () => {
+      await g.kill();
+    });
+    await until('not ready', async () => ((await fetch(`${g.url}/readyz`)).status === 503 ? true : undefined), 10_000);
+    const refused = await chat(g.url, `sk-tg-${'A'.repeat(43)}`);
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('ledger_unavailable');
+    expect(refused.headers.get('retry-after')).not.toBeNull();
+    const redis = await startRedisServer({ port });
+    cleanups.push(() => redis.stop());
+    const conn = new Redis(redis.url);
+    cleanups.push(async () => {
+      conn.disconnect();
+    });
+    const backend = createRedisBackend({ redis: conn, namespace });
+    const acct = await backend.accounts.createAccount('late-redis');
+    await backend.ledger.credit(acct.id, 10_000_000, 'start');
+    const { secret } = await backend.accounts.createKey(acct.id);
+    await until('ready', async () => ((await fetch(`${g.url}/readyz`)).status === 200 ? true : undefined), 15_000);
+    const served = await until('served', async () => {
+      const res = await chat(g.url, secret);
+      return res.status === 200 ? res : undefined;
+    }, 10_000);
+    await served.text();
+    await until('settled', async () => ((await backend.ledger.listUsage(acct.id)).length === 1 ? true : undefined), 5000);
+    const audit = await backend.ledger.audit(acct.id);
+    expect(audit.difference).toBe(0);
+    expect(audit.holdsOutstanding).toBe(0);
+  });
+
+  it("a gateway SIGKILLed mid-stream: the survivor reaps its hold; the books agree", async () => {
+    const redis = await startRedisServer({});
+    cleanups.push(() => redis.stop());
+    const w = await world(redis, { tokenDelayMs: 50 });
+    const acct = await w.backend.accounts.createAccount('victim');
+    await w.backend.ledger.credit(acct.id, 10_000_000, 'start');
+    const { secret } = await w.backend.accounts.createKey(acct.id);
+    // Holds live 1.5 s; the survivor reaps every 200 ms.
+    const short = { TOLLGATE_REQUEST_TIMEOUT_MS: '1000', TOLLGATE_HOLD_MARGIN_MS: '500' };
+    const victim = await w.gateway({ ...short });
+    const survivor = await w.gateway({ ...short, TOLLGATE_REAPER_INTERVAL_MS: '200' });
+    const res = await chat(victim.url, secret, { stream: true, sim_reply_tokens: 200 });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    expect((await w.backend.ledger.balance(acct.id)).held).toBeGreaterThan(0);
+    await victim.kill('SIGKILL');
+    await reader.cancel().catch(() => undefined);
+    await until('the hold is returned', async () => ((await w.backend.ledger.balance(acct.id)).held === 0 ? true : undefined), 10_000);
+    // The survivor serves on, and the books agree.
+    const again = await chat(survivor.url, secret, { sim_reply_tokens: 2 });
+    expect(again.status).toBe(200);
+    await again.text();
+    await until('settled', async () => ((await w.backend.ledger.listUsage(acct.id)).length === 1 ? true : undefined), 5000);
+    const audit = await w.backend.ledger.audit(acct.id);
+    expect(audit.difference).toBe(0);
+    expect(audit.holdsOutstanding).toBe(0);
+  });
+
+  it('two gateways, one small monthly cap, 300 concurrent requests: never past the cap', async () => {
+    const redis = await startRedisServer({});
+    cleanups.push(() => redis.stop());
+    const w = await world(redis, { tokenDelayMs: 2 });
+    const acct = await w.backend.accounts.createAccount('capped');
+    await w.backend.ledger.credit(acct.id, 100_000_000, 'start');
+    const cap = 20_000; // 0.02 USD: room for some of the requests, not all
+    const { secret, record } = await w.backend.accounts.createKey(acct.id, { monthlyCap: cap });
+    const [a, b] = [await w.gateway(), await w.gateway()];
+    let peak = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const s = await w.backend.ledger.keySpend(acct.id, record.id);
+        peak = Math.max(peak, s.monthSpent + s.monthHeld);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    const statuses = await Promise.all(
+      Array.from({ length: 300 }, async (_, i) => {
+        const res = await chat((i % 2 === 0 ? a : b).url, secret, { max_tokens: 20 + (i % 30), sim_reply_tokens: 1 + (i % 20), stream: i % 3 === 0 });
+        await res.text();
+        return res.status;
+      }),
+    );
+    sampling = false;
+    await sampler;
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+    expect(statuses.filter((s) => s === 402).length).toBeGreaterThan(0);
+    expect(statuses.every((s) => s === 200 || s === 402)).toBe(true);
+    await until('settled', async () => ((await w.backend.ledger.audit(acct.id)).holdsOutstanding === 0 ? true : undefined), 10_000);
+    const spend = await w.backend.ledger.keySpend(acct.id, record.id);
+    expect(spend.monthSpent).toBeLessThanOrEqual(cap);
+    expect(peak).toBeLessThanOrEqual(cap);
+    const audit = await w.backend.ledger.audit(acct.id);
+    expect(audit.difference).toBe(0);
+    expect(audit.usageTotal).toBe(spend.monthSpent);
+  });
+});
