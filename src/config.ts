@@ -41,6 +41,11 @@ export interface GatewayConfig {
   settlementFlushMs: number;
   /** A stream write waiting this long for a client that stopped reading cuts the response. */
   clientWriteTimeoutMs: number;
+  /**
+   * On SIGTERM, how long open requests may run to completion; past it they are ended in the client's
+   * format and settled for what was generated. The chart's grace period must exceed it plus preStop.
+   */
+  drainTimeoutMs: number;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -82,5 +87,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     redisCommandTimeoutMs: int(env, 'TOLLGATE_REDIS_COMMAND_TIMEOUT_MS', 1000),
     settlementFlushMs: int(env, 'TOLLGATE_SETTLEMENT_FLUSH_MS', 10 * 1000),
     clientWriteTimeoutMs: int(env, 'TOLLGATE_CLIENT_WRITE_TIMEOUT_MS', 30 * 1000),
+    drainTimeoutMs: int(env, 'TOLLGATE_DRAIN_TIMEOUT_MS', 25 * 1000),
   };
 }

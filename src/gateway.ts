@@ -1,6 +1,6 @@
 // The composition root: builds a running gateway (HTTP server, metrics server, reaper) from its
 // parts. The local run, the production entry point and the tests all start gateways through it.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Backend } from './billing/backends.js';
 import { LedgerHealth } from './billing/ledger-health.js';
@@ -11,6 +11,7 @@ import type { GatewayConfig } from './config.js';
 import { createGatewayApp } from './http/app.js';
 import { KeyAuthenticator } from './http/authenticate.js';
 import type { GatewayContext } from './http/state.js';
+import { ShutdownSignal } from './proxy/client-stream.js';
 import { telemetryObserver } from './proxy/telemetry-observer.js';
 import { GatewayMetrics, type MetricsServer } from './telemetry/metrics.js';
 import { createLogger, type TollgateLogger } from './telemetry/logger.js';
@@ -23,6 +24,11 @@ import { loadEncoder } from './wire/token-count.js';
 
 /** Status recorded for a request whose client disconnected before the response was complete. */
 export const CLIENT_CLOSED_REQUEST = 499;
+
+/** After the drain bound cut the open exchanges, how long they get to end and settle. */
+const CUT_GRACE_MS = 5_000;
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function errorText(err: unknown): string {
   return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 500);
@@ -90,7 +96,9 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   });
   const authenticator = new KeyAuthenticator(backend.accounts, config.keyCacheTtlMs, (read) => observer.timeLedger('lookup', () => health.run(read)));
   const dispatchers = new UpstreamDispatchers(config.upstreamMaxConnections);
+  const shutdown = new ShutdownSignal();
   const exchange = {
+    shutdown,
     ledger: backend.ledger,
     health,
     settlements,
@@ -153,10 +161,21 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
         ...(s.span?.traceId ? { traceId: s.span.traceId } : {}),
       });
     },
-    ready: () => catalog.current().models.length > 0 && health.up,
+    ready: () => !shutdown.draining && catalog.current().models.length > 0 && health.up,
     tracing,
   });
-  const handle = app.callback();
+  const callback = app.callback();
+  // Requests whose middleware has not finished: a stream's response ends before its settlement does,
+  // and the drain waits for the settlement too.
+  let inFlight = 0;
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    // While draining, a request on a kept-alive connection is still served, but its connection closes after.
+    if (shutdown.draining) res.shouldKeepAlive = false;
+    inFlight += 1;
+    void callback(req, res).finally(() => {
+      inFlight -= 1;
+    });
+  };
   const server = createServer(handle);
   // With a listener here Node does not answer `Expect: 100-continue` by itself: the key check does,
   // so an unknown key is refused before it is invited to send a body.
@@ -187,11 +206,39 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     authenticator,
     logger,
     async close() {
+      // The drain: readiness false at once, no new connections, open requests run to completion up to
+      // the drain bound, then the rest are ended in their client's format and settled for what was
+      // generated. Only then the settlement retries, the journal and (by the caller) Redis close.
+      shutdown.startDrain();
+      logger.log.info({ event: 'drain_started', inFlight, drainTimeoutMs: config.drainTimeoutMs }, 'draining: not ready, no new connections');
+      let listenerClosed = false;
+      const closed = new Promise<void>((resolve) =>
+        server.close(() => {
+          listenerClosed = true;
+          resolve();
+        }),
+      );
+      const drained = (): boolean => listenerClosed && inFlight === 0;
+      const waitDrained = async (ms: number): Promise<boolean> => {
+        const until = Date.now() + ms;
+        while (!drained() && Date.now() < until) {
+          // Kept-alive connections whose last response has ended would hold the listener open.
+          server.closeIdleConnections();
+          await sleep(Math.min(50, Math.max(1, until - Date.now())));
+        }
+        return drained();
+      };
+      if (!(await waitDrained(config.drainTimeoutMs))) {
+        logger.log.warn({ event: 'drain_timeout', inFlight }, 'drain bound passed: open requests are ended and settled for what was generated');
+        shutdown.cutOpenExchanges();
+        if (!(await waitDrained(CUT_GRACE_MS))) server.closeAllConnections();
+      }
+      await closed;
+      // Cut connections end their exchanges at once; their settlements still get a bounded wait.
+      for (const until = Date.now() + CUT_GRACE_MS; inFlight > 0 && Date.now() < until; ) await sleep(20);
       reaper.stop();
       if (journalSampler !== undefined) clearInterval(journalSampler);
       unsubscribe();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
       // Settlements that failed get their last retries before anything they need is closed.
       await settlements.flush(config.settlementFlushMs);
       settlements.close();

@@ -5,7 +5,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { isObject } from '../wire/json-shape.js';
 import { anthropicInputTokens, anthropicTokenUsage, mergeAnthropicUsage, type AnthropicUsageCounters } from '../wire/anthropic/usage.js';
 import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
-import { ClientEventStream } from './client-stream.js';
+import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
@@ -126,7 +126,11 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
     }
     if (failed || cut || !stopped) {
       out.status = 'upstream_failed';
-      client.end(pending + (failed ? '' : anthropicErrorEvent('api_error', 'The upstream stream ended before the reply was complete; the output above is partial.')));
+      const cutEvent =
+        cut && cancellation.cutByShutdown === true
+          ? anthropicErrorEvent('overloaded_error', SHUTDOWN_CUT_MESSAGE)
+          : anthropicErrorEvent('api_error', 'The upstream stream ended before the reply was complete; the output above is partial.');
+      client.end(pending + (failed ? '' : cutEvent));
       return out;
     }
     client.end(pending);

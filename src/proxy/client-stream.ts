@@ -58,9 +58,37 @@ export class ClientEventStream {
   }
 }
 
+/** The text of the error event that ends a stream cut by a shutdown that outlasted its drain bound. */
+export const SHUTDOWN_CUT_MESSAGE = 'The gateway is restarting and could not finish this reply in time; the output above is partial (only it was charged). Retry the request.';
+
 /**
- * Why an exchange stops early: the client went away before its response was complete, or the request
- * deadline passed. It is itself the abort signal handed to undici, which accepts an EventEmitter with
+ * A gateway's shutdown as the exchanges see it: `draining` once it stops taking new work (readiness
+ * false), then 'cut' when the drain bound has passed and the exchanges still open must end now.
+ */
+export class ShutdownSignal extends EventEmitter {
+  draining = false;
+  cut = false;
+
+  constructor() {
+    super();
+    // One listener per open exchange.
+    this.setMaxListeners(0);
+  }
+
+  startDrain(): void {
+    this.draining = true;
+  }
+
+  cutOpenExchanges(): void {
+    if (this.cut) return;
+    this.cut = true;
+    this.emit('cut');
+  }
+}
+
+/**
+ * Why an exchange stops early: the client went away before its response was complete, the request
+ * deadline passed, or a shutdown's drain bound did. It is itself the abort signal handed to undici, which accepts an EventEmitter with
  * `aborted` and an 'abort' event: an AbortController (an EventTarget) per request, or worse
  * AbortSignal.timeout plus AbortSignal.any, cost several times more and showed in the CPU profile.
  * One cleared timer per request.
@@ -71,17 +99,26 @@ export class ExchangeCancellation extends EventEmitter {
   private readonly timer: NodeJS.Timeout;
   private gone = false;
   private expired = false;
+  private stopped = false;
 
   constructor(
     private readonly res: ServerResponse,
     timeoutMs: number,
     /** Longest a write may wait for the client to read (ClientEventStream's deadline). */
     readonly writeTimeoutMs: number = DEFAULT_CLIENT_WRITE_TIMEOUT_MS,
+    private readonly shutdown?: ShutdownSignal,
   ) {
     super();
     res.once('close', this.onClose);
     this.timer = setTimeout(this.onDeadline, timeoutMs);
     this.timer.unref();
+    if (shutdown?.cut === true) this.onShutdownCut();
+    else shutdown?.once('cut', this.onShutdownCut);
+  }
+
+  /** The gateway's drain bound passed: the exchange is ended in the client's format and settled. */
+  get cutByShutdown(): boolean {
+    return this.stopped;
   }
 
   /** The client disconnected before the response was complete. */
@@ -98,6 +135,7 @@ export class ExchangeCancellation extends EventEmitter {
   dispose(): void {
     clearTimeout(this.timer);
     this.res.off('close', this.onClose);
+    this.shutdown?.off('cut', this.onShutdownCut);
   }
 
   private abort(): void {
@@ -109,6 +147,11 @@ export class ExchangeCancellation extends EventEmitter {
   private readonly onClose = (): void => {
     if (this.res.writableFinished) return;
     this.gone = true;
+    this.abort();
+  };
+
+  private readonly onShutdownCut = (): void => {
+    this.stopped = true;
     this.abort();
   };
 

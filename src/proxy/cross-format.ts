@@ -15,7 +15,7 @@ import {
   type TranslationContext,
 } from '../wire/translate/index.js';
 import { GatewayError } from '../http/gateway-error.js';
-import { ClientEventStream } from './client-stream.js';
+import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
@@ -142,7 +142,11 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
         const truncated = translator.state === 'open' && translator.finishReason === undefined;
         if (translator.state === 'failed' || cut || truncated) {
           out.status = 'upstream_failed';
-          client.end(pending + (translator.state === 'failed' ? '' : translator.fail('The upstream stream ended before the reply was complete; the output above is partial.', 'api_error')));
+          const cutEvent = (): string =>
+            cut && cancellation.cutByShutdown === true
+              ? translator.fail(SHUTDOWN_CUT_MESSAGE, 'overloaded')
+              : translator.fail('The upstream stream ended before the reply was complete; the output above is partial.', 'api_error');
+          client.end(pending + (translator.state === 'failed' ? '' : cutEvent()));
           return out;
         }
         client.end(pending + translator.finish());

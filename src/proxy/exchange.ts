@@ -15,7 +15,7 @@ import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
 import type { WireFormat } from '../wire/format.js';
 import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
-import { ExchangeCancellation } from './client-stream.js';
+import { ExchangeCancellation, type ShutdownSignal } from './client-stream.js';
 import type { Relay, RelayOutcome } from './relay.js';
 import { UpstreamFailure, classifyTransportError, sendUpstream, withoutSecrets } from './upstream-request.js';
 import type { ExchangeObserver } from './observer.js';
@@ -35,6 +35,8 @@ export interface ExchangeDeps {
   /** Longest a stream write may wait for a client that stopped reading before the response is cut. */
   clientWriteTimeoutMs?: number;
   log: (event: string, fields: Record<string, unknown>) => void;
+  /** The gateway's shutdown: past the drain bound it cuts the exchanges still open. */
+  shutdown?: ShutdownSignal;
   /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
   journal?: { behind(): boolean };
 }
@@ -139,6 +141,9 @@ async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<T
 const usageRecordsUnavailable = (): GatewayError =>
   new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
 
+const shuttingDown = (): GatewayError =>
+  new GatewayError(503, 'The gateway is restarting and could not finish this request in time; retry it.', { code: 'gateway_shutting_down', retryAfterSeconds: 1 });
+
 export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
   const key = ctx.state.key;
   if (key === undefined) throw new Error('runExchange needs an authenticated key');
@@ -167,7 +172,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   }
   deps.observer.reservation(ctx, 'admitted');
 
-  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs);
+  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown);
   let outcome: RelayOutcome | undefined;
   let servedBy: CatalogUpstream | undefined;
   const started = performance.now();
@@ -196,6 +201,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
         if (failure.kind === 'aborted') {
           outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'client_cancelled', finishReason: undefined, firstTokenAt: undefined };
           if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
+          if (cancellation.cutByShutdown) throw shuttingDown();
           return;
         }
         deps.router.recordFailure(model, upstream);
@@ -213,6 +219,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
         outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
         call.finished(outcome);
         if (err instanceof GatewayError) throw err;
+        if (cancellation.cutByShutdown) throw shuttingDown();
         throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
       }
       call.finished(outcome);

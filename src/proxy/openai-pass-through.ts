@@ -7,7 +7,7 @@ import type { TokenUsage } from '../billing/ledger.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
 import { openaiUsage } from '../wire/openai/usage.js';
 import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
-import { ClientEventStream } from './client-stream.js';
+import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
@@ -162,7 +162,7 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       out.status = 'client_cancelled';
       return out;
     }
-    if (cut) failed = IN_BAND_CUT;
+    if (cut) failed = cancellation.cutByShutdown === true ? SHUTDOWN_CUT_MESSAGE : IN_BAND_CUT;
     if (failed === undefined && !sawDone && out.finishReason === undefined) failed = IN_BAND_CUT;
     if (failed !== undefined) {
       out.status = 'upstream_failed';

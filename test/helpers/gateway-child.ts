@@ -68,3 +68,12 @@ const gateway = await startGateway({
   ...(journal === undefined ? {} : { journal }),
 });
 process.stdout.write(`${JSON.stringify({ url: gateway.url })}\n`);
+
+// SIGTERM drains as the production entry point does: the gateway first, then its Redis connection.
+process.once('SIGTERM', () => {
+  void (async () => {
+    await gateway.close();
+    await redis.quit().catch(() => undefined);
+    process.exit(0);
+  })();
+});

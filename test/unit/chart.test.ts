@@ -6,6 +6,7 @@ import { join, relative } from 'node:path';
 import { Ajv } from 'ajv';
 import { parse, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { readConfig } from '../../src/config.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const CHART = join(ROOT, 'charts', 'tollgate');
@@ -65,6 +66,8 @@ describe('Helm chart', () => {
     ['a float price in the example catalog', withValue('exampleCatalog.models', [{ ...((defaults.exampleCatalog as { models: object[] }).models[0] ?? {}), pricing: { input: 0.3, output: '1.00' } }])],
     ['an unknown upstream format', withValue('exampleCatalog.upstream', { name: 'x', format: 'grpc', baseUrl: 'http://x/v1' })],
     ['an unknown pull policy', withValue('image.pullPolicy', 'Sometimes')],
+    ['a drain bound as a string', withValue('gateway.drain.timeoutSeconds', '25')],
+    ['a misspelled drain key', withValue('gateway.drain', { preStopSleepSeconds: 10, timeoutSecs: 25 })],
   ])('values.schema.json rejects %s', (_what, values) => {
     expect(validateValues(values)).toBe(false);
   });
@@ -122,6 +125,23 @@ describe('Helm chart', () => {
     expect((defaults.gateway as { port: number }).port).toBe(8080);
     const sc = defaults.containerSecurityContext as Record<string, unknown>;
     expect(sc).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+  });
+
+  it('gateway pods drain on deletion: preStop sleep, drain bound in the environment, grace period above both', () => {
+    const gateway = readFileSync(join(CHART, 'templates', 'gateway-deployment.yaml'), 'utf8');
+    expect(gateway).toMatch(/preStop:\s+exec:\s+command: \["sleep", \{\{ \.Values\.gateway\.drain\.preStopSleepSeconds \| quote \}\}\]/);
+    expect(gateway).toMatch(/- name: TOLLGATE_DRAIN_TIMEOUT_MS\s+value: \{\{ mul \.Values\.gateway\.drain\.timeoutSeconds 1000 \| quote \}\}/);
+    expect(gateway).toContain('terminationGracePeriodSeconds: {{ .Values.gateway.terminationGracePeriodSeconds }}');
+    // The template refuses a grace period the drain does not fit in.
+    expect(gateway).toContain('{{- if le (int .Values.gateway.terminationGracePeriodSeconds) (add .Values.gateway.drain.preStopSleepSeconds .Values.gateway.drain.timeoutSeconds 15) }}');
+    const g = defaults.gateway as { terminationGracePeriodSeconds: number; drain: { preStopSleepSeconds: number; timeoutSeconds: number } };
+    expect(g.drain.preStopSleepSeconds).toBeGreaterThan(0);
+    // The gateway's own default bound (config.ts) is the chart's.
+    expect(readConfig({}).drainTimeoutMs).toBe(g.drain.timeoutSeconds * 1000);
+    // preStop + drain bound + 5 s for cut streams to settle + the settlement flush, with room to spare.
+    const settlementFlushS = readConfig({}).settlementFlushMs / 1000;
+    expect(g.terminationGracePeriodSeconds).toBeGreaterThan(g.drain.preStopSleepSeconds + g.drain.timeoutSeconds + 5 + settlementFlushS);
+    expect(15).toBeGreaterThanOrEqual(5 + settlementFlushS);
   });
 
   it('the example catalog has the five models of examples/catalog.yaml', () => {
