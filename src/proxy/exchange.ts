@@ -152,6 +152,8 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const bound = worstCase(plan.footprint, model);
   // Fail closed: money the gateway could not record is money it must not serve.
   if (deps.journal?.behind() === true) throw usageRecordsUnavailable();
+  // Whether the reservation will really be sent (a ledger known to be down refuses without sending).
+  const attempted = deps.health.up;
   const reservation = await deps.observer.timeLedger('reserve', () =>
     deps.health.run(() => deps.ledger.reserve({
       requestId,
@@ -164,6 +166,21 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   ).catch((err: unknown) => {
     // The journal fell behind between the check above and the reservation.
     if (err instanceof JournalBehindError) throw usageRecordsUnavailable();
+    // A reservation that was sent but whose answer was lost may have placed a hold. It is released
+    // now (a zero settlement, retried until the ledger answers) rather than left to the reaper for
+    // the whole hold life; if no hold was placed the settlement finds nothing and changes nothing.
+    if (attempted && err instanceof GatewayError && err.code === 'ledger_unavailable') {
+      void deps.settlements.settle({
+        requestId,
+        accountId: key.accountId,
+        keyId: key.id,
+        model: model.id,
+        usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
+        cost: 0,
+        status: 'refused',
+        latencyMs: 0,
+      });
+    }
     throw err;
   });
   if (!reservation.admitted) {

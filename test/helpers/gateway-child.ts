@@ -44,7 +44,7 @@ const catalog: CatalogSource = {
 const config = { ...readConfig(process.env), port: 0, metricsPort: 0 };
 // The production connection: command deadlines and ledger health, as backendFromConfig makes it.
 const { redis, health } = connectLedgerRedis(redisUrl, config);
-const backend = createRedisBackend({ redis, namespace });
+const backend = createRedisBackend({ redis, namespace, usageMaxRecords: config.usageMaxRecords });
 const env = (name: string): number | undefined => (process.env[name] ? Number(process.env[name]) : undefined);
 const databaseUrl = process.env.TOLLGATE_TEST_DATABASE_URL;
 const journal =
