@@ -1,5 +1,6 @@
 // Token log-probabilities for chat completions that ask for them (`logprobs: true`, `top_logprobs: n`).
 // Deterministic per token text, with the chosen token always the most likely, as a sampled reply's are.
+import { fnv1a } from './reply.js';
 import { WORDS } from './tokenizer.js';
 
 export interface TopLogprob {
@@ -12,19 +13,10 @@ export interface TokenLogprob extends TopLogprob {
   top_logprobs: TopLogprob[];
 }
 
-function hash(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
-
 const entry = (token: string, logprob: number): TopLogprob => ({ token, logprob, bytes: [...Buffer.from(token, 'utf8')] });
 
 export function tokenLogprob(token: string, top: number): TokenLogprob {
-  const h = hash(token);
+  const h = fnv1a(token);
   const logprob = -((h % 997) + 1) / 10_000;
   const alternatives: TopLogprob[] = [];
   for (let i = 1; i < top; i++) alternatives.push(entry(WORDS[(h + i * 7919) % WORDS.length] as string, logprob - i * 1.25));

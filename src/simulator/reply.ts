@@ -55,7 +55,8 @@ export interface PlanInput {
 export const TOOL_RESULT_PREFIX = 'Tool result received:';
 const PREFIX_PIECES = encode(TOOL_RESULT_PREFIX).map((t) => decode([t]));
 
-function fnv1a(text: string): number {
+/** FNV-1a of a string: a fast, stable seed for deterministic choices. */
+export function fnv1a(text: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);
