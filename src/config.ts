@@ -1,4 +1,14 @@
 // Gateway configuration, read once from the environment at start-up.
+import { fileURLToPath } from 'node:url';
+
+/**
+ * examples/catalog.yaml of the checkout or image, from this module's URL: src/config.ts when run from
+ * source, dist/src/config.js when compiled (the image copies examples/ beside dist/, not into it).
+ */
+export function defaultCatalogFile(moduleUrl: string): string {
+  const compiled = /\/dist\/src\/[^/]+$/.test(new URL(moduleUrl).pathname);
+  return fileURLToPath(new URL(compiled ? '../../examples/catalog.yaml' : '../examples/catalog.yaml', moduleUrl));
+}
 
 export interface GatewayConfig {
   port: number;
@@ -73,7 +83,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     redisUrl: env.REDIS_URL || undefined,
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.TOLLGATE_DATA_DIR || '.tollgate-data',
-    catalogFile: env.TOLLGATE_CATALOG_FILE ?? new URL('../examples/catalog.yaml', import.meta.url).pathname,
+    catalogFile: env.TOLLGATE_CATALOG_FILE || defaultCatalogFile(import.meta.url),
     maxBodyBytes: int(env, 'TOLLGATE_MAX_BODY_BYTES', 32 * 1024 * 1024),
     bodyReadTimeoutMs: int(env, 'TOLLGATE_BODY_READ_TIMEOUT_MS', 60 * 1000),
     requestTimeoutMs: int(env, 'TOLLGATE_REQUEST_TIMEOUT_MS', 10 * 60 * 1000),

@@ -1,7 +1,8 @@
 // A gateway process that gets SIGTERM (every rollout) while streams are open:
 //   - readiness turns false at once, the listener refuses new connections, every open stream runs to
 //     its normal end, the process exits 0 and every request is charged exactly its upstream usage,
-//     with no hold left. On 7339c82 the streams were cut at once (and the child died by the signal).
+//     with no hold left. On 7339c82 (its child given the same SIGTERM handler) both tests fail: close()
+//     cut every stream at once and the clients saw "terminated" (other side closed).
 //   - with a drain bound shorter than the streams, they are ended cleanly in the client's format (an
 //     error event its SDK understands) and settled for what was generated.
 import { randomBytes } from 'node:crypto';
@@ -133,13 +134,15 @@ describe('graceful drain on SIGTERM', () => {
       const probeText = probeStream.body.text();
       const streams = await Promise.all((['openai', 'anthropic', 'openai', 'anthropic'] as const).map((f) => openStream(w, f)));
       const exited = w.gateway.kill('SIGTERM');
-      await until('the drain to start', () => (w.gateway.output.some((l) => l.includes('"drain_started"')) ? true : undefined), 5_000);
-      expect(await tryConnect(w.gateway.url)).toBe('ECONNREFUSED');
-      const ready = await probe.request({ path: '/readyz', method: 'GET' });
-      expect(ready.statusCode).toBe(503);
-      expect(await ready.body.json()).toEqual({ status: 'not ready' });
-      expect((await probeText).trimEnd().endsWith('data: [DONE]')).toBe(true);
+      // New connections are refused as soon as the signal is handled (readiness went false just before).
+      await until('the listener to close', async () => ((await tryConnect(w.gateway.url)) === 'ECONNREFUSED' ? true : undefined), 5_000);
+      const ready = probe.request({ path: '/readyz', method: 'GET' });
+      // Every open stream runs to its normal end (on 7339c82 they were cut here: "terminated").
       const texts = await Promise.all(streams.map((s) => s.rest));
+      expect((await probeText).trimEnd().endsWith('data: [DONE]')).toBe(true);
+      expect((await ready).statusCode).toBe(503);
+      expect(await (await ready).body.json()).toEqual({ status: 'not ready' });
+      expect(w.gateway.output.some((l) => l.includes('"drain_started"'))).toBe(true);
       for (const [i, s] of streams.entries()) {
         const text = texts[i] ?? '';
         if (s.format === 'openai') expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
