@@ -94,7 +94,8 @@ export class Reconciler {
         generation,
         nowDate,
       );
-      // Health of the last valid version is still what gateways route by: keep it.
+      // Health of the last valid version is still what gateways route by: keep it, and that version
+      // itself (lastValid), which gateways starting now serve.
       next = { ...previous, observedGeneration: generation, conditions, ready: 'False' };
       this.probes.delete(key);
     } else {
@@ -114,7 +115,9 @@ export class Reconciler {
       );
       const ready = readyCondition(models);
       conditions = setCondition(conditions, ready, generation, nowDate);
-      next = { observedGeneration: generation, conditions, models, modelCount: models.length, ready: ready.status };
+      // Kept through later invalid edits (the spread above), for gateways that start during one.
+      const lastValid = { generation, spec: structuredClone(obj.spec) };
+      next = { observedGeneration: generation, conditions, models, lastValid, modelCount: models.length, ready: ready.status };
     }
 
     if (statusNeedsWrite(previous, next, now, this.deps.statusRefreshMs)) {

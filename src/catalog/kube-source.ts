@@ -1,12 +1,15 @@
 // The gateway's catalog from ModelCatalog objects, kept by an informer (list + watch; re-list on
 // 410 Gone, reconnect on drops). A catalog enters a snapshot only once the operator has validated
 // that very generation (condition Valid=True with observedGeneration == metadata.generation);
-// until then, and after a bad edit, the catalog's last validated spec keeps serving. Upstream health
+// until then, and after a bad edit, the catalog's last validated spec keeps serving: the one this
+// gateway saw, or for a gateway that starts after the bad edit, the one the operator keeps in
+// status.lastValid (without it such a gateway served nothing and never became ready). Upstream health
 // comes from the operator's status, so an upstream it marks down is avoided while another is healthy.
 import { CustomObjectsApi, type KubeConfig, type KubernetesListObject } from '@kubernetes/client-node';
 import { buildSnapshot } from './build-snapshot.js';
 import { startInformer, withTimeout, type Informer } from './kube-informer.js';
 import { namespaceOf } from './kube-secrets.js';
+import { formatCatalogErrors, validateCatalogObject } from './manifest.js';
 import type { CatalogSnapshot, CatalogSource } from './snapshot.js';
 import type { ModelCatalogResource, ModelCatalogSpec } from './types.js';
 
@@ -90,13 +93,30 @@ export async function createKubeCatalogSource(opts: KubeCatalogSourceOptions): P
     }
   };
 
+  /** The spec to serve for this object: its own when validated, else the operator's last valid one. */
+  const servable = (obj: ModelCatalogResource, source: string): { generation: number; spec: ModelCatalogSpec } | undefined => {
+    if (isValidated(obj)) return { generation: obj.metadata.generation ?? 0, spec: obj.spec };
+    const last = obj.status?.lastValid;
+    const current = served.get(source);
+    // What this gateway serves is at least as recent: keep it.
+    if (last === undefined || (current !== undefined && current.generation >= last.generation)) return undefined;
+    // Status is writable by more than the operator: held to the same checks as a spec.
+    const checked = validateCatalogObject({ ...obj, spec: last.spec }, source);
+    if (!checked.ok) {
+      opts.onError?.(new Error(formatCatalogErrors(checked.errors)), `the last valid spec in the status of ${source}`);
+      return undefined;
+    }
+    return last;
+  };
+
   const upsert = (obj: ModelCatalogResource): void => {
-    if (!isValidated(obj)) return; // keep the last validated spec of this catalog, if any
     const source = `${obj.metadata.namespace ?? namespace}/${obj.metadata.name}`;
+    const chosen = servable(obj, source);
+    if (chosen === undefined) return; // keep the last validated spec of this catalog, if any
     const health = healthOf(obj);
-    const signature = `${obj.metadata.generation}|${JSON.stringify([...health])}`;
+    const signature = `${chosen.generation}|${JSON.stringify([...health])}`;
     if (served.get(source)?.signature === signature) return;
-    served.set(source, { source, generation: obj.metadata.generation ?? 0, spec: structuredClone(obj.spec), health, signature });
+    served.set(source, { source, generation: chosen.generation, spec: structuredClone(chosen.spec), health, signature });
     if (ready) rebuild();
   };
 

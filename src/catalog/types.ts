@@ -69,6 +69,11 @@ export interface ModelCatalogStatus {
   observedGeneration?: number;
   conditions?: CatalogCondition[];
   models?: ModelHealthStatus[];
+  /**
+   * The last spec the operator validated (kept through invalid edits): what a gateway that starts while
+   * the current spec is invalid serves.
+   */
+  lastValid?: { generation: number; spec: ModelCatalogSpec };
   /** For the printer columns. */
   modelCount?: number;
   ready?: string;

@@ -69,6 +69,55 @@ describe('kube catalog source', () => {
     }
   });
 
+  it('a gateway that starts while the current spec is invalid serves the last valid spec from status; a tampered one is refused', async () => {
+    const kc = api.kubeConfig(NS);
+    await applyCatalog(kc, NS, catalog('c', [model('one', [upstream('u', 'http://127.0.0.1:1/v1')])]));
+    await markValid(api, 'c');
+    const { custom } = apis(kc);
+    const validated = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: 'c' })) as ModelCatalogResource;
+    const lastValid = { generation: validated.metadata.generation ?? 1, spec: validated.spec };
+    // A bad edit the operator marked Valid=False, keeping the validated spec in status.
+    await applyCatalog(kc, NS, catalog('c', [model('two', [upstream('u', 'http://127.0.0.1:1/v1')])]));
+    const writeStatus = async (last: unknown): Promise<void> => {
+      const obj = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: 'c' })) as ModelCatalogResource;
+      const generation = obj.metadata.generation ?? 1;
+      await custom.replaceNamespacedCustomObjectStatus({
+        group: GROUP,
+        version: VERSION,
+        namespace: NS,
+        plural: PLURAL,
+        name: 'c',
+        body: {
+          ...obj,
+          status: {
+            ...obj.status,
+            observedGeneration: generation,
+            conditions: [{ type: 'Valid', status: 'False', reason: 'CredentialsNotFound', message: 'bad', lastTransitionTime: new Date().toISOString(), observedGeneration: generation }],
+            lastValid: last,
+          },
+        },
+      });
+    };
+    await writeStatus(lastValid);
+    const source = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS });
+    try {
+      expect(source.current().models.map((m) => m.id)).toEqual(['one']);
+    } finally {
+      await source.close();
+    }
+
+    // A last valid spec that fails the catalog checks (status written by someone else) is not served.
+    await writeStatus({ generation: lastValid.generation, spec: { models: [{ ...lastValid.spec.models[0], pricing: { input: '-1', output: '1.00' } }] } });
+    const errors: string[] = [];
+    const strict = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS, onError: (err, context) => errors.push(`${context}: ${String(err)}`) });
+    try {
+      expect(strict.current().models).toHaveLength(0);
+      expect(errors.join('\n')).toMatch(/last valid spec in the status of src-ns\/c: .*pricing\/input/);
+    } finally {
+      await strict.close();
+    }
+  });
+
   it('routes around an upstream the operator marks unhealthy', async () => {
     const kc = api.kubeConfig(NS);
     await applyCatalog(kc, NS, catalog('c', [model('m', [upstream('a', 'http://127.0.0.1:1/v1'), upstream('b', 'http://127.0.0.1:2/v1')])]));

@@ -153,6 +153,19 @@ describe('operator + kube catalog source', () => {
     expect(obj3.status?.conditions?.find((c) => c.type === 'Valid')?.message).toContain('/spec/models/0/pricing/input');
     expect(source.current().byId.get('alpha')?.upstreams[0]?.credentialsSecretRef?.name).toBe('upstream-keys');
 
+    // The operator keeps the last valid version in status, and a gateway that starts now (a new pod
+    // during the bad edit) serves it and becomes ready. On 7339c82 such a gateway served no model.
+    expect(obj3.status?.lastValid?.generation).toBe(1);
+    expect(obj3.status?.lastValid?.spec.models[0]?.upstreams[0]?.credentialsSecretRef).toEqual({ name: 'upstream-keys', key: 'primary' });
+    const late = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS, onError: (e) => sourceErrors.push(e) });
+    try {
+      expect(late.current().models.map((m) => m.id)).toEqual(['alpha']);
+      expect(late.current().byId.get('alpha')?.upstreams[0]?.credentialsSecretRef).toEqual({ name: 'upstream-keys', key: 'primary' });
+      expect(late.current().byId.get('alpha')?.upstreams[0]?.baseUrl).toBe(up.baseUrl);
+    } finally {
+      await late.close();
+    }
+
     // Events tell the story.
     const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: NS });
     const reasons = events.items.filter((e) => e.involvedObject.name === 'main').map((e) => e.reason);
