@@ -5,7 +5,9 @@
 //     cut every stream at once and the clients saw "terminated" (other side closed).
 //   - with a drain bound shorter than the streams, they are ended cleanly in the client's format (an
 //     error event its SDK understands) and settled for what was generated.
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { Client } from 'undici';
@@ -208,5 +210,52 @@ describe('graceful drain on SIGTERM', () => {
     expect(audit.difference).toBe(0);
     expect(audit.holdsOutstanding).toBe(0);
     expect(audit.drawnDown).toBe(total);
+  }, 60_000);
+
+  it('the production entry point (gateway-main, default catalog file) drains the same way and exits 0', async () => {
+    const redis = await startRedisServer({});
+    const conn = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    conn.on('error', () => undefined);
+    const sim = await startSimulator({ log: true, tokenDelayMs: 40, replyTokens: 40 });
+    const { DATABASE_URL: _db, TOLLGATE_CATALOG_FILE: _file, ...env } = process.env;
+    const child = spawn(process.execPath, ['--import', 'tsx', new URL('../../src/gateway-main.ts', import.meta.url).pathname], {
+      env: { ...env, REDIS_URL: redis.url, PORT: '0', METRICS_PORT: '0', TOLLGATE_SIMULATOR_URL: sim.url, TOLLGATE_DRAIN_TIMEOUT_MS: '20000' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      const lines: string[] = [];
+      createInterface({ input: child.stdout }).on('line', (l) => lines.push(l));
+      const started = await until('gateway-main to start', () => lines.find((l) => l.includes('tollgate gateway started')), 20_000);
+      const url = (JSON.parse(started) as { url: string }).url;
+      // The production ledger namespace: an account and key made beside the gateway.
+      const backend = createRedisBackend({ redis: conn });
+      const account = await backend.accounts.createAccount('drain-main');
+      await backend.ledger.credit(account.id, 100_000_000, 'start');
+      const { secret } = await backend.accounts.createKey(account.id, { name: 'drain-main' });
+      const w = { gateway: { url }, secret } as unknown as World;
+      const streams = await Promise.all((['openai', 'anthropic'] as const).map((f) => openStream(w, f)));
+      child.kill('SIGTERM');
+      await until('the listener to close', async () => ((await tryConnect(url)) === 'ECONNREFUSED' ? true : undefined), 5_000);
+      const [openaiText = '', anthropicText = ''] = await Promise.all(streams.map((s) => s.rest));
+      expect(openaiText.trimEnd().endsWith('data: [DONE]')).toBe(true);
+      expect(anthropicText).toContain('event: message_stop');
+      expect(await exited).toBe(0);
+      let total = 0;
+      for (const s of streams) {
+        const served = sim.requests.find((r) => r.headers['x-request-id'] === s.requestId);
+        expect(served?.outputTokensSent).toBe(40);
+        const record = (await backend.ledger.listUsage(account.id, { limit: 10 })).find((r) => r.requestId === s.requestId);
+        expect(record?.cost).toBe(costMicros({ input: served?.inputTokens ?? 0, output: 40, cachedInput: 0, reasoning: 0 }, prices));
+        total += record?.cost ?? 0;
+      }
+      const audit = await backend.ledger.audit(account.id);
+      expect(audit).toMatchObject({ difference: 0, holdsOutstanding: 0, drawnDown: total });
+    } finally {
+      child.kill('SIGKILL');
+      conn.disconnect();
+      await sim.close();
+      await redis.stop();
+    }
   }, 60_000);
 });
