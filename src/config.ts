@@ -20,6 +20,8 @@ export interface GatewayConfig {
   /** The `<marker>` of `sk-<marker>-<random>`. */
   keyMarker: string;
   redisUrl: string | undefined;
+  /** REDIS_CLUSTER_NODES: host:port,host:port of a Redis Cluster (else a redis+cluster:// REDIS_URL names one). */
+  redisClusterNodes: string | undefined;
   /** PostgreSQL of record (DATABASE_URL); without it the local run keeps its record in PGlite under dataDir. */
   databaseUrl: string | undefined;
   /** Where the embedded PostgreSQL (PGlite) of the local run keeps its files. */
@@ -81,6 +83,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     adminToken: env.TOLLGATE_ADMIN_TOKEN ?? '',
     keyMarker,
     redisUrl: env.REDIS_URL || undefined,
+    redisClusterNodes: env.REDIS_CLUSTER_NODES || undefined,
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.TOLLGATE_DATA_DIR || '.tollgate-data',
     catalogFile: env.TOLLGATE_CATALOG_FILE || defaultCatalogFile(import.meta.url),

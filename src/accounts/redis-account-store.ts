@@ -1,6 +1,6 @@
 // Accounts and keys in Redis. A key's record is a hash under its account's hash tag, so the reserve
 // script reads revocation and caps in the same atomic step as the balance.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../billing/redis-client.js';
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
@@ -9,7 +9,7 @@ import { checkCaps, checkImportedSecret } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 
 export interface RedisAccountStoreOptions {
-  redis: Redis;
+  redis: RedisClient;
   keys: RedisKeys;
   keyMarker: string;
   now: () => number;
@@ -31,7 +31,7 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
 }
 
 export class RedisAccountStore implements AccountStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly k: RedisKeys;
   private readonly marker: string;
   private readonly now: () => number;

@@ -1,6 +1,6 @@
 // The two storage backends of accounts and money. Each returns an account store and a ledger that
 // share state, because the reserve step reads key caps and revocation written by the account store.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import type { AccountStore } from '../accounts/account-store.js';
 import { MemoryAccountStore } from '../accounts/memory-account-store.js';
 import { RedisAccountStore } from '../accounts/redis-account-store.js';
@@ -36,7 +36,7 @@ export function createMemoryBackend(opts: MemoryBackendOptions = {}): Backend {
 
 export interface RedisBackendOptions {
   /** An ioredis connection the caller owns (and closes). */
-  redis: Redis;
+  redis: RedisClient;
   /** Prefix of every key, default "tg". */
   namespace?: string;
   keyMarker?: string;

@@ -1,7 +1,7 @@
 // The Redis half of the journal: each account's stream (appended by the settle script under the
 // account's hash tag, so it works on a Redis Cluster) is read by sweeps and trimmed only of entries
 // PostgreSQL has committed.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import type { JournalEntry } from '../record/journal.js';
 import type { JournalStream } from '../record/journal-writer.js';
 import type { RequestStatus } from './ledger.js';
@@ -29,7 +29,7 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
 
 export class RedisJournalStream implements JournalStream {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
   ) {}
 

@@ -1,5 +1,5 @@
 // The ledger in Redis: every money movement is one Lua script over one account's keys.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import type {
   AccountBalance,
   AuditReport,
@@ -22,7 +22,7 @@ import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 
 export interface RedisLedgerOptions {
-  redis: Redis;
+  redis: RedisClient;
   keys: RedisKeys;
   usageMaxRecords: number;
   markerTtlSeconds: number;
@@ -45,7 +45,7 @@ const USAGE_PAGE = 500;
 const HOLDS_SCAN_PAGE = 500;
 
 export class RedisLedger implements Ledger {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly k: RedisKeys;
   private readonly scripts: ScriptRunner;
   private readonly opts: RedisLedgerOptions;

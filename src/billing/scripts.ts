@@ -1,8 +1,9 @@
-// The ledger's Lua scripts: read once at startup, run by EVALSHA, reloaded when Redis answers NOSCRIPT
-// (after a restart or failover the script cache is empty).
+// The ledger's Lua scripts: read once at startup, run by EVALSHA, sent whole by EVAL when Redis answers
+// NOSCRIPT (after a restart or failover the script cache is empty). EVAL goes where the keys live, and
+// caches the script there, so this also holds for the master of a cluster slot a SCRIPT LOAD missed.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import { primaries, type RedisClient } from './redis-client.js';
 
 export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit';
 const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit'];
@@ -41,11 +42,14 @@ function isNoScript(err: unknown): boolean {
 export type ScriptArg = string | number;
 
 export class ScriptRunner {
-  constructor(private readonly redis: Redis) {}
+  constructor(private readonly redis: RedisClient) {}
 
-  /** Loads every script into the server's cache; EVALSHA then never misses in the common case. */
+  /**
+   * Loads every script into the cache of every server that answers for keys (each master of a
+   * cluster, as known now); EVALSHA then never misses in the common case.
+   */
   async preload(): Promise<void> {
-    await Promise.all(NAMES.map((n) => this.redis.script('LOAD', SCRIPTS[n].source)));
+    await Promise.all(primaries(this.redis).flatMap((server) => NAMES.map((n) => server.script('LOAD', SCRIPTS[n].source))));
   }
 
   async run<T>(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<T> {
@@ -54,8 +58,7 @@ export class ScriptRunner {
       return (await this.redis.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
     } catch (err) {
       if (!isNoScript(err)) throw err;
-      await this.redis.script('LOAD', script.source);
-      return (await this.redis.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
+      return (await this.redis.eval(script.source, keys.length, ...keys, ...args)) as T;
     }
   }
 }

@@ -1,7 +1,7 @@
 // `npm run reconcile`: compares PostgreSQL (DATABASE_URL, else the local run's embedded database) with
 // the hot path (REDIS_URL) and the usage records for every account, prints the report as JSON and
 // exits 1 when anything differs, so it can gate a deploy or a cron job.
-import { backendFromConfig } from '../backend-from-config.js';
+import { backendFromConfig, ledgerRedisTarget } from '../backend-from-config.js';
 import { readConfig } from '../config.js';
 import { openRecord } from './open-record.js';
 import { reconcile } from './reconcile.js';
@@ -9,8 +9,8 @@ import { reconcileSources } from './reconcile-job.js';
 
 async function main(): Promise<void> {
   const config = readConfig();
-  if (config.redisUrl === undefined) {
-    process.stderr.write('reconcile: REDIS_URL is not set; the memory hot path lives inside the running gateway (use GET /admin/reconciliation there)\n');
+  if (ledgerRedisTarget(config) === undefined) {
+    process.stderr.write('reconcile: neither REDIS_URL nor REDIS_CLUSTER_NODES is set; the memory hot path lives inside the running gateway (use GET /admin/reconciliation there)\n');
     process.exit(2);
   }
   const owned = backendFromConfig(config);
