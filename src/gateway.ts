@@ -197,6 +197,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
       logger.log.warn({ event: 'reaper_failed', error: errorText(err) }, 'reaper pass failed; expired holds are retried at the next pass');
     },
   });
+  let closing: Promise<void> | undefined;
   return {
     url: `http://${config.host}:${port}`,
     port,
@@ -205,50 +206,56 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     metricsServer,
     authenticator,
     logger,
-    async close() {
-      // The drain: readiness false at once, no new connections, open requests run to completion up to
-      // the drain bound, then the rest are ended in their client's format and settled for what was
-      // generated. Only then the settlement retries, the journal and (by the caller) Redis close.
-      shutdown.startDrain();
-      logger.log.info({ event: 'drain_started', inFlight, drainTimeoutMs: config.drainTimeoutMs }, 'draining: not ready, no new connections');
-      let listenerClosed = false;
-      const closed = new Promise<void>((resolve) =>
-        server.close(() => {
-          listenerClosed = true;
-          resolve();
-        }),
-      );
-      const drained = (): boolean => listenerClosed && inFlight === 0;
-      const waitDrained = async (ms: number): Promise<boolean> => {
-        const until = Date.now() + ms;
-        while (!drained() && Date.now() < until) {
-          // Kept-alive connections whose last response has ended would hold the listener open.
-          server.closeIdleConnections();
-          await sleep(Math.min(50, Math.max(1, until - Date.now())));
-        }
-        return drained();
-      };
-      if (!(await waitDrained(config.drainTimeoutMs))) {
-        logger.log.warn({ event: 'drain_timeout', inFlight }, 'drain bound passed: open requests are ended and settled for what was generated');
-        shutdown.cutOpenExchanges();
-        if (!(await waitDrained(CUT_GRACE_MS))) server.closeAllConnections();
-      }
-      await closed;
-      // Cut connections end their exchanges at once; their settlements still get a bounded wait.
-      for (const until = Date.now() + CUT_GRACE_MS; inFlight > 0 && Date.now() < until; ) await sleep(20);
-      reaper.stop();
-      if (journalSampler !== undefined) clearInterval(journalSampler);
-      unsubscribe();
-      // Settlements that failed get their last retries before anything they need is closed.
-      await settlements.flush(config.settlementFlushMs);
-      settlements.close();
-      unwatchHealth();
-      // Every settlement of the requests just finished goes to PostgreSQL before the process ends (what
-      // cannot be committed in time stays in the Redis streams for another gateway's sweeper).
-      await journal?.close();
-      await metricsServer?.close();
-      await dispatchers.close();
-      await logger.flush();
+    close() {
+      // Once: SIGTERM and SIGINT, or a test's own close after a drain, share one shutdown.
+      closing ??= shutDown();
+      return closing;
     },
   };
+
+  async function shutDown(): Promise<void> {
+    // The drain: readiness false at once, no new connections, open requests run to completion up to
+    // the drain bound, then the rest are ended in their client's format and settled for what was
+    // generated. Only then the settlement retries, the journal and (by the caller) Redis close.
+    shutdown.startDrain();
+    logger.log.info({ event: 'drain_started', inFlight, drainTimeoutMs: config.drainTimeoutMs }, 'draining: not ready, no new connections');
+    let listenerClosed = false;
+    const closed = new Promise<void>((resolve) =>
+      server.close(() => {
+        listenerClosed = true;
+        resolve();
+      }),
+    );
+    const drained = (): boolean => listenerClosed && inFlight === 0;
+    const waitDrained = async (ms: number): Promise<boolean> => {
+      const until = Date.now() + ms;
+      while (!drained() && Date.now() < until) {
+        // Kept-alive connections whose last response has ended would hold the listener open.
+        server.closeIdleConnections();
+        await sleep(Math.min(50, Math.max(1, until - Date.now())));
+      }
+      return drained();
+    };
+    if (!(await waitDrained(config.drainTimeoutMs))) {
+      logger.log.warn({ event: 'drain_timeout', inFlight }, 'drain bound passed: open requests are ended and settled for what was generated');
+      shutdown.cutOpenExchanges();
+      if (!(await waitDrained(CUT_GRACE_MS))) server.closeAllConnections();
+    }
+    await closed;
+    // Cut connections end their exchanges at once; their settlements still get a bounded wait.
+    for (const until = Date.now() + CUT_GRACE_MS; inFlight > 0 && Date.now() < until; ) await sleep(20);
+    reaper.stop();
+    if (journalSampler !== undefined) clearInterval(journalSampler);
+    unsubscribe();
+    // Settlements that failed get their last retries before anything they need is closed.
+    await settlements.flush(config.settlementFlushMs);
+    settlements.close();
+    unwatchHealth();
+    // Every settlement of the requests just finished goes to PostgreSQL before the process ends (what
+    // cannot be committed in time stays in the Redis streams for another gateway's sweeper).
+    await journal?.close();
+    await metricsServer?.close();
+    await dispatchers.close();
+    await logger.flush();
+  }
 }

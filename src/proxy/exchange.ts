@@ -231,6 +231,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       call.relayStarted(plan.stream);
       try {
         outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers) });
+        if (cancellation.cutByShutdown) outcome.endedByShutdown = true;
       } catch (err) {
         const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
         outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };

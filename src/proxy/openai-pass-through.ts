@@ -162,7 +162,13 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       out.status = 'client_cancelled';
       return out;
     }
-    if (cut) failed = cancellation.cutByShutdown === true ? SHUTDOWN_CUT_MESSAGE : IN_BAND_CUT;
+    if (cut && cancellation.cutByShutdown === true) {
+      // Typed as the translated streams type it (openai-stream-encoder's 'overloaded'): retryable.
+      out.status = 'upstream_failed';
+      client.end(inBandOpenAIError(SHUTDOWN_CUT_MESSAGE, 'service_unavailable_error', 'server_is_overloaded'));
+      return out;
+    }
+    if (cut) failed = IN_BAND_CUT;
     if (failed === undefined && !sawDone && out.finishReason === undefined) failed = IN_BAND_CUT;
     if (failed !== undefined) {
       out.status = 'upstream_failed';

@@ -19,6 +19,8 @@ export interface RelayOutcome {
   firstTokenAt: number | undefined;
   /** The model the upstream said answered (its reply's `model`), for traces. */
   responseModel?: string;
+  /** The gateway's drain bound ended it (not the upstream's failure, whatever `status` says). */
+  endedByShutdown?: boolean;
 }
 
 export interface RelayInput {

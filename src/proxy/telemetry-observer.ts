@@ -63,7 +63,9 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
           if (streaming) metrics.streamClosed();
           const ttft = outcome.firstTokenAt === undefined ? undefined : outcome.firstTokenAt - t0;
           metrics.upstreamFinished(model.id, upstream.name, performance.now() - t0, ttft);
-          if (outcome.status === 'upstream_failed') metrics.upstreamError(model.id, upstream.name, 'stream_cut');
+          // A stream the drain bound ended is no fault of the upstream's.
+          const upstreamCut = outcome.status === 'upstream_failed' && outcome.endedByShutdown !== true;
+          if (upstreamCut) metrics.upstreamError(model.id, upstream.name, 'stream_cut');
           if (span) {
             span.recordResponse({
               // What the upstream said answered; its catalog name when it did not say.
@@ -77,7 +79,7 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
               const reply = streaming ? undefined : replyContent(ctx.state.format, ctx.body);
               span.recordContent({ output: reply ?? outputContent(outcome) });
             }
-            span.end(outcome.status === 'upstream_failed' ? { type: 'stream_cut' } : undefined);
+            span.end(outcome.endedByShutdown === true ? { type: 'shutdown_cut' } : upstreamCut ? { type: 'stream_cut' } : undefined);
           }
         },
         relayStarted(stream) {
