@@ -2,6 +2,7 @@
 // NOSCRIPT (after a restart or failover the script cache is empty). EVAL goes where the keys live, and
 // caches the script there, so this also holds for the master of a cluster slot a SCRIPT LOAD missed.
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { primaries, type RedisClient } from './redis-client.js';
 
@@ -49,6 +50,8 @@ export class ScriptRunner {
    * cluster, as known now); EVALSHA then never misses in the common case.
    */
   async preload(): Promise<void> {
+    // A cluster client knows its masters only once connected.
+    if ('nodes' in this.redis && this.redis.status !== 'ready') await once(this.redis, 'ready');
     await Promise.all(primaries(this.redis).flatMap((server) => NAMES.map((n) => server.script('LOAD', SCRIPTS[n].source))));
   }
 
