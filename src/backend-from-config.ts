@@ -1,7 +1,7 @@
 // Memory ledger for the one-machine run; Redis when REDIS_URL is set, a Redis Cluster when
 // REDIS_CLUSTER_NODES is (or REDIS_URL is a redis+cluster:// URL). One choice, made at start.
 import { Cluster, Redis } from 'ioredis';
-import { createMemoryBackend, createRedisBackend, DEFAULT_REDIS_NAMESPACE, type Backend } from './billing/backends.js';
+import { createMemoryBackend, createRedisBackend, DEFAULT_REDIS_NAMESPACE, type HotBackend } from './billing/backends.js';
 import { redisKeys } from './billing/redis-keys.js';
 import { RedisJournalStream } from './billing/redis-journal-stream.js';
 import { LedgerHealth } from './billing/ledger-health.js';
@@ -10,7 +10,7 @@ import { redisTarget, type RedisTarget } from './billing/redis-target.js';
 import type { GatewayConfig } from './config.js';
 
 export interface OwnedBackend {
-  backend: Backend;
+  backend: HotBackend;
   kind: 'memory' | 'redis' | 'redis-cluster';
   /** The Redis copy of the journal (settlements PostgreSQL has yet to commit); none in memory. */
   journalStream?: RedisJournalStream;

@@ -13,6 +13,7 @@ import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
 import { reconcile } from './record/reconcile.js';
+import { recordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { createLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
@@ -40,8 +41,10 @@ async function main(): Promise<void> {
   // With DATABASE_URL every settlement is journaled to PostgreSQL, the system of record.
   const record = config.databaseUrl === undefined ? undefined : await openRecord(config);
   const journal = record === undefined ? undefined : journalWriter(record, config, owned.journalStream);
-  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets, tracing, logger, ledgerHealth: owned.health, ...(journal === undefined ? {} : { journal }) });
-  const books = record === undefined ? undefined : reconcileSources(record, owned.backend, owned.journalStream, journal);
+  // With the record, accounts, keys and credits commit to PostgreSQL first, then Redis.
+  const backend = record === undefined ? owned.backend : recordedBackend(owned.backend, record, config.keyMarker);
+  const gateway = await startGateway({ config, catalog, backend, secrets, tracing, logger, ledgerHealth: owned.health, ...(journal === undefined ? {} : { journal }) });
+  const books = record === undefined ? undefined : reconcileSources(record, backend, owned.journalStream, journal);
   const reconciler =
     books === undefined
       ? undefined
@@ -54,7 +57,7 @@ async function main(): Promise<void> {
     config.adminToken === ''
       ? undefined
       : await startAdminServer(
-          { backend: owned.backend, token: config.adminToken, onRevoke: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }) },
+          { backend, token: config.adminToken, onRevoke: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }) },
           config.adminPort,
           config.host,
         );

@@ -12,6 +12,7 @@ import { readConfig } from './config.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
 import { reconcile } from './record/reconcile.js';
+import { recordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { startSimulator } from './simulator/server.js';
 
@@ -34,13 +35,16 @@ async function main(): Promise<void> {
   trackReasoning(catalog.current());
   catalog.onSwap(trackReasoning);
   const owned = backendFromConfig(config);
-  const { accounts, ledger } = owned.backend;
-  // The record: PostgreSQL with DATABASE_URL, else the embedded one under TOLLGATE_DATA_DIR.
+  // The record: PostgreSQL with DATABASE_URL, else the embedded one under TOLLGATE_DATA_DIR. Accounts,
+  // keys and credits commit there first, then the hot path.
   const record = await openRecord(config);
+  const backend = recordedBackend(owned.backend, record, config.keyMarker);
+  const { accounts, ledger } = backend;
   const journal = journalWriter(record, config, owned.journalStream);
 
   const existing = (await accounts.listAccounts()).find((a) => a.name === 'demo');
-  const account = existing ?? (await accounts.createAccount('demo'));
+  // getAccount seeds a hot path that does not have the recorded account yet (a restart of the memory run).
+  const account = (existing === undefined ? undefined : await accounts.getAccount(existing.id)) ?? (await accounts.createAccount('demo'));
   const balanceUsd = process.env.TOLLGATE_DEMO_BALANCE_USD ?? '10.00';
   await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
   const demoKey = process.env.TOLLGATE_DEMO_KEY;
@@ -52,15 +56,15 @@ async function main(): Promise<void> {
     secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
   }
 
-  const gateway = await startGateway({ config, catalog, backend: owned.backend, secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
-  const books = reconcileSources(record, owned.backend, owned.journalStream, journal);
+  const gateway = await startGateway({ config, catalog, backend, secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
+  const books = reconcileSources(record, backend, owned.journalStream, journal);
   const reconciler = startReconciler(books, {
     intervalMs: config.reconcileIntervalMs,
     onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
     onError: (err) => process.stderr.write(`reconciliation failed: ${String(err)}\n`),
   });
   const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
-  const admin = await startAdminServer({ backend: owned.backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books) }, config.adminPort, config.host);
+  const admin = await startAdminServer({ backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books) }, config.adminPort, config.host);
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
   const balance = await ledger.balance(account.id);
   process.stdout.write(

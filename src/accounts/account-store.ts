@@ -50,3 +50,14 @@ export interface AccountStore {
   setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean>;
   close(): Promise<void>;
 }
+
+/**
+ * A hot-path store (memory or Redis) that can be written from the record: PostgreSQL commits an account
+ * or key first, then the hot path takes the same record. Both are idempotent upserts; a restored key
+ * keeps whatever spend the hot path already counts for it.
+ */
+export interface RestorableAccountStore extends AccountStore {
+  restoreAccount(account: Account): Promise<void>;
+  /** Writes the record as given (caps and revocation included) and points `secretHash` at it. */
+  restoreKey(record: ApiKeyRecord, secretHash: string): Promise<void>;
+}

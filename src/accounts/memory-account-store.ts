@@ -1,5 +1,5 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
@@ -8,7 +8,7 @@ import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
 
 const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r });
 
-export class MemoryAccountStore implements AccountStore {
+export class MemoryAccountStore implements RestorableAccountStore {
   constructor(
     private readonly state: MemoryState,
     private readonly marker: string,
@@ -86,6 +86,19 @@ export class MemoryAccountStore implements AccountStore {
     if (caps.monthlyCap === undefined) delete k.record.monthlyCap;
     else k.record.monthlyCap = caps.monthlyCap;
     return true;
+  }
+
+  async restoreAccount(account: Account): Promise<void> {
+    if (!this.state.accounts.has(account.id)) this.state.accounts.set(account.id, newMemoryAccount({ ...account }));
+  }
+
+  async restoreKey(record: ApiKeyRecord, secretHash: string): Promise<void> {
+    const acct = this.state.accounts.get(record.accountId);
+    if (!acct) throw new Error(`unknown account ${record.accountId}`);
+    const k = acct.keys.get(record.id);
+    if (k) k.record = copy(record);
+    else acct.keys.set(record.id, { record: copy(record), lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    this.state.keyHash.set(secretHash, { accountId: record.accountId, keyId: record.id });
   }
 
   async close(): Promise<void> {}

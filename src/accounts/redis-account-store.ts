@@ -1,7 +1,7 @@
 // Accounts and keys in Redis. A key's record is a hash under its account's hash tag, so the reserve
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
@@ -30,7 +30,7 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   return rec;
 }
 
-export class RedisAccountStore implements AccountStore {
+export class RedisAccountStore implements RestorableAccountStore {
   private readonly redis: RedisClient;
   private readonly k: RedisKeys;
   private readonly marker: string;
@@ -144,6 +144,29 @@ export class RedisAccountStore implements AccountStore {
     else m.hset(key, 'monthlyCap', String(caps.monthlyCap));
     await m.exec();
     return true;
+  }
+
+  async restoreAccount(account: Account): Promise<void> {
+    // Two commands, as createAccount: the account list lives in another cluster slot.
+    await this.redis.hset(this.k.account(account.id), 'id', account.id, 'name', account.name, 'createdAt', String(account.createdAt));
+    await this.redis.zadd(this.k.accountList(), account.createdAt, account.id);
+  }
+
+  async restoreKey(record: ApiKeyRecord, secretHash: string): Promise<void> {
+    const key = this.k.key(record.accountId, record.id);
+    const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
+    fields.push('createdAt', String(record.createdAt));
+    if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
+    if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+    if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
+    // The record first, the lookup last (as storeKey): a lookup never points at a missing record.
+    await this.redis
+      .multi()
+      .hdel(key, 'lifetimeCap', 'monthlyCap', 'revokedAt')
+      .hset(key, ...fields)
+      .zadd(this.k.keys(record.accountId), record.createdAt, record.id)
+      .exec();
+    await this.redis.set(this.k.keyHash(secretHash), `${record.accountId} ${record.id}`);
   }
 
   /** The caller owns the Redis connection. */

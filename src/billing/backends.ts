@@ -1,7 +1,7 @@
 // The two storage backends of accounts and money. Each returns an account store and a ledger that
 // share state, because the reserve step reads key caps and revocation written by the account store.
 import type { RedisClient } from './redis-client.js';
-import type { AccountStore } from '../accounts/account-store.js';
+import type { AccountStore, RestorableAccountStore } from '../accounts/account-store.js';
 import { MemoryAccountStore } from '../accounts/memory-account-store.js';
 import { RedisAccountStore } from '../accounts/redis-account-store.js';
 import { DEFAULT_MARKER_TTL_SECONDS, DEFAULT_USAGE_MAX_RECORDS } from './ledger-common.js';
@@ -19,13 +19,18 @@ export interface Backend {
   ledger: Ledger;
 }
 
+/** A hot path (memory or Redis) whose account store can be written from the record (PostgreSQL). */
+export interface HotBackend extends Backend {
+  accounts: RestorableAccountStore;
+}
+
 export interface MemoryBackendOptions {
   keyMarker?: string;
   usageMaxRecords?: number;
   now?: () => number;
 }
 
-export function createMemoryBackend(opts: MemoryBackendOptions = {}): Backend {
+export function createMemoryBackend(opts: MemoryBackendOptions = {}): HotBackend {
   const state = newMemoryState();
   const now = opts.now ?? Date.now;
   return {
@@ -49,7 +54,7 @@ export interface RedisBackendOptions {
   now?: () => number;
 }
 
-export function createRedisBackend(opts: RedisBackendOptions): Backend {
+export function createRedisBackend(opts: RedisBackendOptions): HotBackend {
   const keys = redisKeys(opts.namespace ?? DEFAULT_REDIS_NAMESPACE);
   const now = opts.now ?? Date.now;
   const ledger = new RedisLedger({

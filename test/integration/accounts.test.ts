@@ -1,13 +1,16 @@
-// One conformance suite for both account stores: memory and real Redis.
+// One conformance suite for the account stores: memory, real Redis, and each with PostgreSQL as the record.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { AccountStore } from '../../src/accounts/account-store.js';
 import { generateApiKey, hashApiKey } from '../../src/accounts/api-key.js';
 import { createMemoryBackend, createRedisBackend } from '../../src/billing/backends.js';
+import { RecordedAccountStore } from '../../src/record/recorded-account-store.js';
+import { useTestDatabase } from '../helpers/test-database.js';
 
 const namespace = `t-accounts-${randomBytes(4).toString('hex')}`;
 let redis: Redis;
+const record = useTestDatabase('accounts');
 
 beforeAll(() => {
   redis = new Redis(inject('redisUrl'));
@@ -22,6 +25,8 @@ afterAll(async () => {
 const backends: Array<[string, () => AccountStore]> = [
   ['memory', () => createMemoryBackend({ keyMarker: 'tg' }).accounts],
   ['redis', () => createRedisBackend({ redis, namespace, keyMarker: 'tg' }).accounts],
+  ['memory over PostgreSQL', () => new RecordedAccountStore({ db: record.db, hot: createMemoryBackend({ keyMarker: 'tg' }).accounts, keyMarker: 'tg' })],
+  ['redis over PostgreSQL', () => new RecordedAccountStore({ db: record.db, hot: createRedisBackend({ redis, namespace, keyMarker: 'tg' }).accounts, keyMarker: 'tg' })],
 ];
 
 describe.each(backends)('account store (%s)', (_name, make) => {
