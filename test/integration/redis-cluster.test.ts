@@ -11,6 +11,9 @@ import { slotOfTag } from '../../src/billing/cluster-slots.js';
 import type { Ledger, SettlementRequest } from '../../src/billing/ledger.js';
 import { hashApiKey } from '../../src/accounts/api-key.js';
 import { readConfig } from '../../src/config.js';
+import { startSimulator } from '../../src/simulator/server.js';
+import { until } from '../e2e/e2e-support.js';
+import { killGatewayProcesses, startGatewayProcess } from '../helpers/gateway-process.js';
 import { startRedisCluster, type RedisClusterProcess } from '../helpers/redis-cluster.js';
 
 let cluster: RedisClusterProcess;
@@ -25,6 +28,7 @@ beforeAll(async () => {
 }, 30_000);
 
 afterAll(async () => {
+  killGatewayProcesses();
   await owned?.close();
   await cluster?.stop();
 });
@@ -240,4 +244,77 @@ describe('ledger on a Redis Cluster', () => {
     // For the log of a run: how much the failover disturbed.
     console.log(`failover: ${served} requests settled, ${retries} retried calls, ${onTarget}/${accts.length} accounts on the failed-over master`);
   }, 40_000);
+
+  it('a gateway on a redis+cluster:// URL keeps serving, and charges every request once, through a master SIGKILLed', async () => {
+    const sim = await startSimulator({ log: false });
+    try {
+      const namespace = `gw-${randomBytes(3).toString('hex')}`;
+      const backend = createRedisBackend({ redis, namespace });
+      const accts = await Promise.all(
+        Array.from({ length: 12 }, async (_, i) => {
+          const a = await backend.accounts.createAccount(`gw-${i}`);
+          await backend.ledger.credit(a.id, 100_000_000, `start-${a.id}`);
+          return { id: a.id, secret: (await backend.accounts.createKey(a.id)).secret };
+        }),
+      );
+      const masterOf = await slotMasters();
+      const victim = masterOf(slotOfTag(accts[0]?.id ?? ''));
+      const g = await startGatewayProcess({
+        REDIS_URL: `redis+cluster://${cluster.nodes}`,
+        TOLLGATE_TEST_NAMESPACE: namespace,
+        TOLLGATE_SIMULATOR_URL: sim.url,
+        TOLLGATE_REDIS_COMMAND_TIMEOUT_MS: '500',
+      });
+      const chat = (secret: string): Promise<Response> =>
+        fetch(`${g.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'outlaw-1-xploded', max_tokens: 20, messages: [{ role: 'user', content: 'Say something.' }] }),
+        });
+      const served = new Map<string, number>();
+      const statuses = new Map<number, number>();
+      let stop = false;
+      const client = async (c: number): Promise<void> => {
+        for (let i = 0; !stop; i++) {
+          const a = accts[(c + i) % accts.length] as { id: string; secret: string };
+          const res = await chat(a.secret);
+          await res.text();
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          if (res.status === 200) served.set(a.id, (served.get(a.id) ?? 0) + 1);
+          else await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      const clients = Array.from({ length: 6 }, (_, c) => client(c));
+      await until('traffic', () => ((statuses.get(200) ?? 0) >= 50 ? true : undefined), 10_000);
+      const masterPorts = new Set((await cluster.roles()).filter((r) => r.role === 'master').map((r) => r.port));
+      expect(masterPorts.has(victim)).toBe(true);
+      await cluster.servers.find((s) => s.port === victim)?.kill();
+      // The victim's replica takes its slots; then the victim's accounts are served again.
+      await until('promotion', async () => ((await cluster.roles()).some((r) => r.role === 'master' && r.port !== victim && !masterPorts.has(r.port)) ? true : undefined), 15_000);
+      const first = accts[0] as { id: string; secret: string };
+      await until('served after failover', async () => {
+        const res = await chat(first.secret);
+        await res.text();
+        return res.status === 200 ? true : undefined;
+      }, 15_000);
+      served.set(first.id, (served.get(first.id) ?? 0) + 1);
+      await new Promise((r) => setTimeout(r, 500));
+      stop = true;
+      await Promise.all(clients);
+      expect([...statuses.keys()].filter((s) => s !== 200 && s !== 503)).toEqual([]);
+      expect((await fetch(`${g.url}/readyz`)).status).toBe(200);
+      // Settlements that met the failover are retried by the gateway's queue until they land.
+      for (const a of accts) {
+        await until(`settled ${a.id}`, async () => ((await backend.ledger.listUsage(a.id, { limit: 100_000 })).length === (served.get(a.id) ?? 0) ? true : undefined), 15_000);
+        const audit = await backend.ledger.audit(a.id);
+        expect(audit.difference).toBe(0);
+        expect(audit.holdsOutstanding).toBe(0);
+        expect(audit.usageTotal).toBeGreaterThan(0);
+      }
+      await g.kill('SIGTERM');
+      console.log(`gateway through a killed master: ${JSON.stringify(Object.fromEntries(statuses))}`);
+    } finally {
+      await sim.close();
+    }
+  }, 60_000);
 });
