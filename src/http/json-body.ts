@@ -66,6 +66,9 @@ class BodyReadError extends Error {
 function readBody(req: IncomingMessage, res: ServerResponse, limitBytes: number, timeoutMs: number, gauge: JsonDepthGauge): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limitBytes) return Promise.reject(new BodyReadError('too_large'));
+  // A client that hung up while its key was being checked: its stream is destroyed and will emit
+  // nothing more ('close' has fired already), so waiting would hold the request until the deadline.
+  if (req.destroyed) return Promise.reject(new BodyReadError('incomplete'));
   // The server holds back `100 Continue` (its checkContinue handler) until here: only a request whose
   // key was accepted and whose declared size fits is invited to send its body.
   if (req.headers.expect?.toLowerCase() === '100-continue' && !res.headersSent) res.writeContinue();

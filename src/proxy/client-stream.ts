@@ -43,10 +43,14 @@ export class ClientEventStream {
           resolve();
         }, this.writeTimeoutMs);
       });
+      // The losing waits are cancelled, so a long stream that often waits does not pile up listeners.
+      const done = new AbortController();
+      const ended = (p: Promise<unknown>) => p.catch(() => undefined);
       try {
-        await Promise.race([once(this.res, 'drain'), once(this.res, 'close'), deadline]);
+        await Promise.race([ended(once(this.res, 'drain', { signal: done.signal })), ended(once(this.res, 'close', { signal: done.signal })), deadline]);
       } finally {
         clearTimeout(timer);
+        done.abort();
       }
     }
   }
