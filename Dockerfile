@@ -30,9 +30,11 @@ COPY package.json ./
 # The CRD is the catalog schema's source of truth (read at start); the example catalog serves local runs.
 COPY crds ./crds
 COPY examples ./examples
+# The schema migrations: plain SQL the compiled migrate.js reads from here (tsc copies no .sql).
+COPY src/record/migrations ./src/record/migrations
 # Numeric ids so Kubernetes can verify runAsNonRoot; nothing in /app is writable by it.
 USER 10001:10001
 EXPOSE 8080 9090
 # exec: node is PID 1 and gets SIGTERM directly (both roles shut down gracefully on it).
-ENTRYPOINT ["/bin/sh", "-c", "case \"$1\" in gateway) exec node dist/src/gateway-main.js ;; operator) exec node dist/operator/main.js ;; *) echo \"usage: gateway | operator (got: $1)\" >&2; exit 64 ;; esac", "tollgate"]
+ENTRYPOINT ["/bin/sh", "-c", "case \"$1\" in gateway) exec node dist/src/gateway-main.js ;; operator) exec node dist/operator/main.js ;; migrate) exec node dist/src/record/migrate-cli.js ;; *) echo \"usage: gateway | operator | migrate (got: $1)\" >&2; exit 64 ;; esac", "tollgate"]
 CMD ["gateway"]

@@ -93,6 +93,7 @@ describe('Helm chart', () => {
       'hpa.yaml',
       'pdb.yaml',
       'networkpolicy.yaml',
+      'migrate-job.yaml',
       'example-catalog.yaml',
       'NOTES.txt',
     ];
@@ -142,6 +143,30 @@ describe('Helm chart', () => {
     const settlementFlushS = readConfig({}).settlementFlushMs / 1000;
     expect(g.terminationGracePeriodSeconds).toBeGreaterThan(g.drain.preStopSleepSeconds + g.drain.timeoutSeconds + 5 + settlementFlushS);
     expect(15).toBeGreaterThanOrEqual(5 + settlementFlushS);
+  });
+
+  it('PostgreSQL of record: DATABASE_URL from a Secret, migrations in a pre-install/pre-upgrade Job', () => {
+    const gateway = readFileSync(join(CHART, 'templates', 'gateway-deployment.yaml'), 'utf8');
+    const job = readFileSync(join(CHART, 'templates', 'migrate-job.yaml'), 'utf8');
+    const fromSecret = /- name: DATABASE_URL\s+valueFrom:\s+secretKeyRef:\s+name: \{\{ \.Values\.database\.existingSecret \}\}\s+key: \{\{ \.Values\.database\.urlKey \}\}/;
+    expect(gateway).toMatch(fromSecret);
+    expect(job).toMatch(fromSecret);
+    expect(job).toMatch(/^\{\{- if \.Values\.database\.existingSecret \}\}/);
+    expect(job).toContain('kind: Job');
+    expect(job).toContain('"helm.sh/hook": pre-install,pre-upgrade');
+    expect(job).toContain('args: ["migrate"]');
+    expect(job).toContain('restartPolicy: Never');
+    // The image's entrypoint knows the argument, and `npm run migrate` is the same program.
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toContain('migrate) exec node dist/src/record/migrate-cli.js ;;');
+    // ...and carries the SQL that the compiled migrate.js looks for beside the app (tsc copies no .sql).
+    expect(dockerfile).toContain('COPY src/record/migrations ./src/record/migrations');
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.migrate).toBe('tsx src/record/migrate-cli.ts');
+    expect(defaults.database).toMatchObject({ existingSecret: '', urlKey: 'url' });
+    expect(validateValues(withValue('database.existingSecret', 'tollgate-db'))).toBe(true);
+    expect(validateValues(withValue('database.existingSecret', 'Not A Name'))).toBe(false);
+    expect(validateValues(withValue('database.urlKey', ''))).toBe(false);
   });
 
   it('the example catalog has the five models of examples/catalog.yaml', () => {
