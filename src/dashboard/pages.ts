@@ -1,0 +1,109 @@
+// Server-rendered pages: plain HTML and one stylesheet inline, no script needed to use them.
+import { formatUsd } from '../billing/money.js';
+import { html, trusted, type Html } from './html.js';
+import type { KeyView, Session } from './service.js';
+
+const STYLE = `body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
+header{background:#1b1f24;color:#fff;padding:.6rem 1rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+header a,header button{color:#fff}main{max-width:60rem;margin:1rem auto;padding:0 1rem}
+table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #d8dde3}
+form.inline{display:inline}label{display:block;margin:.4rem 0}input{font:inherit;padding:.3rem}
+button{font:inherit;padding:.3rem .8rem;cursor:pointer}.error{background:#fde8e8;color:#8a1010;padding:.5rem;border-left:4px solid #c01818}
+.secret{background:#fff8d6;padding:.8rem;border-left:4px solid #c9a000;word-break:break-all}
+.revoked{color:#6b7280}@media(max-width:40rem){th:nth-child(3),td:nth-child(3){display:none}}`;
+
+export function layout(title: string, session: Session | undefined, body: Html): Html {
+  return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${title} · Tollgate</title><style>${trusted(STYLE)}</style></head><body>
+<header><strong>Tollgate</strong>${
+    session === undefined
+      ? ''
+      : html`<a href="/keys">Keys</a><span>${session.user.email}</span>
+<form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out</button></form>
+<form class="inline" method="post" action="/sign-out-everywhere"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out everywhere</button></form>`
+  }</header><main>${body}</main></body></html>`;
+}
+
+const errorBox = (error?: string): Html | string => (error === undefined ? '' : html`<p class="error" role="alert">${error}</p>`);
+
+export function signInPage(signUpOpen: boolean, error?: string, email = ''): Html {
+  return layout(
+    'Sign in',
+    undefined,
+    html`<h1>Sign in</h1>${errorBox(error)}<form method="post" action="/sign-in">
+<label>E-mail <input type="email" name="email" autocomplete="username" required value="${email}"></label>
+<label>Password <input type="password" name="password" autocomplete="current-password" required></label>
+<button>Sign in</button></form>${signUpOpen ? html`<p>New here? <a href="/sign-up">Create an account</a>.</p>` : ''}`,
+  );
+}
+
+export function signUpPage(error?: string, email = ''): Html {
+  return layout(
+    'Create an account',
+    undefined,
+    html`<h1>Create an account</h1>${errorBox(error)}<form method="post" action="/sign-up">
+<label>E-mail <input type="email" name="email" autocomplete="username" required value="${email}"></label>
+<label>Password (at least 10 characters) <input type="password" name="password" autocomplete="new-password" minlength="10" required></label>
+<button>Create account</button></form><p>Have an account? <a href="/sign-in">Sign in</a>.</p>`,
+  );
+}
+
+const usd = (micros: number | undefined): string => (micros === undefined ? '—' : `$${formatUsd(micros)}`);
+const usdInput = (micros: number | undefined): string => (micros === undefined ? '' : formatUsd(micros));
+const day = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+export function keysPage(session: Session, keys: KeyView[], opts: { error?: string; reveal?: { name: string; secret: string } } = {}): Html {
+  const csrf = html`<input type="hidden" name="csrf" value="${session.csrfToken}">`;
+  const rows = keys.map(
+    (k) => html`<tr class="${k.state}"><td>${k.name}</td><td><code>${k.displayHint}</code></td><td>${day(k.createdAt)}</td><td>${k.state}</td>
+<td>${usd(k.monthSpent)} / ${usd(k.monthlyCap)}</td><td>${usd(k.lifetimeSpent)} / ${usd(k.lifetimeCap)}</td>
+<td>${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
+  );
+  return layout(
+    'API keys',
+    session,
+    html`<h1>API keys</h1>${errorBox(opts.error)}${
+      opts.reveal === undefined
+        ? ''
+        : html`<div class="secret" role="status"><p>Your new key <strong>${opts.reveal.name}</strong>. Copy it now: it is shown only this once.</p>
+<p><code id="new-key">${opts.reveal.secret}</code></p></div>`
+    }
+${
+  keys.length === 0
+    ? html`<p>No keys yet. Create one below to call the API.</p>`
+    : html`<table><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month / cap</th><th>Lifetime / cap</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+}
+<h2>Create a key</h2><form method="post" action="/keys">${csrf}
+<label>Name <input name="name" maxlength="100"></label>
+<label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
+<label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
+<button>Create key</button></form>`,
+  );
+}
+
+export function editCapsPage(session: Session, k: KeyView, error?: string): Html {
+  return layout(
+    'Edit caps',
+    session,
+    html`<h1>Caps of ${k.name} <code>${k.displayHint}</code></h1>${errorBox(error)}
+<form method="post" action="/keys/${k.id}/caps"><input type="hidden" name="csrf" value="${session.csrfToken}">
+<label>Monthly cap, USD (empty: none) <input name="monthly_cap_usd" inputmode="decimal" value="${usdInput(k.monthlyCap)}"></label>
+<label>Lifetime cap, USD (empty: none) <input name="lifetime_cap_usd" inputmode="decimal" value="${usdInput(k.lifetimeCap)}"></label>
+<button>Save caps</button> <a href="/keys">Cancel</a></form>`,
+  );
+}
+
+export function revokePage(session: Session, k: KeyView): Html {
+  return layout(
+    'Revoke key',
+    session,
+    html`<h1>Revoke ${k.name} <code>${k.displayHint}</code>?</h1>
+<p>Every call with this key will be refused (401) from now on. This cannot be undone.</p>
+<form method="post" action="/keys/${k.id}/revoke"><input type="hidden" name="csrf" value="${session.csrfToken}">
+<button>Revoke key</button> <a href="/keys">Cancel</a></form>`,
+  );
+}
+
+export function errorPage(session: Session | undefined, status: number, message: string): Html {
+  return layout('Error', session, html`<h1>${status === 404 ? 'Not found' : 'Something is wrong'}</h1>${errorBox(message)}<p><a href="/keys">Back to your keys</a></p>`);
+}
