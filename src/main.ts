@@ -46,7 +46,16 @@ async function main(): Promise<void> {
   // getAccount seeds a hot path that does not have the recorded account yet (a restart of the memory run).
   const account = (existing === undefined ? undefined : await accounts.getAccount(existing.id)) ?? (await accounts.createAccount('demo'));
   const balanceUsd = process.env.TOLLGATE_DEMO_BALANCE_USD ?? '10.00';
-  await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
+  if (existing !== undefined && owned.kind === 'memory') {
+    // A restart of the memory run: the balance comes back from the record (credits less what the
+    // journal charged), applied to the empty hot path under a key of this start only; the starting
+    // credit is already on the record and is not given twice.
+    const totals = await record.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [account.id]);
+    const recorded = totals.rows[0]?.balance ?? 0;
+    if (recorded > 0) await owned.backend.ledger.credit(account.id, recorded, `rebuild-${account.id}-${Date.now()}`);
+  } else {
+    await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
+  }
   const demoKey = process.env.TOLLGATE_DEMO_KEY;
   let secret: string;
   if (demoKey !== undefined && demoKey !== '') {
