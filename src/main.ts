@@ -9,6 +9,7 @@ import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import type { CatalogSnapshot } from './catalog/snapshot.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import { readConfig } from './config.js';
+import { startLocalDashboard } from './dashboard/local-run.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
 import { reconcile } from './record/reconcile.js';
@@ -74,6 +75,7 @@ async function main(): Promise<void> {
   });
   const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
   const admin = await startAdminServer({ backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books) }, config.adminPort, config.host);
+  const dashboard = await startLocalDashboard({ db: record, backend, accountId: account.id, onRevoke: () => gateway.authenticator.forget() });
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
   const balance = await ledger.balance(account.id);
   process.stdout.write(
@@ -88,6 +90,7 @@ async function main(): Promise<void> {
       '',
       `Metrics: http://${config.host}:${gateway.metricsServer?.port ?? config.metricsPort}/metrics`,
       `Admin API: ${admin.url}/admin (token: ${config.adminToken !== '' ? 'from TOLLGATE_ADMIN_TOKEN' : adminToken})`,
+      `Dashboard: ${dashboard.url} (sign in as ${dashboard.email}, password ${dashboard.password})`,
       '',
     ].join('\n'),
   );
@@ -95,6 +98,7 @@ async function main(): Promise<void> {
     reconciler.stop();
     await gateway.close();
     await admin.close();
+    await dashboard.close();
     await catalog.close();
     await owned.close();
     await record.close();

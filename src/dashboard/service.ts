@@ -107,6 +107,26 @@ export class DashboardService {
     return { user, sessionId, session };
   }
 
+  /**
+   * Creates the user of an existing account, or sets the password of the one with this e-mail (the local
+   * run's demo sign-in, and operators provisioning a holder while sign-up is closed).
+   */
+  async upsertUser(emailIn: string, password: string, accountId: string, role: Role = 'holder'): Promise<User> {
+    const email = DashboardService.normalizeEmail(emailIn);
+    if (password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) throw new DashboardError(400, `A password has ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
+    if ((await this.opts.accounts.getAccount(accountId)) === undefined) throw new DashboardError(404, `No account ${accountId}.`);
+    const row = (
+      await this.opts.db.query<{ id: string }>(
+        `INSERT INTO dashboard_users (id, email, password_hash, role, account_id) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (email) DO UPDATE SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, account_id = EXCLUDED.account_id
+         RETURNING id`,
+        [`usr_${randomUUID()}`, email, await hash(password), role, accountId],
+      )
+    ).rows[0];
+    if (row === undefined) throw new Error('upsert returned no row');
+    return { id: row.id, email, role, accountId };
+  }
+
   async signIn(emailIn: unknown, password: unknown, address: string, previousSessionId?: string): Promise<{ sessionId: string; session: Session }> {
     const email = typeof emailIn === 'string' ? emailIn.trim().toLowerCase() : '';
     const wait = this.throttle.retryAfter(email, address);

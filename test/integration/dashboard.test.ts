@@ -3,6 +3,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DashboardService } from '../../src/dashboard/service.js';
+import { startLocalDashboard } from '../../src/dashboard/local-run.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { SignInThrottle } from '../../src/dashboard/throttle.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
@@ -278,6 +279,36 @@ describe('dashboard keys', () => {
       const carriers = seen.filter((r) => r.text.includes(s));
       expect(carriers).toHaveLength(1);
       expect(carriers[0]?.reveal).toBe(true);
+    }
+  });
+});
+
+describe('the local run dashboard', () => {
+  it('signs the demo user in to the demo account over plain http and shows its keys', async () => {
+    const local = await startLocalDashboard({
+      db: tdb.db,
+      backend: harness.backend,
+      accountId: harness.accountId,
+      onRevoke: () => harness.gateway.authenticator.forget(),
+      env: { DASHBOARD_PORT: '0', TOLLGATE_DEMO_EMAIL: 'demo@tollgate.local', TOLLGATE_DEMO_PASSWORD: 'demo password 1234' },
+    });
+    try {
+      expect(local.password).toBe('demo password 1234');
+      const b = new Browser(() => local.url);
+      const r = await b.req('POST', '/api/sign-in', { email: local.email, password: local.password });
+      expect(r.status).toBe(200);
+      expect(r.res.headers.get('set-cookie') ?? '').not.toMatch(/secure/i);
+      b.csrf = (r.json() as { csrf_token: string }).csrf_token;
+      const keys = (await b.api('GET', '/api/keys')).json() as { keys: { id: string }[] };
+      expect(keys.keys.map((k) => k.id)).toEqual([harness.keyId]);
+      // A second start (a restart) sets the new password; the old one no longer signs in.
+      const again = await startLocalDashboard({ db: tdb.db, backend: harness.backend, accountId: harness.accountId, onRevoke: () => undefined, env: { DASHBOARD_PORT: '0' } });
+      await again.close();
+      expect(again.password).not.toBe('demo password 1234');
+      expect((await new Browser(() => local.url).req('POST', '/api/sign-in', { email: local.email, password: 'demo password 1234' })).status).toBe(401);
+      expect((await new Browser(() => local.url).req('POST', '/api/sign-in', { email: local.email, password: again.password })).status).toBe(200);
+    } finally {
+      await local.close();
     }
   });
 });
