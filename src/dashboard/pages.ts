@@ -5,7 +5,7 @@ import type { KeyView, Session } from './service.js';
 
 const STYLE = `body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
 header{background:#1b1f24;color:#fff;padding:.6rem 1rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
-header a,header button{color:#fff}main{max-width:60rem;margin:1rem auto;padding:0 1rem}
+header a{color:#fff}header button{color:#fff;background:transparent;border:1px solid #fff;border-radius:3px}main{max-width:60rem;margin:1rem auto;padding:0 1rem}
 table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #d8dde3}
 form.inline{display:inline}label{display:block;margin:.4rem 0}input{font:inherit;padding:.3rem}
 button{font:inherit;padding:.3rem .8rem;cursor:pointer}.error{background:#fde8e8;color:#8a1010;padding:.5rem;border-left:4px solid #c01818}
