@@ -2,22 +2,8 @@
 // is handed to the journal writer (no extra Redis round trip: the settle script already appended the
 // Redis copy), and while the writer is further behind than its bound new reservations are refused, so
 // the gateway never serves money it cannot record.
-import type {
-  AccountBalance,
-  AuditReport,
-  HoldsSummary,
-  KeySpend,
-  Ledger,
-  Micros,
-  ReapResult,
-  RefundOutcome,
-  ReservationOutcome,
-  RefusalReason,
-  ReservationRequest,
-  SettlementOutcome,
-  SettlementRequest,
-  UsageRecord,
-} from '../billing/ledger.js';
+import { DelegatingLedger } from '../billing/delegating-ledger.js';
+import type { Ledger, ReservationOutcome, RefusalReason, ReservationRequest, SettlementOutcome, SettlementRequest } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
 import type { NotALedgerFault } from '../billing/ledger-health.js';
 import { journalEntryOf } from './journal.js';
@@ -38,13 +24,15 @@ export class JournalBehindError extends Error implements NotALedgerFault {
   }
 }
 
-export class JournaledLedger implements Ledger {
+export class JournaledLedger extends DelegatingLedger {
   constructor(
-    private readonly inner: Ledger,
+    inner: Ledger,
     readonly writer: JournalWriter,
-  ) {}
+  ) {
+    super(inner);
+  }
 
-  async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+  override async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
     if (this.writer.behind()) throw new JournalBehindError(this.writer.lag().oldestMs, this.writer.maxLagMs);
     const outcome = await this.inner.reserve(req);
     // A 402 is recorded from this process's memory only: it moves no money, so it needs no Redis copy
@@ -69,41 +57,14 @@ export class JournaledLedger implements Ledger {
     return outcome;
   }
 
-  async settle(req: SettlementRequest): Promise<SettlementOutcome> {
+  override async settle(req: SettlementRequest): Promise<SettlementOutcome> {
     const outcome = await this.inner.settle(req);
     const entry = journalEntryOf(req, outcome);
     if (entry !== undefined) this.writer.add(entry);
     return outcome;
   }
 
-  reap(now?: number): Promise<ReapResult> {
-    return this.inner.reap(now);
-  }
-  reapExpired(now?: number): Promise<number> {
-    return this.inner.reapExpired(now);
-  }
-  holdsSummary(): Promise<HoldsSummary> {
-    return this.inner.holdsSummary();
-  }
-  credit(accountId: string, amount: Micros, idempotencyKey: string): Promise<boolean> {
-    return this.inner.credit(accountId, amount, idempotencyKey);
-  }
-  refund(accountId: string, requestId: string): Promise<RefundOutcome> {
-    return this.inner.refund(accountId, requestId);
-  }
-  balance(accountId: string): Promise<AccountBalance> {
-    return this.inner.balance(accountId);
-  }
-  keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend> {
-    return this.inner.keySpend(accountId, keyId, now);
-  }
-  listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]> {
-    return this.inner.listUsage(accountId, opts);
-  }
-  audit(accountId: string): Promise<AuditReport> {
-    return this.inner.audit(accountId);
-  }
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     await this.writer.close();
     await this.inner.close();
   }
