@@ -15,4 +15,10 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  // The dashboard's browser script: plain JavaScript with the browser's globals, no type information.
+  {
+    files: ['src/dashboard/assets/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: { parserOptions: { projectService: false }, globals: { document: 'readonly', navigator: 'readonly', Element: 'readonly' } },
+  },
 );

@@ -165,3 +165,62 @@ export async function streamLatency(url: string, shape: RequestShape, format: Be
   const mean = gaps.length === 0 ? NaN : gaps.reduce((a, b) => a + b, 0) / gaps.length;
   return { ttftP50: percentile(kept, 50), ttftP99: percentile(kept, 99), interChunkMean: mean, streams: count, non2xx };
 }
+
+/** Deterministic filler prose of about `bytes` bytes (a file's contents, a long instruction). */
+function prose(seed: number, bytes: number): string {
+  const words = ['the', 'gateway', 'reserves', 'worst', 'case', 'before', 'upstream', 'call', 'settles', 'exactly', 'once', 'key', 'cap', 'stream', 'token', 'function', 'return', 'const', 'value', 'await'];
+  const out: string[] = [];
+  let n = seed;
+  let size = 0;
+  while (size < bytes) {
+    n = (n * 1103515245 + 12345) >>> 0;
+    const w = words[n % words.length] as string;
+    out.push(w);
+    size += w.length + 1;
+  }
+  return out.join(' ');
+}
+
+function toolSchemas(count: number): Array<{ name: string; description: string; parameters: Record<string, unknown> }> {
+  return Array.from({ length: count }, (_, i) => ({
+    name: `tool_${i}`,
+    description: prose(i, 600),
+    parameters: {
+      type: 'object',
+      properties: { path: { type: 'string', description: prose(i + 100, 200) }, limit: { type: 'integer' }, mode: { type: 'string', enum: ['read', 'write', 'list'] } },
+      required: ['path'],
+    },
+  }));
+}
+
+/**
+ * An agent-shaped request, generated here: what a coding agent sends every turn. Anthropic: a
+ * Claude-Code-like /v1/messages of about 300 KB (long system prompt, ~18 tools, a history of tool
+ * calls whose results are file contents). OpenAI: a ~100 KB tool-calling chat completion.
+ */
+export function agentShape(format: BenchFormat, key: string | undefined): RequestShape {
+  if (format === 'anthropic') {
+    const tools = toolSchemas(18).map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters }));
+    const messages: unknown[] = [{ role: 'user', content: [{ type: 'text', text: 'Fix the failing test in the billing module.' }] }];
+    for (let turn = 0; turn < 24; turn++) {
+      messages.push({ role: 'assistant', content: [{ type: 'text', text: prose(turn, 300) }, { type: 'tool_use', id: `toolu_${turn}`, name: `tool_${turn % 18}`, input: { path: `src/file_${turn}.ts` } }] });
+      messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: `toolu_${turn}`, content: prose(turn + 1000, 10_300) }] });
+    }
+    return {
+      path: '/v1/messages',
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...(key ? { 'x-api-key': key } : {}) },
+      body: JSON.stringify({ model: BENCH_MODELS.anthropic, max_tokens: 64, system: [{ type: 'text', text: prose(7, 24_000) }], tools, messages }),
+    };
+  }
+  const tools = toolSchemas(12).map((t) => ({ type: 'function', function: t }));
+  const messages: unknown[] = [{ role: 'system', content: prose(3, 8_000) }, { role: 'user', content: 'Refactor the settlement queue.' }];
+  for (let turn = 0; turn < 8; turn++) {
+    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${turn}`, type: 'function', function: { name: `tool_${turn % 12}`, arguments: JSON.stringify({ path: `src/f${turn}.ts` }) } }] });
+    messages.push({ role: 'tool', tool_call_id: `call_${turn}`, content: prose(turn + 500, 9_700) });
+  }
+  return {
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+    body: JSON.stringify({ model: BENCH_MODELS.openai, max_tokens: 64, tools, messages }),
+  };
+}

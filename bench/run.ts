@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { countRedisPerRequest, ledgerPairs, type RedisPerRequest } from './ledger.js';
 import {
+  agentShape,
   directShape,
   requestShape,
   sequentialLatency,
@@ -197,6 +198,18 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
       }
     }
 
+    // Agent-shaped bodies (a 300 KB Claude-Code-like /v1/messages, a 100 KB tool-calling chat): what a
+    // coding agent sends every turn, where decoding and counting the body dominate.
+    const agentShaped: BenchResults['agentShaped'] = [];
+    for (const format of FORMATS) {
+      const targets = [
+        { name: TARGET_NAMES.floor, url: floor.url, shape: agentShape(format, undefined), pid: floor.pid },
+        { name: TARGET_NAMES.tollgate, url: gw.url, shape: agentShape(format, gw.key), pid: gw.pid },
+      ];
+      const measuredAgent = await roundsOf(targets, plan.rounds, plan.durationSec, `agent-shaped ${format}`);
+      for (const t of targets) agentShaped.push({ format, target: t.name, bodyBytes: Buffer.byteLength(t.shape.body), ...(measuredAgent.get(t.name) as MeasuredThroughput) });
+    }
+
     log('streaming (paced simulator)');
     const paced = await start({ role: 'simulator', firstTokenDelayMs: 5, tokenDelayMs: 2, replyTokens: plan.streamTokens });
     const pacedFloor = await start({ role: 'floor', upstream: paced.url });
@@ -278,6 +291,7 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
       peer: peerStatus,
       peerNotes,
       rows,
+      agentShaped,
       streaming,
       tracing,
       journal,
@@ -311,6 +325,7 @@ const errors = [
   ...results.streaming.flatMap((s) => (s.target !== TARGET_NAMES.peer && s.non2xx > 0 ? [`stream ${s.format} ${s.target}`] : [])),
   ...results.tracing.flatMap((t) => (t.non2xx + t.errors > 0 ? [`tracing ${t.mode}`] : [])),
   ...(results.journal ?? []).flatMap((t) => (t.non2xx + t.errors > 0 ? [`journal ${t.mode}`] : [])),
+  ...(results.agentShaped ?? []).flatMap((t) => (t.non2xx + t.errors > 0 ? [`agent-shaped ${t.format} ${t.target}`] : [])),
   ...(results.memory.opened === results.memory.streams ? [] : ['memory streams']),
 ];
 const dir = new URL('./results/', import.meta.url).pathname;

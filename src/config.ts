@@ -45,6 +45,17 @@ export interface GatewayConfig {
   upstreamMaxConnections: number;
   /** Oldest settlement PostgreSQL may lack before new requests are refused with 503 (fail closed). */
   journalMaxLagMs: number;
+  /**
+   * After a Redis wipe, how long an account reloaded from the record refuses new holds while the other
+   * gateways commit what they settled before the wipe (their journal writers commit every 100 ms and
+   * catch up every second), so no cap is passed on figures that miss those settlements.
+   */
+  rebuildWindowMs: number;
+  /**
+   * Signs the reasoning the Responses API hands clients in encrypted_content. Every gateway of a
+   * deployment needs the same one (set from a Secret); unset, each process makes its own.
+   */
+  reasoningKey: string;
   /** Pause between reconciliations of PostgreSQL and the hot path; 0 turns the periodic job off. */
   reconcileIntervalMs: number;
   /** A Redis command not answered in this long fails (the ledger counts as down, requests get 503). */
@@ -53,6 +64,8 @@ export interface GatewayConfig {
   settlementFlushMs: number;
   /** A stream write waiting this long for a client that stopped reading cuts the response. */
   clientWriteTimeoutMs: number;
+  /** A stream silent this long gets an SSE keep-alive comment (0: never). */
+  streamKeepAliveMs: number;
   /**
    * On SIGTERM, how long open requests may run to completion; past it they are ended in the client's
    * format and settled for what was generated. The chart's grace period must exceed it plus preStop.
@@ -93,6 +106,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     holdMarginMs: int(env, 'TOLLGATE_HOLD_MARGIN_MS', 60 * 1000),
     reaperIntervalMs: int(env, 'TOLLGATE_REAPER_INTERVAL_MS', 5 * 1000),
     journalMaxLagMs: int(env, 'TOLLGATE_JOURNAL_MAX_LAG_MS', 120 * 1000),
+    rebuildWindowMs: int(env, 'TOLLGATE_REBUILD_WINDOW_MS', 2000),
+    reasoningKey: env.TOLLGATE_REASONING_KEY ?? '',
     reconcileIntervalMs: int(env, 'TOLLGATE_RECONCILE_INTERVAL_MS', 15 * 60 * 1000),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
@@ -100,6 +115,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     redisCommandTimeoutMs: int(env, 'TOLLGATE_REDIS_COMMAND_TIMEOUT_MS', 1000),
     settlementFlushMs: int(env, 'TOLLGATE_SETTLEMENT_FLUSH_MS', 10 * 1000),
     clientWriteTimeoutMs: int(env, 'TOLLGATE_CLIENT_WRITE_TIMEOUT_MS', 30 * 1000),
+    streamKeepAliveMs: int(env, 'TOLLGATE_STREAM_KEEPALIVE_MS', 15 * 1000),
     drainTimeoutMs: int(env, 'TOLLGATE_DRAIN_TIMEOUT_MS', 25 * 1000),
   };
 }

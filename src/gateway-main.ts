@@ -4,12 +4,14 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
+import { runDashboard } from './dashboard/run.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import { createKubeCatalogSource } from './catalog/kube-source.js';
 import { createKubeSecretResolver } from './catalog/kube-secrets.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import { readConfig } from './config.js';
+import { RecordResponsesStore } from './responses/store.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
 import { reconcile } from './record/reconcile.js';
@@ -42,8 +44,9 @@ async function main(): Promise<void> {
   const record = config.databaseUrl === undefined ? undefined : await openRecord(config);
   const journal = record === undefined ? undefined : journalWriter(record, config, owned.journalStream);
   // With the record, accounts, keys and credits commit to PostgreSQL first, then Redis.
-  const backend = record === undefined ? owned.backend : recordedBackend(owned.backend, record, config.keyMarker);
-  const gateway = await startGateway({ config, catalog, backend, secrets, tracing, logger, ledgerHealth: owned.health, ...(journal === undefined ? {} : { journal }) });
+  const recorded = record === undefined ? undefined : recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs });
+  const backend = recorded ?? owned.backend;
+  const gateway = await startGateway({ config, catalog, backend, ...(record === undefined ? {} : { responsesStore: new RecordResponsesStore(record) }), secrets, tracing, logger, ledgerHealth: owned.health, ...(journal === undefined ? {} : { journal }) });
   const books = record === undefined ? undefined : reconcileSources(record, backend, owned.journalStream, journal);
   const reconciler =
     books === undefined
@@ -53,19 +56,41 @@ async function main(): Promise<void> {
           onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
           onError: (err) => logger.log.warn({ event: 'reconciliation_failed', error: String(err) }, 'reconciliation pass failed'),
         });
+  // The account holders' dashboard (and the payment providers' webhooks) on DASHBOARD_PORT, over the record.
+  const dashboard =
+    record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === ''
+      ? undefined
+      : await runDashboard({
+          db: record,
+          backend,
+          onRevoke: () => gateway.authenticator.forget(),
+          applyCommitted: (m, r) => recorded.ledger.applyCommitted(m, r),
+          env: process.env,
+          testModePayments: false,
+          catchUpIntervalMs: 10 * 60 * 1000,
+          ...(books === undefined ? {} : { reconcile: () => reconcile(books) }),
+          onError: (what, err) => logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`),
+        });
   const admin =
     config.adminToken === ''
       ? undefined
       : await startAdminServer(
-          { backend, token: config.adminToken, onRevoke: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }) },
+          {
+            backend,
+            token: config.adminToken,
+            onRevoke: () => gateway.authenticator.forget(),
+            ...(books === undefined || record === undefined ? {} : { reconcile: () => reconcile(books), record }),
+            ...(dashboard?.topUps === undefined ? {} : { topUps: dashboard.topUps }),
+          },
           config.adminPort,
           config.host,
         );
-  logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined }, 'tollgate gateway started');
+  logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined, dashboard: dashboard?.url, payments: dashboard?.payments }, 'tollgate gateway started');
   const stop = async (): Promise<void> => {
     reconciler?.stop();
     await gateway.close();
     await admin?.close();
+    await dashboard?.close();
     await catalog.close();
     await owned.close();
     await record?.close();

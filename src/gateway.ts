@@ -1,5 +1,7 @@
 // The composition root: builds a running gateway (HTTP server, metrics server, reaper) from its
 // parts. The local run, the production entry point and the tests all start gateways through it.
+import { createHash, randomBytes } from 'node:crypto';
+import { MemoryResponsesStore, type ResponsesStore } from './responses/store.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Backend } from './billing/backends.js';
@@ -49,6 +51,8 @@ export interface GatewayParts {
    * its lag bound, and close() flushes it. Without one the hot path is the only record (tests, bench).
    */
   journal?: JournalWriter;
+  /** Where Responses API objects are kept (the record); in this process's memory when absent. */
+  responsesStore?: ResponsesStore;
   /**
    * Whether the ledger is usable now (the Redis backend's, from backendFromConfig): requests are refused
    * with a fast 503 and /readyz is false while it is down. Default: a ledger that never fails (memory).
@@ -65,6 +69,11 @@ export interface RunningGateway {
   authenticator: KeyAuthenticator;
   logger: TollgateLogger;
   close(): Promise<void>;
+}
+
+/** The reasoning envelope's key: TOLLGATE_REASONING_KEY, else one per process (envelopes then do not outlive it). */
+function reasoningKey(configured: string): Buffer {
+  return configured === '' ? randomBytes(32) : createHash('sha256').update(configured).digest();
 }
 
 export async function startGateway(parts: GatewayParts): Promise<RunningGateway> {
@@ -109,6 +118,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     requestTimeoutMs: config.requestTimeoutMs,
     holdMarginMs: config.holdMarginMs,
     clientWriteTimeoutMs: config.clientWriteTimeoutMs,
+    streamKeepAliveMs: config.streamKeepAliveMs,
     log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
     ...(journal === undefined ? {} : { journal }),
   };
@@ -134,6 +144,11 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     keyMarker: config.keyMarker,
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
+    responses: {
+      store: parts.responsesStore ?? new MemoryResponsesStore(),
+      envelopeKey: reasoningKey(config.reasoningKey),
+      onStoreError: (err) => logger.log.error({ event: 'response_store_failed', error: String(err) }, 'a Responses API object could not be stored'),
+    },
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
     requestFinished: (ctx: GatewayContext) => {
       const s = ctx.state;

@@ -9,7 +9,13 @@ import type { Backend } from '../billing/backends.js';
 import { CreditConflictError } from '../billing/ledger-common.js';
 import { formatUsd } from '../billing/money.js';
 import type { Micros } from '../catalog/snapshot.js';
+import { TopUpError, type TopUpService } from '../top-ups/service.js';
+import type { Queryable } from '../record/database.js';
+import { MovementConflict } from '../record/money-movement.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
+import { statementPage } from '../record/statement.js';
+import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
+import type { RequestStatus } from '../billing/ledger.js';
 
 interface AdminState {
   body: Record<string, unknown>;
@@ -83,9 +89,29 @@ function queryString(ctx: AdminContext, name: string): string | undefined {
   return v;
 }
 
+function queryInteger(ctx: AdminContext, name: string, fallback: number, max: number): number {
+  const text = queryString(ctx, name);
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!/^\d{1,7}$/.test(text) || n < 1 || n > max) throw new AdminError(400, `${name} must be an integer from 1 to ${max}`);
+  return n;
+}
+
+/** A time bound: an ISO 8601 date or date-time ("2026-11-01", "2026-11-01T12:00:00Z") or unix ms. */
+function queryTime(ctx: AdminContext, name: string): Date | undefined {
+  const text = queryString(ctx, name);
+  if (text === undefined) return undefined;
+  const ms = /^\d{1,15}$/.test(text) ? Number(text) : /^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) ? Date.parse(text) : NaN;
+  if (!Number.isFinite(ms)) throw new AdminError(400, `${name} must be an ISO 8601 date or date-time (like 2026-11-01T00:00:00Z) or unix milliseconds`);
+  return new Date(ms);
+}
+
+/** Filters only the record can answer: the hot path keeps recent usage by account and key alone. */
+const RECORD_ONLY_USAGE_FILTERS = ['model', 'status', 'from', 'to', 'cursor'] as const;
+
 /** A failed body read (too large, aborted, bad encoding) carries its HTTP status; anything else is ours. */
 function clientStatus(err: unknown): number | undefined {
-  if (err instanceof AdminError) return err.status;
+  if (err instanceof AdminError || err instanceof UsageQueryError) return err instanceof AdminError ? err.status : 400;
   if (err instanceof SyntaxError) return 400;
   const status = (err as { status?: unknown; expose?: unknown } | null)?.status;
   const expose = (err as { expose?: unknown } | null)?.expose;
@@ -93,7 +119,7 @@ function clientStatus(err: unknown): number | undefined {
 }
 
 function clientMessage(err: unknown, status: number): string {
-  if (err instanceof AdminError) return err.message;
+  if (err instanceof AdminError || err instanceof UsageQueryError) return err.message;
   // Fixed texts: the parser's own messages quote the body back.
   if (err instanceof SyntaxError) return 'body is not valid JSON';
   if (status === 413) return 'body too large (64 KiB at most)';
@@ -107,6 +133,13 @@ export interface AdminApiOptions {
   onRevoke?: () => void;
   /** Compares PostgreSQL, the hot path and the usage records now (GET /admin/reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
+  /**
+   * The record (PostgreSQL or the local run's PGlite): usage, statements and daily spend are read from
+   * it, with paging and no cap. Without it usage is the hot path's recent records only.
+   */
+  record?: Queryable;
+  /** Top-ups of every account, with their timelines and the re-check action (when a provider is set up). */
+  topUps?: TopUpService;
 }
 
 export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
@@ -198,7 +231,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
       applied = await ledger.credit(a.id, micros, idem);
     } catch (err) {
       if (err instanceof RangeError) throw new AdminError(400, 'this credit would take the balance past the largest amount the ledger holds exactly');
-      if (err instanceof CreditConflictError) {
+      if (err instanceof CreditConflictError || err instanceof MovementConflict) {
         throw new AdminError(409, 'idempotency_key was already used for a credit of a different amount; nothing was credited. Use a new key for a new top-up.');
       }
       throw err;
@@ -212,20 +245,87 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     const requestId = ctx.state.body.request_id;
     if (typeof requestId !== 'string' || requestId === '') throw new AdminError(400, 'request_id is required: the id of a settled request');
     const outcome = await ledger.refund(a.id, requestId);
-    if (outcome.unknown) throw new AdminError(404, 'no settled request with this id on this account (settlement records are kept 30 days)');
+    if (outcome.unknown) {
+      throw new AdminError(404, opts.record === undefined
+        ? 'no settled request with this id on this account (settlement records are kept 30 days)'
+        : 'no usage record with this id on this account (a request just answered is recorded within a second)');
+    }
     ctx.body = { refunded_micro_usd: outcome.refunded, refunded_usd: formatUsd(outcome.refunded), already_refunded: outcome.duplicate };
   });
   r.get('/accounts/:accountId/usage', async (ctx) => {
     const a = await account(ctx);
     const keyId = queryString(ctx, 'key_id');
     if (keyId !== undefined && (await accounts.getKey(a.id, keyId)) === undefined) throw new AdminError(404, 'no such key');
-    const limitText = queryString(ctx, 'limit');
-    const limit = limitText === undefined ? 100 : Number(limitText);
-    if (!/^\d+$/.test(limitText ?? '100') || limit < 1 || limit > 1000) throw new AdminError(400, 'limit must be an integer from 1 to 1000');
-    ctx.body = { usage: await ledger.listUsage(a.id, { ...(keyId === undefined ? {} : { keyId }), limit }) };
+    const limit = queryInteger(ctx, 'limit', 100, MAX_PAGE_SIZE);
+    const byKey = keyId === undefined ? {} : { keyId };
+    if (opts.record === undefined) {
+      const given = RECORD_ONLY_USAGE_FILTERS.filter((f) => ctx.query[f] !== undefined);
+      if (given.length > 0) throw new AdminError(400, `${given.join(', ')} need the record (DATABASE_URL); this gateway lists only recent usage by account and key`);
+      ctx.body = { usage: await ledger.listUsage(a.id, { ...byKey, limit }) };
+      return;
+    }
+    const model = queryString(ctx, 'model');
+    const status = queryString(ctx, 'status');
+    if (status !== undefined && !(REQUEST_STATUSES as readonly string[]).includes(status)) throw new AdminError(400, `status must be one of ${REQUEST_STATUSES.join(', ')}`);
+    const from = queryTime(ctx, 'from');
+    const to = queryTime(ctx, 'to');
+    const cursor = queryString(ctx, 'cursor');
+    const page = await listUsagePage(opts.record, {
+      accountId: a.id,
+      ...byKey,
+      ...(model === undefined ? {} : { model }),
+      ...(status === undefined ? {} : { status: status as RequestStatus }),
+      ...(from === undefined ? {} : { from }),
+      ...(to === undefined ? {} : { to }),
+      ...(cursor === undefined ? {} : { cursor }),
+      limit,
+    });
+    ctx.body = { usage: page.records, next_cursor: page.nextCursor ?? null };
+  });
+  const record = (): Queryable => {
+    if (opts.record === undefined) throw new AdminError(404, 'statements and daily spend need the record (DATABASE_URL): this gateway runs without one');
+    return opts.record;
+  };
+  r.get('/accounts/:accountId/statement', async (ctx) => {
+    const a = await account(ctx);
+    const db = record();
+    const cursor = queryString(ctx, 'cursor');
+    const page = await statementPage(db, { accountId: a.id, limit: queryInteger(ctx, 'limit', 100, MAX_PAGE_SIZE), ...(cursor === undefined ? {} : { cursor }) });
+    ctx.body = { statement: page.lines, next_cursor: page.nextCursor ?? null };
+  });
+  r.get('/accounts/:accountId/spend', async (ctx) => {
+    const a = await account(ctx);
+    const db = record();
+    const keyId = queryString(ctx, 'key_id');
+    if (keyId !== undefined && (await accounts.getKey(a.id, keyId)) === undefined) throw new AdminError(404, 'no such key');
+    const days = queryInteger(ctx, 'days', 30, 366);
+    ctx.body = { days: await dailyKeySpend(db, { accountId: a.id, days, ...(keyId === undefined ? {} : { keyId }) }) };
   });
   r.get('/accounts/:accountId/audit', async (ctx) => {
     ctx.body = await ledger.audit((await account(ctx)).id);
+  });
+  const topUps = (): TopUpService => {
+    if (opts.topUps === undefined) throw new AdminError(404, 'top-ups are not set up on this gateway (no payment provider, or no dashboard)');
+    return opts.topUps;
+  };
+  const asAdmin = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (err) {
+      if (err instanceof TopUpError) throw new AdminError(err.status, err.message);
+      throw err;
+    }
+  };
+  r.get('/top-ups', async (ctx) => {
+    const accountId = queryString(ctx, 'account_id');
+    if (accountId !== undefined && (await accounts.getAccount(accountId)) === undefined) throw new AdminError(404, 'no such account');
+    ctx.body = { top_ups: await topUps().list(accountId, queryInteger(ctx, 'limit', 50, 1000)) };
+  });
+  r.get('/top-ups/:topUpId', async (ctx) => {
+    ctx.body = { top_up: await asAdmin(() => topUps().get(undefined, ctx.params.topUpId ?? '')) };
+  });
+  r.post('/top-ups/:topUpId/recheck', async (ctx) => {
+    ctx.body = { top_up: await asAdmin(() => topUps().recheck(undefined, ctx.params.topUpId ?? '')) };
   });
   r.get('/reconciliation', async (ctx) => {
     if (opts.reconcile === undefined) throw new AdminError(404, 'reconciliation needs the record (PostgreSQL): this gateway runs without one');

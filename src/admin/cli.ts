@@ -10,11 +10,18 @@ const USAGE = `usage: npm run admin -- <command>
   caps <accountId> <keyId> [--lifetime-cap USD] [--monthly-cap USD]   (omit both to clear)
   credit <accountId> <USD> <idempotencyKey>
   refund <accountId> <requestId>
-  usage <accountId> [keyId]
+  usage <accountId> [keyId] [--key ID] [--model M] [--status S] [--from T] [--to T] [--cursor C] [--limit N] [--all]
+                                            newest first, a page at a time (next_cursor); --all follows
+                                            every page and prints one JSON list. T: ISO 8601 or unix ms
+  statement <accountId> [--cursor C] [--limit N]   ledger entries with the running balance
+  spend <accountId> [--key ID] [--days N]   each key's spend per day
   audit <accountId>`;
 
 /** Positional arguments each command needs. */
-const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, credit: 3, refund: 2, usage: 1, audit: 1 };
+const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
+
+/** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
+const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -31,14 +38,21 @@ async function main(argv: string[]): Promise<number> {
   const lifetime = flag(args, '--lifetime-cap');
   const monthly = flag(args, '--monthly-cap');
   const caps = { ...(lifetime ? { lifetime_cap_usd: lifetime } : {}), ...(monthly ? { monthly_cap_usd: monthly } : {}) };
+  const query = new URLSearchParams();
+  for (const [name, param] of Object.entries(QUERY_FLAGS)) {
+    const v = flag(args, name);
+    if (v !== undefined) query.set(param, v);
+  }
+  const all = args.includes('--all');
+  if (all) args.splice(args.indexOf('--all'), 1);
   const [cmd, ...rest] = args;
-  const call = async (method: string, path: string, body?: unknown): Promise<number> => {
-    const res = await fetch(`${base}/admin${path}`, {
+  const request = (method: string, path: string, body?: unknown): Promise<Response> =>
+    fetch(`${base}/admin${path}`, {
       method,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
-    const text = await res.text();
+  const print = (text: string): void => {
     let shown = text;
     try {
       shown = JSON.stringify(JSON.parse(text), null, 2);
@@ -46,8 +60,31 @@ async function main(argv: string[]): Promise<number> {
       // not JSON (a proxy's error page, say): shown as it came
     }
     process.stdout.write(`${shown}\n`);
+  };
+  const call = async (method: string, path: string, body?: unknown): Promise<number> => {
+    const res = await request(method, path, body);
+    print(await res.text());
     return res.ok ? 0 : 1;
   };
+  /** Every page of the usage listing, printed as one JSON list. */
+  const callAll = async (path: string): Promise<number> => {
+    const usage: unknown[] = [];
+    for (;;) {
+      const res = await request('GET', `${path}?${query.toString()}`);
+      const text = await res.text();
+      if (!res.ok) {
+        print(text);
+        return 1;
+      }
+      const page = JSON.parse(text) as { usage: unknown[]; next_cursor?: string | null };
+      usage.push(...page.usage);
+      if (page.next_cursor === undefined || page.next_cursor === null) break;
+      query.set('cursor', page.next_cursor);
+    }
+    print(JSON.stringify({ usage }));
+    return 0;
+  };
+  const withQuery = (path: string): string => (query.size === 0 ? path : `${path}?${query.toString()}`);
   // Ids go into the path: required (a missing one is a usage error, not a call to ".../undefined") and encoded.
   const needs = NEEDS[cmd ?? ''] ?? 0;
   if (rest.slice(0, needs).filter((v) => v !== '').length < needs) {
@@ -76,7 +113,12 @@ async function main(argv: string[]): Promise<number> {
     case 'refund':
       return call('POST', `/accounts/${id(a)}/refund`, { request_id: b });
     case 'usage':
-      return call('GET', `/accounts/${id(a)}/usage${b ? `?key_id=${id(b)}` : ''}`);
+      if (b) query.set('key_id', b);
+      return all ? callAll(`/accounts/${id(a)}/usage`) : call('GET', withQuery(`/accounts/${id(a)}/usage`));
+    case 'statement':
+      return call('GET', withQuery(`/accounts/${id(a)}/statement`));
+    case 'spend':
+      return call('GET', withQuery(`/accounts/${id(a)}/spend`));
     case 'audit':
       return call('GET', `/accounts/${id(a)}/audit`);
     default:
@@ -86,7 +128,9 @@ async function main(argv: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  // Exit once stdout has taken everything: on a pipe a write is asynchronous, and exiting at once cut
+  // a long listing short. Write callbacks run in order, so this one runs after the listing's.
+  (code) => process.stdout.write('', () => process.exit(code)),
   (err: unknown) => {
     process.stderr.write(`admin: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);

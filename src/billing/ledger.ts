@@ -26,7 +26,14 @@ export interface ReservationRequest {
 }
 
 export type ReservationOutcome =
-  | { admitted: true }
+  | {
+      admitted: true;
+      /**
+       * The generation of the hot path's copy of the account that took the hold (a Redis seeded from the
+       * record); a settlement passes it back, so a hold lost with a wiped Redis is told from a repeat.
+       */
+      generation?: string;
+    }
   | {
       admitted: false;
       /**
@@ -55,17 +62,25 @@ export interface TokenUsage {
 
 export type RequestStatus = 'completed' | 'client_cancelled' | 'upstream_failed' | 'refused';
 
-export interface SettlementRequest {
+/** Who and what a request was: shared by the settlement, the usage record and the journal's entry. */
+export interface RequestOfRecord {
   requestId: string;
   accountId: string;
   keyId: string;
   model: string;
   usage: TokenUsage;
-  /** Actual cost computed from usage and the model's prices; the ledger charges min(cost, held). */
-  cost: Micros;
   status: RequestStatus;
   latencyMs: number;
+}
+
+export interface SettlementRequest extends RequestOfRecord {
+  /** Actual cost computed from usage and the model's prices; the ledger charges min(cost, held). */
+  cost: Micros;
   now?: number;
+  /** The reservation's generation (ReservationOutcome.generation), when the hot path gave one. */
+  generation?: string;
+  /** What the reservation held: charged (at most) when the hold was lost with a wiped Redis. */
+  reserved?: Micros;
 }
 
 export interface SettlementOutcome {
@@ -83,6 +98,8 @@ export interface SettlementOutcome {
 
 /** What a settlement adds to the usage record beyond its request: for the journal to PostgreSQL. */
 export interface JournalMark {
+  /** The generation of the hot path's copy of the account that applied the settlement. */
+  generation?: string;
   /** The entry's id in the account's Redis journal stream; absent for the memory ledger. */
   entryId?: string;
   /** The billing month (UTC, YYYY-MM) of the hold: the month whose cap the charge counts against. */
@@ -93,16 +110,9 @@ export interface JournalMark {
   time: number;
 }
 
-export interface UsageRecord {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  model: string;
-  usage: TokenUsage;
+export interface UsageRecord extends RequestOfRecord {
   /** What was actually charged (micro-USD). */
   cost: Micros;
-  status: RequestStatus;
-  latencyMs: number;
   /** Unix ms of settlement. */
   time: number;
   /** Set when this charge was later refunded. */
@@ -186,4 +196,87 @@ export interface Ledger {
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]>;
   audit(accountId: string): Promise<AuditReport>;
   close(): Promise<void>;
+}
+
+/**
+ * An account's money as the record has it, for a hot path that lost it (a wiped or new Redis): loaded
+ * once per generation, stamped with the record's snapshot so that settlements committed after it are
+ * still applied, and held shut for `windowMs` while other gateways' uncommitted settlements arrive.
+ */
+export interface AccountSeed {
+  accountId: string;
+  generation: string;
+  /** pg_current_snapshot() of the read, as text. */
+  snapshot: string;
+  windowMs: number;
+  balance: Micros;
+  /** Credits less reversals and dispute holds. */
+  credited: Micros;
+  refunded: Micros;
+  charged: Micros;
+  /** The month (UTC, YYYY-MM) `keys[].monthSpent` is for. */
+  month: string;
+  keys: Array<{ keyId: string; lifetimeSpent: Micros; monthSpent: Micros }>;
+}
+
+/** A hot path whose accounts are loaded from the record before use (the Redis ledger with a record). */
+export interface SeededLedger {
+  /** From now on accounts without a generation are refused until seeded (AccountNotSeededError). */
+  requireSeeding(): void;
+  /** Loads the account unless this generation-less copy was seeded meanwhile; true when it loaded it. */
+  seedAccount(seed: AccountSeed): Promise<boolean>;
+}
+
+export function isSeededLedger(ledger: object): ledger is SeededLedger {
+  const l = ledger as Partial<SeededLedger>;
+  return typeof l.seedAccount === 'function' && typeof l.requireSeeding === 'function';
+}
+
+/** A movement of money the record (PostgreSQL) committed first, as the hot path applies it. */
+export interface HotMovement {
+  accountId: string;
+  /** Signed micro-USD: money in > 0, money taken back < 0. */
+  amount: Micros;
+  /** The record's idempotency key: the hot path applies a key once. */
+  idempotencyKey: string;
+  /** The audit figure the movement moves with the balance: money in (or taken back), or a refund. */
+  counts: 'credited' | 'refunded';
+  /** The record's transaction that committed it (xid8 text): a seed read after it has counted it. */
+  recordTx: string;
+}
+
+/** A hot path that takes movements committed to the record (memory and Redis ledgers). */
+export interface HotPathMovements {
+  /**
+   * Applies the movement once per idempotency key: true when this call applied it; false when it was
+   * applied before, or when the account's seed already counted it. AccountNotSeededError when the account
+   * is not loaded (its seed will count it); CreditConflictError when the key was applied with another
+   * amount; RangeError past the largest exact balance.
+   */
+  applyMovement(m: HotMovement): Promise<boolean>;
+}
+
+export function hasHotPathMovements(ledger: object): ledger is HotPathMovements {
+  return typeof (ledger as Partial<HotPathMovements>).applyMovement === 'function';
+}
+
+/** The hot path does not hold the account's money (never loaded, or wiped): seed it and try again. */
+export class AccountNotSeededError extends Error {
+  readonly notALedgerFault = true as const;
+  constructor(readonly accountId: string) {
+    super(`account ${accountId} is not loaded in the hot path`);
+    this.name = 'AccountNotSeededError';
+  }
+}
+
+/** The account was just loaded again after a wipe: reservations wait `retryAfterMs` (see AccountSeed). */
+export class AccountRebuildingError extends Error {
+  readonly notALedgerFault = true as const;
+  constructor(
+    readonly accountId: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(`account ${accountId} is being rebuilt from the record; retry in ${retryAfterMs} ms`);
+    this.name = 'AccountRebuildingError';
+  }
 }

@@ -4,6 +4,8 @@ import type {
   AccountBalance,
   AuditReport,
   HoldsSummary,
+  HotMovement,
+  HotPathMovements,
   KeySpend,
   Ledger,
   ReapResult,
@@ -30,7 +32,7 @@ export interface MemoryLedgerOptions {
   now: () => number;
 }
 
-export class MemoryLedger implements Ledger {
+export class MemoryLedger implements Ledger, HotPathMovements {
   constructor(
     private readonly state: MemoryState,
     private readonly opts: MemoryLedgerOptions,
@@ -202,6 +204,24 @@ export class MemoryLedger implements Ledger {
     acct.credits.set(idempotencyKey, amount);
     acct.balance += amount;
     acct.credited += amount;
+    return true;
+  }
+
+  /** A movement the record committed: once per idempotency key (the credits' keys, as in Redis). */
+  async applyMovement(m: HotMovement): Promise<boolean> {
+    if (!Number.isSafeInteger(m.amount) || m.amount === 0) throw new RangeError('a movement is a non-zero whole number of micro-USD');
+    if (!m.idempotencyKey) throw new Error('a movement needs an idempotency key');
+    const acct = this.state.accounts.get(m.accountId);
+    if (!acct) throw new Error(`unknown account ${m.accountId}`);
+    const previous = acct.credits.get(m.idempotencyKey);
+    if (previous !== undefined) {
+      if (previous !== m.amount) throw new CreditConflictError(m.idempotencyKey);
+      return false;
+    }
+    if (Math.abs(acct.balance + m.amount) > Number.MAX_SAFE_INTEGER) throw new RangeError('the movement would take the balance past the largest exact amount');
+    acct.credits.set(m.idempotencyKey, m.amount);
+    acct.balance += m.amount;
+    acct[m.counts] += m.amount;
     return true;
   }
 

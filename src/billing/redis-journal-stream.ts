@@ -6,6 +6,7 @@ import type { JournalEntry } from '../record/journal.js';
 import type { JournalStream } from '../record/journal-writer.js';
 import type { RequestStatus } from './ledger.js';
 import type { RedisKeys } from './redis-keys.js';
+import { ScriptRunner } from './scripts.js';
 
 function entryOf(accountId: string, id: string, fields: readonly string[]): JournalEntry {
   const f: Record<string, string> = {};
@@ -28,21 +29,47 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
 }
 
 export class RedisJournalStream implements JournalStream {
+  private readonly scripts: ScriptRunner;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
-  ) {}
+  ) {
+    this.scripts = new ScriptRunner(redis);
+  }
 
+  /**
+   * One catch-up script per account (issued in one tick, so auto-pipelining sends them together): the
+   * stream copies are deleted, and charges a wiped Redis applied before its seed are applied again
+   * where the seed did not count them.
+   */
   async remove(entries: readonly JournalEntry[]): Promise<void> {
-    const byAccount = new Map<string, string[]>();
+    const byAccount = new Map<string, JournalEntry[]>();
     for (const e of entries) {
       if (e.streamId === undefined) continue;
-      const ids = byAccount.get(e.accountId) ?? [];
-      ids.push(e.streamId);
-      byAccount.set(e.accountId, ids);
+      const list = byAccount.get(e.accountId);
+      if (list === undefined) byAccount.set(e.accountId, [e]);
+      else list.push(e);
     }
-    // One XDEL per account, issued in one tick so auto-pipelining sends them together.
-    await Promise.all([...byAccount].map(([a, ids]) => this.redis.xdel(this.keys.journal(a), ...ids)));
+    await Promise.all([...byAccount].map(([a, list]) => this.catchUp(a, list)));
+  }
+
+  private catchUp(accountId: string, entries: readonly JournalEntry[]): Promise<number> {
+    const keys = [this.keys.account(accountId), this.keys.journal(accountId)];
+    const keyAt = new Map<string, number>();
+    const checks: string[] = [];
+    for (const e of entries) {
+      if (e.generation === undefined || e.cost <= 0) continue;
+      let at = keyAt.get(e.keyId);
+      if (at === undefined) {
+        keys.push(this.keys.key(accountId, e.keyId));
+        at = keys.length;
+        keyAt.set(e.keyId, at);
+      }
+      checks.push(e.generation, e.requestId, String(at), e.month, String(e.cost), e.recordTx ?? '');
+    }
+    const ids = entries.map((e) => e.streamId ?? '');
+    return this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, ...checks]);
   }
 
   async sweep(accountIds: readonly string[], before: number, limit: number): Promise<JournalEntry[]> {

@@ -1,5 +1,13 @@
 // The ledger in Redis: every money movement is one Lua script over one account's keys.
 import type { RedisClient } from './redis-client.js';
+import {
+  AccountNotSeededError,
+  AccountRebuildingError,
+  type AccountSeed,
+  type HotMovement,
+  type HotPathMovements,
+  type SeededLedger,
+} from './ledger.js';
 import type {
   AccountBalance,
   AuditReport,
@@ -44,12 +52,14 @@ const USAGE_PAGE = 500;
 /** Reaper-index entries per ZSCAN step when summing outstanding holds. */
 const HOLDS_SCAN_PAGE = 500;
 
-export class RedisLedger implements Ledger {
+export class RedisLedger implements Ledger, SeededLedger, HotPathMovements {
   private readonly redis: RedisClient;
   private readonly k: RedisKeys;
   private readonly scripts: ScriptRunner;
   private readonly opts: RedisLedgerOptions;
   private passes = 0;
+  /** Accounts' money comes from the record: scripts refuse an account that was not seeded. */
+  private seeding = false;
 
   constructor(opts: RedisLedgerOptions) {
     this.opts = opts;
@@ -60,6 +70,43 @@ export class RedisLedger implements Ledger {
 
   preload(): Promise<void> {
     return this.scripts.preload();
+  }
+
+  requireSeeding(): void {
+    this.seeding = true;
+  }
+
+  /** One script: loads the account's money unless it has a generation already. */
+  async seedAccount(seed: AccountSeed): Promise<boolean> {
+    const a = seed.accountId;
+    const keys = [this.k.account(a), this.k.usage(a), ...seed.keys.map((k) => this.k.key(a, k.keyId))];
+    const args = [
+      seed.generation,
+      seed.snapshot,
+      String(seed.windowMs),
+      String(seed.balance),
+      String(seed.credited),
+      String(seed.refunded),
+      String(seed.charged),
+      seed.month,
+      ...seed.keys.flatMap((k) => [String(k.lifetimeSpent), String(k.monthSpent)]),
+    ];
+    return (await this.scripts.run<number>('seed', keys, args)) === 1;
+  }
+
+  async applyMovement(m: HotMovement): Promise<boolean> {
+    if (!Number.isSafeInteger(m.amount) || m.amount === 0) throw new RangeError('a movement is a non-zero whole number of micro-USD');
+    if (!m.idempotencyKey) throw new Error('a movement needs an idempotency key');
+    const r = await this.scripts.run<number>(
+      'adjust',
+      [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey)],
+      [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : ''],
+    );
+    if (r === -1) throw new Error(`unknown account ${m.accountId}`);
+    if (r === -4) throw new AccountNotSeededError(m.accountId);
+    if (r === -2) throw new RangeError('the movement would take the balance past the largest exact amount');
+    if (r === -3) throw new CreditConflictError(m.idempotencyKey);
+    return r === 1;
   }
 
   /**
@@ -73,11 +120,13 @@ export class RedisLedger implements Ledger {
     checkReservation(req);
     const a = req.accountId;
     const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a)];
-    const args = [String(req.amount), String(req.holdTtlMs), req.requestId, a, req.now === undefined ? '' : String(req.now)];
+    const args = [String(req.amount), String(req.holdTtlMs), req.requestId, a, req.now === undefined ? '' : String(req.now), this.seeding ? '1' : ''];
     const reply = this.scripts.run<[number, string?, number?, number?, number?]>('reserve', keys, args);
     this.announceSlot(a);
     const r = await reply;
-    if (r[0] === 1) return { admitted: true };
+    if (r[0] === 1) return r[1] ? { admitted: true, generation: r[1] } : { admitted: true };
+    if (r[0] === -1) throw new AccountNotSeededError(a);
+    if (r[0] === -2) throw new AccountRebuildingError(a, Number(r[1]));
     return {
       admitted: false,
       reason: r[1] as RefusalReason,
@@ -92,7 +141,7 @@ export class RedisLedger implements Ledger {
     checkSettlement(req);
     const a = req.accountId;
     const now = req.now ?? this.opts.now();
-    const r = await this.scripts.run<[number, number, number, number, string?, string?, number?]>(
+    const r = await this.scripts.run<[number, number, number, number, string?, string?, number?, string?]>(
       'settle',
       [
         this.k.account(a),
@@ -119,10 +168,17 @@ export class RedisLedger implements Ledger {
         String(this.opts.markerTtlSeconds),
         String(this.opts.usageMaxRecords),
         String(trimThreshold(this.opts.usageMaxRecords)),
+        this.seeding ? '1' : '',
+        req.generation ?? '',
+        String(req.reserved ?? 0),
       ],
     );
+    if (r[0] === -1) throw new AccountNotSeededError(a);
     const out: SettlementOutcome = { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
-    if (r[4] !== undefined) out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
+    if (r[4] !== undefined) {
+      out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
+      if (r[7]) out.journal.generation = r[7];
+    }
     return out;
   }
 

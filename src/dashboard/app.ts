@@ -1,11 +1,19 @@
 // The dashboard's Koa app: session loading, the cross-origin and CSRF guards, then pages and /api routes
 // over one DashboardService. Middleware is composed once here; the session travels in ctx.state.
+import { existsSync, readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
 import getRawBody from 'raw-body';
 import type { Html } from './html.js';
-import { editCapsPage, errorPage, keysPage, revokePage, signInPage, signUpPage } from './pages.js';
+import { editCapsPage, errorPage, keysPage, resetPasswordPage, resetRequestPage, revokePage, signInPage, signUpPage } from './pages.js';
 import { capsFromInput, DashboardError, DashboardService, type KeyView, type Session } from './service.js';
+import { balanceRoutes } from './balance-routes.js';
+import { adminRoutes } from './admin-routes.js';
+import { RefundTickets } from './refund-tickets.js';
+import { usageRoutes } from './usage-routes.js';
+import type { ReconciliationReport } from '../record/reconcile.js';
+import type { TopUpService } from '../top-ups/service.js';
+import { topUpWebhooks } from '../top-ups/webhooks.js';
 
 export interface DashboardState {
   session?: Session;
@@ -18,9 +26,34 @@ type Ctx = Koa.ParameterizedContext<DashboardState> & { params: Record<string, s
 export interface DashboardAppOptions {
   service: DashboardService;
   secureCookie: boolean;
+  /** Top-ups (the Balance page's form, the providers' webhooks); absent when no provider is set up. */
+  topUps?: TopUpService;
+  /**
+   * The address browsers use (DASHBOARD_PUBLIC_URL), e.g. https://dash.example.com behind a TLS
+   * ingress: state changes must come from its origin. Unset: this server's own protocol and host.
+   */
+  publicUrl?: string;
+  /**
+   * Behind a reverse proxy (an ingress): the client address for the per-address sign-in throttle is
+   * taken from the last X-Forwarded-For hop it added (DASHBOARD_TRUST_PROXY). Off: the socket's peer,
+   * and a forwarded header a client sends is ignored.
+   */
+  trustProxy?: boolean;
+  /** Where refund requests are mailed (DASHBOARD_SUPPORT_EMAIL). */
+  supportEmail?: string;
+  /** Compares the record and the hot path (the admin page's reconciliation). */
+  reconcile?: () => Promise<ReconciliationReport>;
 }
 
 export const SESSION_COOKIE = 'tg_session';
+
+// Beside this module when run from source; from the compiled tree (dist/src/dashboard) the sources'.
+function readAsset(file: string): string {
+  let url = new URL(`./assets/${file}`, import.meta.url);
+  if (!existsSync(url)) url = new URL(`../../../src/dashboard/assets/${file}`, import.meta.url);
+  return readFileSync(url, 'utf8');
+}
+const DASHBOARD_SCRIPT = readAsset('dashboard.js');
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const MAX_BODY = '64kb';
 
@@ -37,6 +70,7 @@ function apiKey(k: KeyView): Record<string, unknown> {
     lifetime_spent_micro_usd: k.lifetimeSpent,
     month_spent_micro_usd: k.monthSpent,
     held_micro_usd: k.held,
+    last_used_at: k.lastUsedAt === undefined ? null : new Date(k.lastUsedAt).toISOString(),
   };
 }
 
@@ -72,7 +106,9 @@ async function readBody(ctx: Context): Promise<Record<string, unknown>> {
 export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardState> {
   const { service } = opts;
   const app = new Koa<DashboardState>();
-  app.proxy = false;
+  app.proxy = opts.trustProxy === true;
+  // Only the hop our proxy appended counts: anything before it is what the client claimed.
+  app.maxIpsCount = 1;
 
   const setSessionCookie = (ctx: Context, sessionId: string, expires: Date): void => {
     // TLS ends at the ingress in front of us: the operator's setting, not the hop's protocol (which the
@@ -102,15 +138,30 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
     }
   });
 
+  // Forms may post to the payment providers' checkout pages (a redirect after POST is checked against
+  // form-action too).
+  const formTargets = ["'self'", ...new Set((opts.topUps?.offered ?? []).map((p) => p.checkoutOrigin))].join(' ');
+  const publicOrigin = opts.publicUrl === undefined ? undefined : new URL(opts.publicUrl).origin;
   app.use(async (ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('X-Frame-Options', 'DENY');
     ctx.set('Referrer-Policy', 'same-origin');
-    ctx.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+    ctx.set('Content-Security-Policy', `default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; form-action ${formTargets}; frame-ancestors 'none'; base-uri 'none'`);
     // Pages may show a one-time secret: never cache any response.
     ctx.set('Cache-Control', 'no-store');
     await next();
   });
+
+  // Our one script (copy buttons), from this origin only.
+  app.use(async (ctx, next) => {
+    if (ctx.path !== '/assets/dashboard.js') return next();
+    ctx.type = 'text/javascript; charset=utf-8';
+    ctx.set('Cache-Control', 'public, max-age=3600');
+    ctx.body = DASHBOARD_SCRIPT;
+  });
+
+  // The payment providers' webhooks: no session, no CSRF token, their own signature on the raw body.
+  if (opts.topUps !== undefined) app.use(topUpWebhooks(opts.topUps));
 
   // Fetch Metadata and Origin: a state change from another site is refused before anything else runs.
   // Requests without either header (scripts, curl) pass here and still need the CSRF token below.
@@ -119,7 +170,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
       const site = ctx.get('Sec-Fetch-Site');
       if (site !== '' && site !== 'same-origin' && site !== 'none') throw new DashboardError(403, 'Cross-site request refused.');
       const origin = ctx.get('Origin');
-      if (origin !== '' && origin !== `${ctx.protocol}://${ctx.host}`) throw new DashboardError(403, 'Request from a foreign origin refused.');
+      if (origin !== '' && origin !== (publicOrigin ?? `${ctx.protocol}://${ctx.host}`)) throw new DashboardError(403, 'Request from a foreign origin refused.');
     }
     await next();
   });
@@ -168,6 +219,39 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
       if (!(err instanceof DashboardError)) throw err;
       send(ctx, signUpPage(err.message, typeof b.email === 'string' ? b.email : ''), err.status);
     }
+  });
+  // Password reset: the link goes to the configured public address (never one taken from the Host header
+  // of the request, which a sender controls), else this server's own.
+  const linkBase = (ctx: Context): string => publicOrigin ?? `${ctx.protocol}://${ctx.host}`;
+  open.get('/password-reset', (ctx) => send(ctx, resetRequestPage(false)));
+  open.post('/password-reset', async (ctx) => {
+    try {
+      await service.requestPasswordReset(ctx.state.body?.email, linkBase(ctx));
+      send(ctx, resetRequestPage(true));
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, resetRequestPage(false, err.message), err.status);
+    }
+  });
+  open.get('/password-reset/:token', async (ctx) => send(ctx, resetPasswordPage(ctx.params.token ?? '', await service.resetTokenValid(ctx.params.token ?? ''))));
+  open.post('/password-reset/:token', async (ctx) => {
+    const token = ctx.params.token ?? '';
+    try {
+      await service.resetPassword(token, ctx.state.body?.password);
+      send(ctx, signInPage(service.signUpOpen, undefined, '', 'Your password is set. Sign in with it; every other session was signed out.'));
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, resetPasswordPage(token, await service.resetTokenValid(token), err.message), err.status);
+    }
+  });
+  open.post('/api/password-reset', async (ctx) => {
+    await service.requestPasswordReset(ctx.state.body?.email, linkBase(ctx));
+    ctx.status = 202;
+    ctx.body = { message: 'If that address has an account, a reset link was mailed to it.' };
+  });
+  open.post('/api/password-reset/:token', async (ctx) => {
+    await service.resetPassword(ctx.params.token ?? '', ctx.state.body?.password);
+    ctx.status = 204;
   });
   open.post('/api/sign-in', async (ctx) => {
     const b = ctx.state.body ?? {};
@@ -242,6 +326,18 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   guarded.post('/keys/:keyId/revoke', async (ctx) => {
     await service.revokeKey(who(ctx).user, keyId(ctx));
     ctx.redirect('/keys');
+  });
+
+  balanceRoutes(guarded, { service, topUps: opts.topUps, send });
+  const tickets = new RefundTickets({ db: service.db, ledger: service.backend.ledger, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
+  usageRoutes(guarded, { service, db: service.db, tickets, send });
+  adminRoutes(guarded, {
+    backend: service.backend,
+    tickets,
+    topUps: opts.topUps,
+    onRevoke: () => service.keyRevoked(),
+    send,
+    ...(opts.reconcile === undefined ? {} : { reconcile: opts.reconcile }),
   });
 
   guarded.get('/api/session', (ctx) => {

@@ -8,6 +8,19 @@ export interface DashboardConfig {
   secureCookie: boolean;
   /** Absolute session life. */
   sessionTtlMs: number;
+  /** The address browsers use (behind an ingress): the Origin check and the payment providers' return URLs. */
+  publicUrl?: string;
+  /** Where refund requests go (DASHBOARD_SUPPORT_EMAIL). */
+  supportEmail: string;
+  /** SMTP server for the outbox (SMTP_URL, e.g. smtps://user:pass@mail.example.com); unset: mail is logged. */
+  smtpUrl?: string;
+  mailFrom: string;
+  /** An admin user made (or re-passworded) at start: DASHBOARD_ADMIN_EMAIL and DASHBOARD_ADMIN_PASSWORD. */
+  admin?: { email: string; password: string };
+  /** Pause between alert passes. */
+  alertIntervalMs: number;
+  /** Client addresses from X-Forwarded-For (behind an ingress). */
+  trustProxy: boolean;
 }
 
 function bool(v: string | undefined, dflt: boolean): boolean {
@@ -24,6 +37,17 @@ function int(v: string | undefined, name: string, dflt: number): number {
   return n;
 }
 
+function publicUrl(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new Error(`DASHBOARD_PUBLIC_URL must be an absolute http(s) URL, got ${JSON.stringify(v)}`);
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`DASHBOARD_PUBLIC_URL must be http(s), got ${JSON.stringify(v)}`);
+  return u.origin;
+}
+
 export function readDashboardConfig(env: Record<string, string | undefined> = process.env): DashboardConfig {
   return {
     port: int(env.DASHBOARD_PORT, 'DASHBOARD_PORT', 8082),
@@ -31,5 +55,12 @@ export function readDashboardConfig(env: Record<string, string | undefined> = pr
     signUp: bool(env.DASHBOARD_SIGNUP, true),
     secureCookie: bool(env.DASHBOARD_SECURE_COOKIE, true),
     sessionTtlMs: int(env.DASHBOARD_SESSION_TTL_HOURS, 'DASHBOARD_SESSION_TTL_HOURS', 168) * 3_600_000,
+    ...(env.DASHBOARD_PUBLIC_URL === undefined || env.DASHBOARD_PUBLIC_URL === '' ? {} : { publicUrl: publicUrl(env.DASHBOARD_PUBLIC_URL) }),
+    supportEmail: env.DASHBOARD_SUPPORT_EMAIL || 'support@tollgate.local',
+    ...(env.SMTP_URL === undefined || env.SMTP_URL === '' ? {} : { smtpUrl: env.SMTP_URL }),
+    mailFrom: env.MAIL_FROM || 'Tollgate <no-reply@tollgate.local>',
+    ...(env.DASHBOARD_ADMIN_EMAIL && env.DASHBOARD_ADMIN_PASSWORD ? { admin: { email: env.DASHBOARD_ADMIN_EMAIL, password: env.DASHBOARD_ADMIN_PASSWORD } } : {}),
+    trustProxy: bool(env.DASHBOARD_TRUST_PROXY, false),
+    alertIntervalMs: int(env.DASHBOARD_ALERT_INTERVAL_SECONDS, 'DASHBOARD_ALERT_INTERVAL_SECONDS', 60) * 1000,
   };
 }

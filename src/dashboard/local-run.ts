@@ -1,34 +1,43 @@
 // The dashboard of the one-machine run (`npm start`): plain http on loopback, so the cookie is not
-// Secure unless DASHBOARD_SECURE_COOKIE says so, and a demo user signed in to the demo account.
+// Secure unless DASHBOARD_SECURE_COOKIE says so, top-ups in test mode, and a demo user of the demo account.
 import { randomBytes } from 'node:crypto';
-import type { Backend } from '../billing/backends.js';
-import type { Database } from '../record/database.js';
-import { readDashboardConfig } from './config.js';
-import { startDashboard } from './server.js';
-import { DashboardService } from './service.js';
+import type { TopUpService } from '../top-ups/service.js';
+import { runDashboard, type PaymentsMode, type RunDashboardOptions } from './run.js';
 
 export interface LocalDashboard {
   url: string;
+  /** The test-mode payment fakes' addresses, or the real providers configured. */
+  payments: PaymentsMode | undefined;
+  topUps: TopUpService | undefined;
   email: string;
   /** TOLLGATE_DEMO_PASSWORD, or a fresh random one printed once at start. */
   password: string;
+  /** The local run's admin sign-in (DASHBOARD_ADMIN_EMAIL / DASHBOARD_ADMIN_PASSWORD, else generated). */
+  admin: { email: string; password: string };
   close(): Promise<void>;
 }
 
-export async function startLocalDashboard(opts: { db: Database; backend: Backend; accountId: string; onRevoke: () => void; env?: Record<string, string | undefined> }): Promise<LocalDashboard> {
-  const env = opts.env ?? process.env;
-  const config = readDashboardConfig({ DASHBOARD_SECURE_COOKIE: 'false', ...env });
-  const service = new DashboardService({
-    db: opts.db,
-    accounts: opts.backend.accounts,
-    ledger: opts.backend.ledger,
-    signUp: config.signUp,
-    sessionTtlMs: config.sessionTtlMs,
-    onRevoke: opts.onRevoke,
-  });
+export async function startLocalDashboard(
+  opts: Omit<RunDashboardOptions, 'env' | 'testModePayments'> & { accountId: string; env?: Record<string, string | undefined> },
+): Promise<LocalDashboard> {
+  const given = opts.env ?? process.env;
+  const env: Record<string, string | undefined> = {
+    DASHBOARD_SECURE_COOKIE: 'false',
+    ...given,
+    DASHBOARD_ADMIN_EMAIL: given.DASHBOARD_ADMIN_EMAIL || 'admin@tollgate.local',
+    DASHBOARD_ADMIN_PASSWORD: given.DASHBOARD_ADMIN_PASSWORD || randomBytes(12).toString('base64url'),
+  };
+  const dashboard = await runDashboard({ ...opts, env, testModePayments: true });
   const email = env.TOLLGATE_DEMO_EMAIL ?? 'demo@tollgate.local';
   const password = env.TOLLGATE_DEMO_PASSWORD !== undefined && env.TOLLGATE_DEMO_PASSWORD !== '' ? env.TOLLGATE_DEMO_PASSWORD : randomBytes(12).toString('base64url');
-  await service.upsertUser(email, password, opts.accountId);
-  const server = await startDashboard({ service, secureCookie: config.secureCookie }, config.port, config.host);
-  return { url: server.url, email, password, close: server.close };
+  await dashboard.service.upsertUser(email, password, opts.accountId);
+  return {
+    url: dashboard.url,
+    payments: dashboard.payments,
+    topUps: dashboard.topUps,
+    email,
+    password,
+    admin: { email: env.DASHBOARD_ADMIN_EMAIL ?? '', password: env.DASHBOARD_ADMIN_PASSWORD ?? '' },
+    close: dashboard.close,
+  };
 }

@@ -10,30 +10,30 @@ table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;
 form.inline{display:inline}label{display:block;margin:.4rem 0}input{font:inherit;padding:.3rem}
 button{font:inherit;padding:.3rem .8rem;cursor:pointer}.error{background:#fde8e8;color:#8a1010;padding:.5rem;border-left:4px solid #c01818}
 .secret{background:#fff8d6;padding:.8rem;border-left:4px solid #c9a000;word-break:break-all}
-.revoked{color:#6b7280}@media(max-width:40rem){th:nth-child(3),td:nth-child(3){display:none}}`;
+.revoked{color:#6b7280}meter.bar{display:block;width:100%;max-width:12rem;height:.6rem}.rid{user-select:all;font-size:.85em}.refused{color:#8a1010}form.filters label{display:inline-block;margin-right:.6rem}select,textarea{font:inherit}nav a{margin-right:.5rem}.num{text-align:right;font-variant-numeric:tabular-nums}.ok{background:#e6f6ea;padding:.5rem;border-left:4px solid #1a7f37}.note{color:#4b5563}.card{background:#fff;padding:1rem;margin:1rem 0;border:1px solid #d8dde3;border-radius:6px}.big{font-size:2rem;font-weight:600}dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}@media(max-width:40rem){table{display:block;overflow-x:auto}main{padding:0 .5rem}header{gap:.5rem}}`;
 
 export function layout(title: string, session: Session | undefined, body: Html): Html {
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${title} · Tollgate</title><style>${trusted(STYLE)}</style></head><body>
+<title>${title} · Tollgate</title><style>${trusted(STYLE)}</style><script src="/assets/dashboard.js" defer></script></head><body>
 <header><strong>Tollgate</strong>${
     session === undefined
       ? ''
-      : html`<a href="/keys">Keys</a><span>${session.user.email}</span>
+      : html`<nav aria-label="Main"><a href="/keys">Keys</a> <a href="/usage">Usage</a> <a href="/balance">Balance</a> <a href="/refunds">Refunds</a>${session.user.role === 'admin' ? html` <a href="/admin">Admin</a>` : ''}</nav><span>${session.user.email}</span>
 <form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out</button></form>
 <form class="inline" method="post" action="/sign-out-everywhere"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out everywhere</button></form>`
   }</header><main>${body}</main></body></html>`;
 }
 
-const errorBox = (error?: string): Html | string => (error === undefined ? '' : html`<p class="error" role="alert">${error}</p>`);
+export const errorBox = (error?: string): Html | string => (error === undefined ? '' : html`<p class="error" role="alert">${error}</p>`);
 
-export function signInPage(signUpOpen: boolean, error?: string, email = ''): Html {
+export function signInPage(signUpOpen: boolean, error?: string, email = '', notice?: string): Html {
   return layout(
     'Sign in',
     undefined,
-    html`<h1>Sign in</h1>${errorBox(error)}<form method="post" action="/sign-in">
+    html`<h1>Sign in</h1>${notice === undefined ? '' : html`<p class="ok" role="status">${notice}</p>`}${errorBox(error)}<form method="post" action="/sign-in">
 <label>E-mail <input type="email" name="email" autocomplete="username" required value="${email}"></label>
 <label>Password <input type="password" name="password" autocomplete="current-password" required></label>
-<button>Sign in</button></form>${signUpOpen ? html`<p>New here? <a href="/sign-up">Create an account</a>.</p>` : ''}`,
+<button>Sign in</button></form><p><a href="/password-reset">Forgot your password?</a></p>${signUpOpen ? html`<p>New here? <a href="/sign-up">Create an account</a>.</p>` : ''}`,
   );
 }
 
@@ -48,15 +48,19 @@ export function signUpPage(error?: string, email = ''): Html {
   );
 }
 
-const usd = (micros: number | undefined): string => (micros === undefined ? '—' : `$${formatUsd(micros)}`);
+export const usd = (micros: number | undefined): string => (micros === undefined ? '—' : `$${formatUsd(micros)}`);
 const usdInput = (micros: number | undefined): string => (micros === undefined ? '' : formatUsd(micros));
 const day = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
 export function keysPage(session: Session, keys: KeyView[], opts: { error?: string; reveal?: { name: string; secret: string } } = {}): Html {
   const csrf = html`<input type="hidden" name="csrf" value="${session.csrfToken}">`;
+  const bar = (spent: number, cap: number | undefined, label: string): Html =>
+    cap === undefined
+      ? html`${usd(spent)} <span class="note">no cap</span>`
+      : html`${usd(spent)} of ${usd(cap)}<meter class="bar" min="0" max="${cap}" low="${Math.floor(cap * 0.8)}" high="${Math.floor(cap * 0.8)}" optimum="0" value="${Math.min(spent, cap)}" aria-label="${label}: ${Math.floor((Math.min(spent, cap) * 100) / Math.max(cap, 1))}% used"></meter>`;
   const rows = keys.map(
     (k) => html`<tr class="${k.state}"><td>${k.name}</td><td><code>${k.displayHint}</code></td><td>${day(k.createdAt)}</td><td>${k.state}</td>
-<td>${usd(k.monthSpent)} / ${usd(k.monthlyCap)}</td><td>${usd(k.lifetimeSpent)} / ${usd(k.lifetimeCap)}</td>
+<td>${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td>${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td>${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
 <td>${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
   );
   return layout(
@@ -66,12 +70,12 @@ export function keysPage(session: Session, keys: KeyView[], opts: { error?: stri
       opts.reveal === undefined
         ? ''
         : html`<div class="secret" role="status"><p>Your new key <strong>${opts.reveal.name}</strong>. Copy it now: it is shown only this once.</p>
-<p><code id="new-key">${opts.reveal.secret}</code></p></div>`
+<p><code id="new-key" class="rid">${opts.reveal.secret}</code> <button type="button" class="copy" data-copy="new-key">Copy</button></p></div>`
     }
 ${
   keys.length === 0
     ? html`<p>No keys yet. Create one below to call the API.</p>`
-    : html`<table><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month / cap</th><th>Lifetime / cap</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+    : html`<table><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month</th><th>Lifetime</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
 }
 <h2>Create a key</h2><form method="post" action="/keys">${csrf}
 <label>Name <input name="name" maxlength="100"></label>
@@ -106,4 +110,27 @@ export function revokePage(session: Session, k: KeyView): Html {
 
 export function errorPage(session: Session | undefined, status: number, message: string): Html {
   return layout('Error', session, html`<h1>${status === 404 ? 'Not found' : 'Something is wrong'}</h1>${errorBox(message)}<p><a href="/keys">Back to your keys</a></p>`);
+}
+
+export function resetRequestPage(sent: boolean, error?: string): Html {
+  return layout(
+    'Reset your password',
+    undefined,
+    html`<h1>Reset your password</h1>${errorBox(error)}${
+      sent
+        ? html`<p class="ok" role="status">If that address has an account, a link to choose a new password is on its way. It works for an hour.</p>`
+        : html`<form method="post" action="/password-reset"><label>E-mail <input type="email" name="email" autocomplete="username" required></label><button>Send me a link</button></form>`
+    }<p><a href="/sign-in">Back to sign-in</a></p>`,
+  );
+}
+
+export function resetPasswordPage(token: string, valid: boolean, error?: string): Html {
+  return layout(
+    'Choose a new password',
+    undefined,
+    valid
+      ? html`<h1>Choose a new password</h1>${errorBox(error)}<form method="post" action="/password-reset/${token}">
+<label>New password (at least 10 characters) <input type="password" name="password" autocomplete="new-password" minlength="10" required></label><button>Set password</button></form>`
+      : html`<h1>This link has expired</h1><p>It was used already or is over an hour old. <a href="/password-reset">Ask for a new one</a>.</p>`,
+  );
 }

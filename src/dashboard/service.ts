@@ -5,7 +5,10 @@ import { hash, verify } from '@node-rs/argon2';
 import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
 import type { Database } from '../record/database.js';
+import { statementPage, type StatementPage } from '../record/statement.js';
+import { UsageQueryError } from '../record/usage-query.js';
 import { SignInThrottle } from './throttle.js';
+import { enqueueEmail } from './outbox.js';
 
 export type Role = 'holder' | 'admin';
 
@@ -34,6 +37,8 @@ export interface KeyView {
   lifetimeSpent: number;
   monthSpent: number;
   held: number;
+  /** Unix ms of the key's last request of record. */
+  lastUsedAt?: number;
 }
 
 /** An error the caller may see: status plus an actionable message. */
@@ -72,6 +77,69 @@ export class DashboardService {
 
   get signUpOpen(): boolean {
     return this.opts.signUp;
+  }
+
+  /** The parts the other page modules (usage, refunds, admin) read through. */
+  get db(): Database {
+    return this.opts.db;
+  }
+
+  get backend(): { accounts: AccountStore; ledger: Ledger } {
+    return { accounts: this.opts.accounts, ledger: this.opts.ledger };
+  }
+
+  /**
+   * Starts a password reset: for a known address, a single-use token (stored hashed, valid an hour) is
+   * mailed as a link under `linkBase`. The answer is the same whether the address is known or not.
+   */
+  async requestPasswordReset(emailIn: unknown, linkBase: string): Promise<void> {
+    const email = DashboardService.normalizeEmail(emailIn);
+    const found = await this.opts.db.query<{ id: string }>('SELECT id FROM dashboard_users WHERE email = $1', [email]);
+    const user = found.rows[0];
+    if (user === undefined) return;
+    const token = randomBytes(32).toString('base64url');
+    await this.opts.db.transaction(async (tx) => {
+      await tx.query("INSERT INTO password_resets (token_hash, user_id, expires_at) VALUES ($1, $2, now() + interval '1 hour')", [sha256(token), user.id]);
+      await enqueueEmail(tx, {
+        to: email,
+        subject: 'Reset your Tollgate password',
+        text: `Someone (hopefully you) asked to reset the password of ${email}. Choose a new one here within an hour:\n\n${linkBase.replace(/\/$/, '')}/password-reset/${token}\n\nIf it was not you, ignore this message; your password is unchanged.`,
+      });
+    });
+  }
+
+  /** Whether a reset token is valid now (for the page that asks for the new password). */
+  async resetTokenValid(token: string): Promise<boolean> {
+    const r = await this.opts.db.query('SELECT 1 FROM password_resets WHERE token_hash = $1 AND expires_at > now()', [sha256(token)]);
+    return r.rows.length === 1;
+  }
+
+  /** Sets the new password once per token, and ends every session of the user. */
+  async resetPassword(token: string, password: unknown): Promise<void> {
+    if (typeof password !== 'string' || password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) {
+      throw new DashboardError(400, `Choose a password of ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
+    }
+    const passwordHash = await hash(password);
+    await this.opts.db.transaction(async (tx) => {
+      const used = await tx.query<{ user_id: string }>('DELETE FROM password_resets WHERE token_hash = $1 AND expires_at > now() RETURNING user_id', [sha256(token)]);
+      const userId = used.rows[0]?.user_id;
+      if (userId === undefined) throw new DashboardError(400, 'This reset link has expired or was used already; ask for a new one.');
+      await tx.query('UPDATE dashboard_users SET password_hash = $2 WHERE id = $1', [userId, passwordHash]);
+      await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1', [userId]);
+      await tx.query('DELETE FROM password_resets WHERE user_id = $1', [userId]);
+    });
+  }
+
+  /** Removes expired sessions and reset tokens (a periodic job). */
+  async purgeExpired(): Promise<number> {
+    const s = await this.opts.db.query('DELETE FROM dashboard_sessions WHERE expires_at <= now()');
+    const r = await this.opts.db.query('DELETE FROM password_resets WHERE expires_at <= now()');
+    return s.rowCount + r.rowCount;
+  }
+
+  /** After a key is revoked elsewhere (the admin pages): an in-process gateway forgets cached lookups. */
+  keyRevoked(): void {
+    this.opts.onRevoke?.();
   }
 
   private static normalizeEmail(email: unknown): string {
@@ -207,10 +275,37 @@ export class DashboardService {
     };
   }
 
+  /** What the account can spend now (the hot path), and what requests in flight hold of it. */
+  balance(user: User): Promise<{ balance: number; held: number }> {
+    return this.opts.ledger.balance(user.accountId);
+  }
+
+  /** One page of the account's statement of record, newest entry first. */
+  async statement(user: User, cursor: unknown, limit = 50): Promise<StatementPage> {
+    if (cursor !== undefined && typeof cursor !== 'string') throw new DashboardError(400, 'cursor must be the next_cursor of a previous page.');
+    try {
+      return await statementPage(this.opts.db, { accountId: user.accountId, limit, ...(cursor === undefined || cursor === '' ? {} : { cursor }) });
+    } catch (err) {
+      if (err instanceof UsageQueryError) throw new DashboardError(400, err.message);
+      throw err;
+    }
+  }
+
   async listKeys(user: User): Promise<KeyView[]> {
     const keys = await this.opts.accounts.listKeys(user.accountId);
     keys.sort((a, b) => b.createdAt - a.createdAt);
-    return Promise.all(keys.map((k) => this.view(user, k)));
+    const used = await this.opts.db.query<{ key_id: string; last_ms: number }>(
+      'SELECT key_id, (extract(epoch FROM max(finished_at)) * 1000)::bigint AS last_ms FROM usage_records WHERE account_id = $1 GROUP BY key_id',
+      [user.accountId],
+    );
+    const last = new Map(used.rows.map((r) => [r.key_id, Number(r.last_ms)]));
+    return Promise.all(
+      keys.map(async (k) => {
+        const v = await this.view(user, k);
+        const at = last.get(k.id);
+        return at === undefined ? v : { ...v, lastUsedAt: at };
+      }),
+    );
   }
 
   /** The key if it belongs to the user's account; otherwise the same 404 as a key that does not exist. */

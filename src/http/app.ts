@@ -2,6 +2,7 @@
 // (design.md): request id -> no cross-origin -> key -> size- and time-limited JSON body -> route.
 // The key comes before the body: it is in the headers, and an anonymous client must not make the
 // gateway read (or wait minutes for) a body of up to maxBodyBytes.
+import { createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './routes/responses.js';
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { CatalogSource } from '../catalog/snapshot.js';
@@ -31,6 +32,8 @@ export interface GatewayAppDeps {
   /** Readiness: false while the ledger or catalog is not usable. */
   ready: () => boolean;
   tracing: Tracing;
+  /** The Responses API's store and reasoning-envelope key. */
+  responses: ResponsesDeps;
 }
 
 export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
@@ -60,6 +63,10 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
     api.post(`${prefix}/chat/completions`, routeName('/v1/chat/completions'), chatCompletions(deps.catalog, deps.exchange));
     api.post(`${prefix}/messages`, routeName('/v1/messages'), messages(deps.catalog, deps.exchange));
     api.post(`${prefix}/messages/count_tokens`, routeName('/v1/messages/count_tokens'), countMessageTokens(deps.catalog));
+    api.post(`${prefix}/responses`, routeName('/v1/responses'), createResponse(deps.catalog, deps.exchange, deps.responses));
+    api.get(`${prefix}/responses/:id`, routeName('/v1/responses/:id'), getResponse(deps.responses));
+    api.delete(`${prefix}/responses/:id`, routeName('/v1/responses/:id'), deleteResponse(deps.responses));
+    api.get(`${prefix}/responses/:id/input_items`, routeName('/v1/responses/:id/input_items'), listInputItems(deps.responses));
   }
 
   /**

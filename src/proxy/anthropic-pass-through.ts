@@ -53,7 +53,7 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
   return async ({ ctx, response, cancellation, redact = unredacted }) => {
     const out = emptyOutcome('completed');
     const counters: AnthropicUsageCounters = {};
-    const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs);
+    const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs, cancellation.keepAliveMs);
     ctx.respond = false;
     client.start();
     let pending = '';

@@ -5,13 +5,22 @@ import { EventEmitter, once } from 'node:events';
 
 /** How long a write may wait for a client that stopped reading before the response is cut. */
 export const DEFAULT_CLIENT_WRITE_TIMEOUT_MS = 30_000;
+/**
+ * A stream silent this long (an upstream thinking before its first token) gets an SSE comment, so
+ * proxies and clients with idle timeouts keep the connection; every client format ignores comments.
+ */
+export const DEFAULT_STREAM_KEEPALIVE_MS = 15_000;
+const KEEPALIVE = ': keepalive\n\n';
 
 export class ClientEventStream {
   private started = false;
+  private lastWrite = 0;
+  private keepAlive: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly res: ServerResponse,
     private readonly writeTimeoutMs: number = DEFAULT_CLIENT_WRITE_TIMEOUT_MS,
+    private readonly keepAliveMs: number = DEFAULT_STREAM_KEEPALIVE_MS,
   ) {}
 
   get open(): boolean {
@@ -27,11 +36,31 @@ export class ClientEventStream {
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
     });
+    this.lastWrite = Date.now();
+    if (this.keepAliveMs > 0) {
+      const tick = Math.max(10, Math.floor(this.keepAliveMs / 2));
+      this.keepAlive = setInterval(() => {
+        if (!this.open) return this.stopKeepAlive();
+        // Only into an idle, drained socket: a comment never lands inside an event, nor on backpressure.
+        if (Date.now() - this.lastWrite >= this.keepAliveMs && this.res.writableNeedDrain !== true) {
+          this.res.write(KEEPALIVE);
+          this.lastWrite = Date.now();
+        }
+      }, tick);
+      this.keepAlive.unref();
+      this.res.once('close', () => this.stopKeepAlive());
+    }
+  }
+
+  private stopKeepAlive(): void {
+    if (this.keepAlive !== undefined) clearInterval(this.keepAlive);
+    this.keepAlive = undefined;
   }
 
   async write(text: string): Promise<void> {
     if (text === '' || !this.open) return;
     this.start();
+    this.lastWrite = Date.now();
     if (!this.res.write(text)) {
       // A client that stops reading must not keep the exchange (and its upstream call and hold) alive:
       // past the write deadline the response is cut, which ends the exchange as a client cancellation,
@@ -56,6 +85,7 @@ export class ClientEventStream {
   }
 
   end(text = ''): void {
+    this.stopKeepAlive();
     if (!this.open) return;
     this.start();
     this.res.end(text);
@@ -111,6 +141,8 @@ export class ExchangeCancellation extends EventEmitter {
     /** Longest a write may wait for the client to read (ClientEventStream's deadline). */
     readonly writeTimeoutMs: number = DEFAULT_CLIENT_WRITE_TIMEOUT_MS,
     private readonly shutdown?: ShutdownSignal,
+    /** Silence after which a stream gets a keep-alive comment (ClientEventStream). */
+    readonly keepAliveMs: number = DEFAULT_STREAM_KEEPALIVE_MS,
   ) {
     super();
     res.once('close', this.onClose);

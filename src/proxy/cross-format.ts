@@ -8,20 +8,33 @@ import type { WireFormat } from '../wire/format.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
 import {
   createStreamTranslator,
+  encodeRequest,
+  StreamTranslator,
   TranslationError,
   translateRequest,
   translateResponse,
+  type InternalRequest,
   type NormalizedUsage,
   type TranslationContext,
 } from '../wire/translate/index.js';
+import type { ClientFormat } from '../wire/format.js';
+import { decodeAnthropicResponse } from '../wire/translate/anthropic-response.js';
+import { decodeOpenAIResponse } from '../wire/translate/openai-response.js';
+import { AnthropicStreamDecoder } from '../wire/translate/anthropic-stream-decoder.js';
+import { OpenAIStreamDecoder } from '../wire/translate/openai-stream-decoder.js';
+import { encodeResponsesResponse, ResponsesStreamEncoder, type ResponseResult, type ResponsesEncodeContext } from '../wire/responses/response.js';
 import { GatewayError } from '../http/gateway-error.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
-import { emptyOutcome, unredacted, type Relay } from './relay.js';
+import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface CrossFormatRequest {
-  clientFormat: WireFormat;
+  clientFormat: ClientFormat;
   body: JsonObject;
+  /** The request already decoded (the Responses API, whose prior items were resolved first). */
+  internal?: InternalRequest;
+  /** A Responses API client: how its replies are encoded, and what to do with the final response. */
+  responses?: { ctx: ResponsesEncodeContext; onFinal(result: ResponseResult): Promise<void> };
   stream: boolean;
   includeUsage: boolean;
   model: CatalogModel;
@@ -62,7 +75,10 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
   const upstreamRequest = (upstream: CatalogUpstream, outputLimit: number): JsonObject => {
     let translated: Record<string, unknown>;
     try {
-      translated = translateRequest(req.body, req.clientFormat, upstream.format, contextFor(upstream));
+      translated =
+        req.internal !== undefined
+          ? encodeRequest(req.internal, upstream.format, contextFor(upstream))
+          : translateRequest(req.body, req.clientFormat as WireFormat, upstream.format, contextFor(upstream));
     } catch (err) {
       if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param ? { param: err.param } : {}) });
       throw err;
@@ -86,18 +102,12 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
     },
     relay(upstream): Relay {
       const ctxBase = contextFor(upstream);
+      if (req.responses !== undefined) return responsesRelay(req, upstream, req.responses);
       if (!req.stream) {
         return async ({ ctx, response }) => {
-          const out = emptyOutcome('completed');
-          const json: unknown = JSON.parse(await response.body.text());
-          if (isObject(json) && typeof json.model === 'string') out.responseModel = json.model;
-          const translated = translateResponse(json, upstream.format, req.clientFormat, ctxBase);
-          out.usage = billableUsage(translated.usage);
-          // Without usage to bill by, the charge is estimated from what the upstream generated.
-          if (out.usage === undefined && isObject(json)) {
-            if (upstream.format === 'anthropic') collectAnthropicContent(json, out);
-            else if (Array.isArray(json.choices)) for (const c of json.choices) collectOpenAIChoice(c, out);
-          }
+          const { out, json } = await upstreamReply(response);
+          const translated = translateResponse(json, upstream.format, req.clientFormat as WireFormat, ctxBase);
+          billFrom(out, translated.usage, json, upstream);
           out.finishReason = translated.finishReason;
           if (isObject(translated.body) && req.clientFormat === 'openai') translated.body.id = `chatcmpl-${req.requestId}`;
           ctx.status = 200;
@@ -106,54 +116,111 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
           return out;
         };
       }
-      return async ({ ctx, response, cancellation, redact = unredacted }) => {
-        const out = emptyOutcome('completed');
+      return async (args) => {
         const inputTokenEstimate = req.clientFormat === 'anthropic' ? await req.estimateInputTokens() : 0;
-        const translator = createStreamTranslator(upstream.format, req.clientFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
-        const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs);
-        ctx.respond = false;
-        client.start();
-        let pending = '';
-        const cut = await pumpUpstreamEvents(response.body, client, {
-          onEvent: (event) => {
-            const text = translator.push({ ...(event.event === undefined ? {} : { event: event.event }), data: event.data });
-            // Only an error event carries upstream text the gateway did not generate itself.
-            pending += event.event === 'error' || event.data.includes('"error"') ? redact(text) : text;
-          },
-          drain: () => {
-            const text = pending;
-            pending = '';
-            return text;
-          },
-          done: () => translator.state !== 'open',
-          beforeWrite: () => {
-            if (out.firstTokenAt === undefined && translator.emittedOutput) out.firstTokenAt = performance.now();
-          },
-        });
-        out.generated = translator.generatedPieces();
-        out.reasoningGenerated = translator.reasoningPieces();
-        out.finishReason = translator.finishReason;
-        if (translator.reportedInputTokens !== undefined) out.reportedInputTokens = translator.reportedInputTokens;
-        if (translator.responseModel !== undefined) out.responseModel = translator.responseModel;
-        if (cancellation.clientGone || !client.open) {
-          out.status = 'client_cancelled';
-          return out;
-        }
-        const truncated = translator.state === 'open' && translator.finishReason === undefined;
-        if (translator.state === 'failed' || cut || truncated) {
-          out.status = 'upstream_failed';
-          const cutEvent = (): string =>
-            cut && cancellation.cutByShutdown === true
-              ? translator.fail(SHUTDOWN_CUT_MESSAGE, 'overloaded')
-              : translator.fail('The upstream stream ended before the reply was complete; the output above is partial.', 'api_error');
-          client.end(pending + (translator.state === 'failed' ? '' : cutEvent()));
-          return out;
-        }
-        client.end(pending + translator.finish());
-        // Only a complete stream's usage is final; a cut one is billed from what was generated.
-        if (translator.usageReported) out.usage = billableUsage(translator.usage);
-        return out;
+        const translator = createStreamTranslator(upstream.format, req.clientFormat as WireFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
+        return pumpTranslated(translator, '', args);
       };
     },
+  };
+}
+
+/** An upstream's non-stream reply, parsed, with the model it reports. */
+async function upstreamReply(response: Parameters<Relay>[0]['response']): Promise<{ out: RelayOutcome; json: unknown }> {
+  const out = emptyOutcome('completed');
+  const json: unknown = JSON.parse(await response.body.text());
+  if (isObject(json) && typeof json.model === 'string') out.responseModel = json.model;
+  return { out, json };
+}
+
+/** The usage to bill, or, without a billable report, what the upstream generated (the exchange estimates from it). */
+function billFrom(out: RelayOutcome, usage: NormalizedUsage, json: unknown, upstream: CatalogUpstream): void {
+  out.usage = billableUsage(usage);
+  if (out.usage !== undefined || !isObject(json)) return;
+  if (upstream.format === 'anthropic') collectAnthropicContent(json, out);
+  else if (Array.isArray(json.choices)) for (const c of json.choices) collectOpenAIChoice(c, out);
+}
+
+/** A translated stream from the upstream to the client, with the bookkeeping billing needs. */
+async function pumpTranslated(
+  translator: StreamTranslator,
+  opening: string,
+  { ctx, response, cancellation, redact = unredacted }: Parameters<Relay>[0],
+  /** Runs after the final events are built and before they are written (a response is stored first). */
+  beforeEnd: () => Promise<void> = async () => undefined,
+): Promise<RelayOutcome> {
+    const out = emptyOutcome('completed');
+    const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs, cancellation.keepAliveMs);
+    ctx.respond = false;
+    client.start();
+    let pending = opening;
+    const cut = await pumpUpstreamEvents(response.body, client, {
+      onEvent: (event) => {
+        const text = translator.push({ ...(event.event === undefined ? {} : { event: event.event }), data: event.data });
+        // Only an error event carries upstream text the gateway did not generate itself.
+        pending += event.event === 'error' || event.data.includes('"error"') ? redact(text) : text;
+      },
+      drain: () => {
+        const text = pending;
+        pending = '';
+        return text;
+      },
+      done: () => translator.state !== 'open',
+      beforeWrite: () => {
+        if (out.firstTokenAt === undefined && translator.emittedOutput) out.firstTokenAt = performance.now();
+      },
+    });
+    out.generated = translator.generatedPieces();
+    out.reasoningGenerated = translator.reasoningPieces();
+    out.finishReason = translator.finishReason;
+    if (translator.reportedInputTokens !== undefined) out.reportedInputTokens = translator.reportedInputTokens;
+    if (translator.responseModel !== undefined) out.responseModel = translator.responseModel;
+    if (cancellation.clientGone || !client.open) {
+      out.status = 'client_cancelled';
+      return out;
+    }
+    const truncated = translator.state === 'open' && translator.finishReason === undefined;
+    if (translator.state === 'failed' || cut || truncated) {
+      out.status = 'upstream_failed';
+      const cutEvent = (): string =>
+        cut && cancellation.cutByShutdown === true
+          ? translator.fail(SHUTDOWN_CUT_MESSAGE, 'overloaded')
+          : translator.fail('The upstream stream ended before the reply was complete; the output above is partial.', 'api_error');
+      client.end(pending + (translator.state === 'failed' ? '' : cutEvent()));
+      return out;
+    }
+    const ending = translator.finish();
+    await beforeEnd();
+    client.end(pending + ending);
+    // Only a complete stream's usage is final; a cut one is billed from what was generated.
+    if (translator.usageReported) out.usage = billableUsage(translator.usage);
+    return out;
+}
+
+/** The Responses API's client: replies built by its encoders, the final response handed to onFinal. */
+function responsesRelay(req: CrossFormatRequest, upstream: CatalogUpstream, responses: NonNullable<CrossFormatRequest['responses']>): Relay {
+  if (!req.stream) {
+    return async ({ ctx, response }) => {
+      const { out, json } = await upstreamReply(response);
+      const r = upstream.format === 'anthropic' ? decodeAnthropicResponse(json) : decodeOpenAIResponse(json);
+      billFrom(out, r.usage, json, upstream);
+      const result = encodeResponsesResponse(r, responses.ctx);
+      out.finishReason = String(result.body.status);
+      // Stored before the client has it, so an immediate follow-up (previous_response_id) finds it.
+      await responses.onFinal(result);
+      ctx.status = 200;
+      ctx.type = 'application/json';
+      ctx.body = result.body;
+      return out;
+    };
+  }
+  return async (args) => {
+    const encoder = new ResponsesStreamEncoder(responses.ctx);
+    const decoder = upstream.format === 'anthropic' ? new AnthropicStreamDecoder() : new OpenAIStreamDecoder();
+    const translator = new StreamTranslator(decoder, encoder, (r) => r);
+    // response.created goes out at once, before the upstream's first byte, so clients see progress.
+    return pumpTranslated(translator, encoder.begin(), args, async () => {
+      if (encoder.final !== undefined) await responses.onFinal(encoder.final);
+    });
   };
 }

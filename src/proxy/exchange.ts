@@ -13,7 +13,7 @@ import type { GatewayContext } from '../http/state.js';
 import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
-import type { WireFormat } from '../wire/format.js';
+import type { ClientFormat } from '../wire/format.js';
 import { relayableUpstreamMessage } from '../wire/translate/error-translate.js';
 import { ExchangeCancellation, type ShutdownSignal } from './client-stream.js';
 import type { Relay, RelayOutcome } from './relay.js';
@@ -34,6 +34,8 @@ export interface ExchangeDeps {
   holdMarginMs: number;
   /** Longest a stream write may wait for a client that stopped reading before the response is cut. */
   clientWriteTimeoutMs?: number;
+  /** Silence after which a stream gets a keep-alive comment. */
+  streamKeepAliveMs?: number;
   log: (event: string, fields: Record<string, unknown>) => void;
   /** The gateway's shutdown: past the drain bound it cuts the exchanges still open. */
   shutdown?: ShutdownSignal;
@@ -42,7 +44,9 @@ export interface ExchangeDeps {
 }
 
 export interface ExchangePlan {
-  clientFormat: WireFormat;
+  clientFormat: ClientFormat;
+  /** The request field that limits output, named in a 402's advice (max_tokens unless said). */
+  outputLimitField?: string;
   model: CatalogModel;
   footprint: RequestFootprint;
   stream: boolean;
@@ -71,13 +75,13 @@ function refusalError(plan: ExchangePlan, reason: string, needed: number, availa
   const outputGiven = plan.footprint.maxOutputTokens !== undefined;
   let advice: string;
   if (hint > 0) {
-    advice = ` A smaller output limit would fit: max_tokens ${hint} or less.`;
+    advice = ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.`;
   } else if (reason === 'insufficient_balance') {
     advice = ' Top up the balance in the dashboard.';
   } else {
     advice = ' Raise or clear the cap in the dashboard, or use another key.';
   }
-  const base = `${REFUSAL_TEXT[reason] ?? 'Refused'}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no max_tokens was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
+  const base = `${REFUSAL_TEXT[reason] ?? 'Refused'}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
   return new GatewayError(402, base + advice, {
     code: reason,
     details: {
@@ -85,12 +89,12 @@ function refusalError(plan: ExchangePlan, reason: string, needed: number, availa
       available_micro_usd: available,
       needed_usd: formatUsd(needed),
       available_usd: formatUsd(available),
-      ...(hint > 0 ? { max_tokens_hint: hint } : {}),
+      ...(hint > 0 ? { [`${plan.outputLimitField ?? 'max_tokens'}_hint`]: hint } : {}),
     },
   });
 }
 
-function failureToClientError(f: UpstreamFailure, model: CatalogModel, clientFormat: WireFormat): GatewayError {
+function failureToClientError(f: UpstreamFailure, model: CatalogModel, clientFormat: ClientFormat): GatewayError {
   if (f.kind === 'timeout') return new GatewayError(504, `The upstream of ${model.id} did not answer in time; try again.`, { code: 'upstream_timeout' });
   if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
   const s = f.upstreamStatus ?? 502;
@@ -189,7 +193,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   }
   deps.observer.reservation(ctx, 'admitted');
 
-  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown);
+  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
   let outcome: RelayOutcome | undefined;
   let servedBy: CatalogUpstream | undefined;
   const started = performance.now();

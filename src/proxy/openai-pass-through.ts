@@ -88,7 +88,7 @@ export function inBandOpenAIError(message: string, type = 'server_error', code: 
 export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
   return async ({ ctx, response, cancellation, redact = unredacted }) => {
     const out = emptyOutcome('completed');
-    const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs);
+    const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs, cancellation.keepAliveMs);
     ctx.respond = false;
     client.start();
     let sawDone = false;

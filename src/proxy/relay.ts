@@ -27,7 +27,7 @@ export interface RelayInput {
   ctx: GatewayContext;
   response: Dispatcher.ResponseData;
   /** Whether the client has disconnected (read when the upstream stream ends). */
-  cancellation: { readonly clientGone: boolean; readonly writeTimeoutMs?: number; readonly cutByShutdown?: boolean };
+  cancellation: { readonly clientGone: boolean; readonly writeTimeoutMs?: number; readonly keepAliveMs?: number; readonly cutByShutdown?: boolean };
   /**
    * Removes the credentials the gateway sent this upstream from text relayed to the client: an
    * upstream's in-band error may echo them, in a form no pattern recognises. Default: unchanged.

@@ -50,6 +50,8 @@ export interface JournalWriterOptions {
 const MAX_BACKOFF_MS = 1_000;
 /** Committed entries that trigger a trim before its period is up. */
 const TRIM_BATCH = 5_000;
+/** Committed entries kept for another trim pass when one fails (Redis down). */
+const MAX_TRIM_BACKLOG = 200_000;
 /** Accounts whose streams one sweep reads. */
 const SWEEP_ACCOUNTS_PAGE = 1_000;
 
@@ -143,6 +145,7 @@ export class JournalWriter {
       const batch = [...this.take(this.opts.batchSize)];
       try {
         const r = await commitJournal(this.opts.db, batch);
+        for (const e of batch) e.recordTx = r.recordTx;
         this.failures = 0;
         this.opts.onCommitted?.(r.records, r.charged);
       } catch (err) {
@@ -160,15 +163,19 @@ export class JournalWriter {
   }
 
   /**
-   * Deletes the Redis copies of committed entries. A failed delete leaves copies the sweeper commits
-   * again as no-ops and deletes then.
+   * Deletes the Redis copies of committed entries, and applies to a Redis seeded again since (a wipe)
+   * those its seed did not count. A failed pass is tried again at the next one (bounded: past that, the
+   * copies are left to the sweeper, which commits them again as no-ops and deletes them then).
    */
   async trim(): Promise<void> {
     const stream = this.opts.stream;
     const done = this.committedInStream;
     if (stream === undefined || done.length === 0) return;
     this.committedInStream = [];
-    await stream.remove(done).catch((err: unknown) => this.opts.onError?.(err, 'trim'));
+    await stream.remove(done).catch((err: unknown) => {
+      this.opts.onError?.(err, 'trim');
+      if (this.committedInStream.length + done.length <= MAX_TRIM_BACKLOG) this.committedInStream = done.concat(this.committedInStream);
+    });
   }
 
   private *take(n: number): Generator<JournalEntry> {

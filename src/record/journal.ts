@@ -2,21 +2,14 @@
 // record and (when something was charged) its 'usage' ledger entry go in one transaction, both keyed so
 // that a repeat (two writers, a retry after a lost COMMIT reply, a sweep of a dead pod's stream) is a
 // no-op: usage_records by request id, ledger_entries by `usage:<requestId>`.
-import type { Micros, RefusalReason, RequestStatus, SettlementOutcome, SettlementRequest, TokenUsage } from '../billing/ledger.js';
+import type { Micros, RefusalReason, RequestOfRecord, SettlementOutcome, SettlementRequest } from '../billing/ledger.js';
 import type { Database } from './database.js';
 
-export interface JournalEntry {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  model: string;
-  usage: TokenUsage;
+export interface JournalEntry extends RequestOfRecord {
   /** What was charged. */
   cost: Micros;
   /** What the hold had reserved. */
   reserved: Micros;
-  status: RequestStatus;
-  latencyMs: number;
   /** Billing month (UTC, YYYY-MM) of the hold. */
   month: string;
   /** Unix ms of the settlement. */
@@ -25,6 +18,10 @@ export interface JournalEntry {
   streamId?: string;
   /** A request refused with 402: the limit that refused it (cost and reserved are 0). */
   refusal?: RefusalReason;
+  /** The generation of the Redis copy of the account that applied it (see account-seed.ts). */
+  generation?: string;
+  /** Once committed: the record's transaction that committed it (xid8 text). */
+  recordTx?: string;
 }
 
 /** The journal entry of a settlement that was applied (undefined for a duplicate). */
@@ -44,6 +41,7 @@ export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcom
     month: mark.month,
     time: mark.time,
     ...(mark.entryId === undefined ? {} : { streamId: mark.entryId }),
+    ...(mark.generation === undefined ? {} : { generation: mark.generation }),
   };
 }
 
@@ -51,6 +49,8 @@ export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcom
 export interface CommitResult {
   records: number;
   charged: Micros;
+  /** The record's transaction (xid8 text); '' when there was nothing to commit. */
+  recordTx: string;
 }
 
 /** One row of the commit's JSON parameter (short names: it is built for every record). */
@@ -98,7 +98,8 @@ WITH batch AS (
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING amount
 )
-SELECT (SELECT count(*) FROM rec)::int AS records, COALESCE((SELECT -sum(amount) FROM led), 0)::bigint AS charged`;
+SELECT (SELECT count(*) FROM rec)::int AS records, COALESCE((SELECT -sum(amount) FROM led), 0)::bigint AS charged,
+       pg_current_xact_id()::text AS record_tx`;
 
 /**
  * Commits `entries` in one transaction. Rows go in account then request order, so two writers
@@ -125,10 +126,10 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
       rr: e.refusal ?? null,
     });
   }
-  if (unique.size === 0) return { records: 0, charged: 0 };
+  if (unique.size === 0) return { records: 0, charged: 0, recordTx: '' };
   const batch = JSON.stringify([...unique.values()]);
   return db.transaction(async (tx) => {
-    const r = await tx.query<{ records: number; charged: number }>(COMMIT_SQL, [batch]);
-    return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0 };
+    const r = await tx.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [batch]);
+    return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0, recordTx: r.rows[0]?.record_tx ?? '' };
   });
 }

@@ -1,7 +1,7 @@
 // A movement of money into or out of an account's balance (anything but usage, which the journal
 // records): written to PostgreSQL first, inside the caller's transaction, and applied to the hot path
 // (Redis) only after that commits. The idempotency key makes both halves safe to repeat.
-import type { Micros } from '../catalog/snapshot.js';
+import type { HotMovement, Micros } from '../billing/ledger.js';
 import type { Queryable } from './database.js';
 
 export type MovementKind = 'top_up' | 'admin_credit' | 'refund' | 'reversal' | 'dispute_hold' | 'dispute_release' | 'adjustment';
@@ -22,8 +22,12 @@ export interface MoneyMovement {
 
 export interface RecordedMovement {
   entryId: number;
+  /** The record's transaction that wrote the entry (xid8 text; '0' for entries older than that column). */
+  recordTx: string;
   /** The idempotency key was used before (with the same account, kind and amount): nothing was written. */
   duplicate: boolean;
+  /** The hot path has taken the movement (ledger_entries.applied_at is set). */
+  applied: boolean;
 }
 
 /** The same idempotency key came back with a different account, kind or amount. */
@@ -38,28 +42,32 @@ export class MovementConflict extends Error {
 export async function recordMovement(tx: Queryable, m: MoneyMovement): Promise<RecordedMovement> {
   if (!Number.isSafeInteger(m.amount) || m.amount === 0) throw new RangeError('a movement is a non-zero whole number of micro-USD');
   if (m.idempotencyKey === '') throw new Error('a movement needs an idempotency key');
-  const inserted = await tx.query<{ id: number }>(
+  const inserted = await tx.query<{ id: number; record_tx: string }>(
     `INSERT INTO ledger_entries (account_id, kind, amount, idempotency_key, request_id, reference, memo)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
-     ON CONFLICT (idempotency_key) DO NOTHING RETURNING id`,
+     ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, record_tx`,
     [m.accountId, m.kind, m.amount, m.idempotencyKey, m.requestId ?? null, m.reference ?? null, m.memo ?? null],
   );
   const row = inserted.rows[0];
-  if (row !== undefined) return { entryId: row.id, duplicate: false };
-  const existing = await tx.query<{ id: number; account_id: string; kind: string; amount: number }>(
-    'SELECT id, account_id, kind, amount FROM ledger_entries WHERE idempotency_key = $1',
+  if (row !== undefined) return { entryId: row.id, recordTx: row.record_tx, duplicate: false, applied: false };
+  const existing = await tx.query<{ id: number; account_id: string; kind: string; amount: number; record_tx: string | null; applied: boolean }>(
+    'SELECT id, account_id, kind, amount, record_tx, applied_at IS NOT NULL AS applied FROM ledger_entries WHERE idempotency_key = $1',
     [m.idempotencyKey],
   );
   const e = existing.rows[0];
   if (e === undefined || e.account_id !== m.accountId || e.kind !== m.kind || e.amount !== m.amount) throw new MovementConflict(m.idempotencyKey);
-  return { entryId: e.id, duplicate: true };
+  return { entryId: e.id, recordTx: e.record_tx ?? '0', duplicate: true, applied: e.applied };
 }
 
 /**
- * The hot path's half: tells Redis (or the memory ledger) of a movement already committed to
- * PostgreSQL. Idempotent on the movement's key; a failure is retried later by a sweeper that re-applies
- * every committed movement Redis has not confirmed, so a caller may ignore a rejection after commit.
+ * The hot path's half of a committed movement (HotPathMovements.applyMovement): a refund counts as
+ * refunded, everything else as money in (or taken back), as the seed of a wiped Redis counts them.
  */
-export interface HotPathMovements {
-  apply(m: MoneyMovement): Promise<void>;
+export function hotMovementOf(m: MoneyMovement, recordTx: string): HotMovement {
+  return { accountId: m.accountId, amount: m.amount, idempotencyKey: m.idempotencyKey, counts: m.kind === 'refund' ? 'refunded' : 'credited', recordTx };
+}
+
+/** Marks a movement as taken by the hot path (the sweeper applies the ones never marked). */
+export async function markApplied(db: Queryable, entryId: number): Promise<void> {
+  await db.query('UPDATE ledger_entries SET applied_at = now() WHERE id = $1 AND applied_at IS NULL', [entryId]);
 }

@@ -62,6 +62,8 @@ export interface RecordedAccountStoreOptions {
   hot: RestorableAccountStore;
   keyMarker: string;
   now?: () => number;
+  /** After an account is committed and in the hot path: loads its (empty) money there. */
+  onAccountCreated?: (accountId: string) => Promise<void>;
 }
 
 export class RecordedAccountStore implements AccountStore {
@@ -69,18 +71,21 @@ export class RecordedAccountStore implements AccountStore {
   private readonly hot: RestorableAccountStore;
   private readonly marker: string;
   private readonly now: () => number;
+  private readonly onAccountCreated: ((accountId: string) => Promise<void>) | undefined;
 
   constructor(opts: RecordedAccountStoreOptions) {
     this.db = opts.db;
     this.hot = opts.hot;
     this.marker = opts.keyMarker;
     this.now = opts.now ?? Date.now;
+    this.onAccountCreated = opts.onAccountCreated;
   }
 
   async createAccount(name: string): Promise<Account> {
     const account: Account = { id: newAccountId(), name, createdAt: this.now() };
     await this.db.query('INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, to_timestamp($3::double precision / 1000))', [account.id, name, account.createdAt]);
     await this.hot.restoreAccount(account);
+    await this.onAccountCreated?.(account.id);
     return account;
   }
 
@@ -191,6 +196,15 @@ export class RecordedAccountStore implements AccountStore {
     if (r.rowCount === 0) return false;
     await this.pushKey(accountId, keyId);
     return true;
+  }
+
+  /** Puts the account and every one of its keys, as the record has them, back into the hot path. */
+  async restoreAccountKeys(accountId: string): Promise<void> {
+    const account = await this.recordedAccount(accountId);
+    if (account === undefined) return;
+    await this.hot.restoreAccount(account);
+    const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1`, [accountId]);
+    for (const row of r.rows) await this.hot.restoreKey(toKey(row), row.secret_hash);
   }
 
   /** After a committed change: the hot path takes the key as the record now has it. */

@@ -1,13 +1,19 @@
 // The backend once PostgreSQL is the record: accounts, keys and credits commit there first and the hot
-// path (memory or Redis) follows; settlements reach it through the journal.
+// path (memory or Redis) follows; settlements reach it through the journal; a Redis hot path loads each
+// account's money from the record (on creation, and again after a wipe).
 import type { Backend, HotBackend } from '../billing/backends.js';
 import type { Database } from './database.js';
 import { RecordedAccountStore } from './recorded-account-store.js';
-import { RecordedLedger } from './recorded-ledger.js';
+import { RecordedLedger, type RecordedLedgerOptions } from './recorded-ledger.js';
 
-export function recordedBackend(hot: HotBackend, db: Database, keyMarker: string): Backend {
-  return {
-    accounts: new RecordedAccountStore({ db, hot: hot.accounts, keyMarker }),
-    ledger: new RecordedLedger(hot.ledger, db),
-  };
+/** The backend over the record; its ledger also applies committed movements (top-ups, refunds). */
+export interface RecordedBackend extends Backend {
+  ledger: RecordedLedger;
+}
+
+export function recordedBackend(hot: HotBackend, db: Database, keyMarker: string, opts: Omit<RecordedLedgerOptions, 'restoreKeys'> = {}): RecordedBackend {
+  // A new account cannot have settlements in flight: it is loaded with no rebuild window.
+  const accounts: RecordedAccountStore = new RecordedAccountStore({ db, hot: hot.accounts, keyMarker, onAccountCreated: (id) => ledger.seed(id, 0) });
+  const ledger = new RecordedLedger(hot.ledger, db, { ...opts, restoreKeys: (id) => accounts.restoreAccountKeys(id) });
+  return { accounts, ledger };
 }

@@ -1,5 +1,6 @@
 // One request/response in flight: the log record, error bodies in either wire format, and an SSE writer
 // that applies stream faults, pacing and client-abort detection in one place.
+import type { ToolScript } from './reply.js';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultSpec } from './faults.js';
 
@@ -198,6 +199,8 @@ export interface SimContext {
   thinkingSecret: Buffer;
   /** Unique sequence for response, tool-call and message ids. */
   nextId(): number;
+  /** A scripted tool call (SimulatorOptions.toolScript). */
+  toolScript?: ToolScript;
 }
 
 export type Json = { [k: string]: unknown };

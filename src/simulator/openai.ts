@@ -58,6 +58,7 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
     }
   }
   const { tools, forced } = lastRole === 'user' ? callableTools(body) : { tools: [], forced: undefined };
+  const toolResultText = lastRole === 'tool' && isObj(last) ? textOf(last.content) : undefined;
   const plan = planReply({
     lastUserText,
     afterToolResult: lastRole === 'tool',
@@ -69,6 +70,8 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
     reasoningTokens: ctx.reasoningTokens,
     maxTokens: cap,
     ...(structuredText === undefined ? {} : { structuredText }),
+    ...(ctx.toolScript === undefined ? {} : { script: ctx.toolScript }),
+    ...(toolResultText === undefined ? {} : { toolResultText }),
     nextToolId: () => `call_${ctx.nextId()}`,
   });
   const id = `chatcmpl-sim${ctx.nextId()}`;

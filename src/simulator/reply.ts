@@ -49,8 +49,24 @@ export interface PlanInput {
   maxTokens?: number;
   /** A structured-output reply (JSON text): replaces the words, token by token. */
   structuredText?: string;
+  /** A scripted turn (SimulatorOptions.toolScript): call this tool with these arguments when declared. */
+  script?: ToolScript;
+  /** The text of the tool result being answered (what a scripted reply quotes). */
+  toolResultText?: string;
   nextToolId: () => string;
 }
+
+/**
+ * A scripted agent turn, for demos and client tests: when the request declares `tool`, the model calls
+ * it with `arguments`; once its result comes back, the reply quotes the result.
+ */
+export interface ToolScript {
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+
+/** What a scripted reply says after the tool result, before quoting it. */
+export const SCRIPTED_ANSWER_PREFIX = 'The tool returned: ';
 
 export const TOOL_RESULT_PREFIX = 'Tool result received:';
 const PREFIX_PIECES = encode(TOOL_RESULT_PREFIX).map((t) => decode([t]));
@@ -144,8 +160,8 @@ function splitArgs(args: string): ArgPiece[] {
   ];
 }
 
-function planToolCall(tool: ToolSpec, id: string): PlannedToolCall {
-  const value = exampleFromSchema(tool.schema ?? { type: 'object' });
+function planToolCall(tool: ToolSpec, id: string, scripted?: Record<string, unknown>): PlannedToolCall {
+  const value = scripted ?? exampleFromSchema(tool.schema ?? { type: 'object' });
   const args = JSON.stringify(isObj(value) ? value : {});
   const nameTokens = countTokens(tool.name);
   const argPieces = splitArgs(args);
@@ -164,6 +180,11 @@ export function planReply(p: PlanInput): ReplyPlan {
   if (!p.afterToolResult && p.tools.length > 0) {
     let chosen: ToolSpec[];
     const forced = p.forcedTool === undefined ? undefined : p.tools.find((t) => t.name === p.forcedTool);
+    const scripted = p.script === undefined ? undefined : p.tools.find((t) => t.name === p.script?.tool);
+    if (scripted !== undefined && p.script !== undefined) {
+      const call = planToolCall(scripted, p.nextToolId(), p.script.arguments);
+      return { reasoning, text: [], toolCalls: [call], finish: 'tool_calls', outputTokens: reasoning.length + call.tokens };
+    }
     if (forced) chosen = [forced];
     else if (p.allowParallel && /\bparallel\b/i.test(p.lastUserText)) chosen = p.tools.slice(0, 3);
     else chosen = p.tools.slice(0, 1);
@@ -177,6 +198,8 @@ export function planReply(p: PlanInput): ReplyPlan {
 
   const full = p.structuredText !== undefined
     ? tokenPieces(p.structuredText)
+    : p.afterToolResult && p.script !== undefined
+    ? tokenPieces(`${SCRIPTED_ANSWER_PREFIX}${(p.toolResultText ?? '').trim().slice(0, 2000)}`)
     : p.afterToolResult
     ? [...PREFIX_PIECES, ...words(seed, Math.max(1, p.replyTokens - PREFIX_PIECES.length))]
     : words(seed, p.replyTokens);

@@ -1,5 +1,6 @@
 // The simulator upstream: a plain node:http server (no framework, it must be an "instant" upstream for the
 // benchmark) that speaks the OpenAI and Anthropic wire formats with honest token counts and injectable faults.
+import type { ToolScript } from './reply.js';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,6 +30,12 @@ export interface SimulatorOptions {
    * live, so its owner can change it (the local run keeps it equal to the catalog's reasoning models).
    */
   reasoningModels?: Iterable<string>;
+  /**
+   * A scripted agent turn (OpenAI-format requests): when a request declares this tool, the model calls
+   * it with these arguments, and answers the tool's result by quoting it. For demos and client tests
+   * (the local run takes it from SIM_TOOL_SCRIPT, JSON {"tool": ..., "arguments": {...}}).
+   */
+  toolScript?: ToolScript;
   /**
    * The model name replies report, by requested name (default: the requested name). Hosted APIs answer
    * an alias with the dated snapshot that served it, e.g. `gpt-4o` with `gpt-4o-2024-08-06`.
@@ -109,6 +116,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     isReasoningModel: (m: string) => (reasoningSet ? reasoningSet.has(m) : /reason|think/i.test(m)),
     replyModel: (m: string) => opts.reportedModels?.[m] ?? m,
     thinkingSecret: randomBytes(32),
+    ...(opts.toolScript === undefined ? {} : { toolScript: opts.toolScript }),
     nextId: () => ++seq,
   };
 

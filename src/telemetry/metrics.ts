@@ -32,6 +32,9 @@ export const DEFAULT_ROUTES: readonly string[] = [
   '/v1/messages',
   '/v1/messages/count_tokens',
   '/v1/models',
+  '/v1/responses',
+  '/v1/responses/:id',
+  '/v1/responses/:id/input_items',
 ];
 
 /** Seconds; ~1 ms to 10 min: a cached completion answers in ms, a long reasoning stream in minutes. */

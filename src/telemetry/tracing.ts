@@ -21,7 +21,9 @@ import {
 } from '@opentelemetry/api';
 import type { Attributes, AttributeValue, Context, Span, Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { NodeSDK } from '@opentelemetry/sdk-node';
+import { createRequire } from 'node:module';
+import type * as SdkNode from '@opentelemetry/sdk-node';
+import type { NodeSDK } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { WireFormat } from '../wire/format.js';
 import type { Micros } from '../catalog/snapshot.js';
@@ -440,10 +442,15 @@ class LiveTracing implements Tracing {
  * Starts tracing when the environment (or `spanProcessors`) asks for it; else returns DISABLED_TRACING.
  * Call once at startup and `shutdown()` on exit (it flushes spans still queued).
  */
+// The OpenTelemetry SDK (tens of megabytes of modules) is loaded only when tracing is on: a gateway with
+// tracing off never has it in memory. Loaded synchronously (its CommonJS build), so initTracing stays sync.
+const loadSdk = (): typeof SdkNode => createRequire(import.meta.url)('@opentelemetry/sdk-node') as typeof SdkNode;
+
 export function initTracing(options: TracingOptions = {}): Tracing {
   const env = options.env ?? process.env;
   if (!options.spanProcessors && !tracingRequested(env)) return DISABLED_TRACING;
-  const sdk = new NodeSDK({
+  const { NodeSDK: Sdk } = loadSdk();
+  const sdk = new Sdk({
     serviceName: env.OTEL_SERVICE_NAME ? undefined : (options.serviceName ?? 'tollgate-gateway'),
     ...(options.spanProcessors ? { spanProcessors: options.spanProcessors } : {}),
     ...(options.sampler ? { sampler: options.sampler } : {}),

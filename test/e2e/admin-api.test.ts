@@ -1,7 +1,8 @@
 // The admin API against the real admin server over loopback, on the Redis backend the gateway uses:
 // the bearer token, accounts, keys (shown once, stored as a hash), idempotent credits, caps, revocation
 // as the gateway sees it, refunds, usage and audit; bad input is a 400 with a JSON error, unknown ids
-// a 404, never a 500. Also the CLI over the same server.
+// a 404, never a 500. Also the CLI over the same server. With the record (PostgreSQL), usage,
+// statements and daily spend come from it: more than 10,000 records paged through completely.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -9,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { hashApiKey } from '../../src/accounts/api-key.js';
 import { startAdminServer } from '../../src/admin/server.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import { useTestDatabase } from '../helpers/test-database.js';
 
 const TOKEN = `adm-${randomBytes(18).toString('base64url')}`;
 const MODEL = 'outlaw-1-xploded';
@@ -25,6 +27,7 @@ let admin: { url: string; close(): Promise<void> };
 /** A second admin server with no hook into the gateway's key cache, as on another replica. */
 let remoteAdmin: { url: string; close(): Promise<void> };
 let redis: Redis;
+const recordDb = useTestDatabase('admin_usage');
 
 beforeAll(async () => {
   h = await startHarness({ ledger: 'redis' });
@@ -85,8 +88,8 @@ async function fund(accountId: string, usd = '5.00'): Promise<void> {
   expect(r.body.applied).toBe(true);
 }
 
-function complete(key: string): Promise<Response> {
-  return fetch(`${h.baseUrl}/v1/chat/completions`, {
+function complete(key: string, gatewayUrl = h.baseUrl): Promise<Response> {
+  return fetch(`${gatewayUrl}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'Say something short.' }] }),
@@ -417,6 +420,7 @@ describe('bad input is a 400 with a clear JSON error; unknown ids are 404', () =
     ['usage limit negative', 'GET', 'USAGE?limit=-3', undefined, /limit must be/],
     ['usage limit too large', 'GET', 'USAGE?limit=1001', undefined, /limit must be/],
     ['usage limit given twice', 'GET', 'USAGE?limit=1&limit=2', undefined, /give limit once/],
+    ['usage by model without the record', 'GET', 'USAGE?model=m&cursor=c', undefined, /model, cursor need the record/],
   ] as const)('%s', async (_name, method, where, body, message) => {
     const paths: Record<string, string> = {
       KEYS: `/accounts/${accountId}/keys`,
@@ -472,22 +476,23 @@ describe('bad input is a 400 with a clear JSON error; unknown ids are 404', () =
   });
 });
 
-describe('the CLI', () => {
-  function cli(args: string[], token = TOKEN): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', new URL('../../src/admin/cli.ts', import.meta.url).pathname, ...args], {
-        env: { ...process.env, TOLLGATE_ADMIN_URL: admin.url, TOLLGATE_ADMIN_TOKEN: token },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
+/** The admin CLI as a user runs it, against an admin server. */
+function cli(args: string[], token = TOKEN, adminUrl = admin.url): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', new URL('../../src/admin/cli.ts', import.meta.url).pathname, ...args], {
+      env: { ...process.env, TOLLGATE_ADMIN_URL: adminUrl, TOLLGATE_ADMIN_TOKEN: token },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
-  }
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
 
+describe('the CLI', () => {
   it('creates an account, credits it once, sets caps, and fails cleanly', async () => {
     const created = await cli(['create-account', 'cli-co']);
     expect(created.code).toBe(0);
@@ -513,5 +518,153 @@ describe('the CLI', () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toMatch(/admin token missing or wrong/);
     expect(refused.stdout + refused.stderr).not.toContain(wrong);
+  });
+});
+
+describe('usage of record (PostgreSQL)', () => {
+  let rh: Harness;
+  let recordAdmin: { url: string; close(): Promise<void> };
+  const base = (): CallOptions => ({ base: recordAdmin.url });
+
+  beforeAll(async () => {
+    rh = await startHarness({ ledger: 'redis', record: recordDb.db });
+    recordAdmin = await startAdminServer({ backend: rh.backend, token: TOKEN, record: recordDb.db }, 0, '127.0.0.1');
+  });
+
+  afterAll(async () => {
+    await recordAdmin?.close();
+    await rh?.close();
+  });
+
+  /** Every page of a usage query over HTTP, following next_cursor. */
+  async function allUsage(path: string, limit: number): Promise<Json[]> {
+    const out: Json[] = [];
+    let cursor: string | null = null;
+    do {
+      const sep = path.includes('?') ? '&' : '?';
+      const r = await call('GET', `${path}${sep}limit=${limit}${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`, undefined, base());
+      expect(r.status).toBe(200);
+      const page = r.body.usage as Json[];
+      cursor = r.body.next_cursor as string | null;
+      if (cursor !== null) expect(page).toHaveLength(limit);
+      out.push(...page);
+    } while (cursor !== null);
+    return out;
+  }
+
+  it('lists usage from the record: more than 10,000 records paged through completely, filters, statement, daily spend', async () => {
+    const accountId = (await call('POST', '/accounts', { name: 'recorded' }, base())).body.id as string;
+    const credit = await call('POST', `/accounts/${accountId}/credit`, { amount_usd: '2.00', idempotency_key: 'rec-fund' }, base());
+    expect(credit.body.applied).toBe(true);
+    const key = (await call('POST', `/accounts/${accountId}/keys`, { name: 'live' }, base())).body;
+    const bulkKeyId = ((await call('POST', `/accounts/${accountId}/keys`, { name: 'bulk' }, base())).body.record as Json).id as string;
+    const requestIds: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await complete(key.key as string, rh.baseUrl);
+      expect(res.status).toBe(200);
+      await res.json();
+      requestIds.push(res.headers.get('x-request-id') as string);
+    }
+    // Settlement follows the response, and the journal commits in batches: flush until all three are in.
+    let live: Json[] = [];
+    for (let i = 0; i < 100 && live.length < 3; i++) {
+      await rh.journal?.flush();
+      live = (await call('GET', `/accounts/${accountId}/usage`, undefined, base())).body.usage as Json[];
+      if (live.length < 3) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(live.map((u) => u.requestId)).toEqual([...requestIds].reverse());
+    for (const u of live) {
+      expect(u).toMatchObject({ accountId, keyId: (key.record as Json).id, model: MODEL, status: 'completed', refunded: false, refundedAt: null, billingMonth: expect.stringMatching(/^\d{4}-\d{2}$/) });
+      expect(u.cost as number).toBeGreaterThan(0);
+      expect(u.reserved as number).toBeGreaterThanOrEqual(u.cost as number);
+    }
+
+    // 10,050 older records in one statement (October 2026, a few per second), half refused on model m-b.
+    const BULK = 10_050;
+    await recordDb.db.query(
+      `INSERT INTO usage_records (request_id, account_id, key_id, model, cost, reserved, status, billing_month, started_at, finished_at)
+       SELECT 'bulk_' || lpad(g::text, 6, '0'), $1, $2, CASE WHEN g % 2 = 0 THEN 'm-a' ELSE 'm-b' END, g, g,
+              CASE WHEN g % 4 = 1 THEN 'refused' ELSE 'completed' END, '2026-10',
+              timestamptz '2026-10-01T00:00:00Z' + (g / 3) * interval '1 second', timestamptz '2026-10-01T00:00:00Z' + (g / 3) * interval '1 second'
+         FROM generate_series(1, $3) AS g`,
+      [accountId, bulkKeyId, BULK],
+    );
+    const all = await allUsage(`/accounts/${accountId}/usage`, 1000);
+    expect(all).toHaveLength(BULK + 3);
+    expect(new Set(all.map((u) => u.requestId)).size).toBe(BULK + 3);
+    expect(all.slice(0, 3).map((u) => u.requestId)).toEqual([...requestIds].reverse());
+    for (let i = 1; i < all.length; i++) {
+      const [a, b] = [all[i - 1] as Json, all[i] as Json];
+      expect((a.time as number) > (b.time as number) || (a.time === b.time && (a.requestId as string) > (b.requestId as string))).toBe(true);
+    }
+    expect(all[all.length - 1]).toMatchObject({ requestId: 'bulk_000001', cost: 1, model: 'm-b', status: 'refused', time: Date.UTC(2026, 9, 1) });
+
+    const byKey = await allUsage(`/accounts/${accountId}/usage?key_id=${bulkKeyId}`, 1000);
+    expect(byKey).toHaveLength(BULK);
+    const refusedB = await allUsage(`/accounts/${accountId}/usage?model=m-b&status=refused`, 500);
+    expect(refusedB.map((u) => u.requestId)).toEqual(all.filter((u) => u.model === 'm-b' && u.status === 'refused').map((u) => u.requestId));
+    expect(refusedB.length).toBe(Math.ceil(BULK / 4));
+    // 2026-10-01T00:10:00Z (inclusive) to 00:20:00Z (exclusive): 600 seconds of three records each.
+    const window = await allUsage(`/accounts/${accountId}/usage?from=2026-10-01T00:10:00Z&to=${Date.UTC(2026, 9, 1, 0, 20)}`, 1000);
+    expect(window).toHaveLength(1800);
+
+    // The CLI follows every page itself.
+    const listed = await cli(['usage', accountId, '--key', bulkKeyId, '--model', 'm-a', '--all'], TOKEN, recordAdmin.url);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect((JSON.parse(listed.stdout) as { usage: Json[] }).usage.map((u) => u.requestId)).toEqual(byKey.filter((u) => u.model === 'm-a').map((u) => u.requestId));
+
+    // The statement: the credit and the three charges; its newest balance is the account's, in
+    // PostgreSQL's totals and on the hot path (Redis) alike.
+    const statement = await call('GET', `/accounts/${accountId}/statement?limit=2`, undefined, base());
+    const older = await call('GET', `/accounts/${accountId}/statement?limit=2&cursor=${String(statement.body.next_cursor)}`, undefined, base());
+    expect(older.body.next_cursor).toBeNull();
+    const lines = [...(statement.body.statement as Json[]), ...(older.body.statement as Json[])];
+    const charged = live.reduce((n, u) => n + (u.cost as number), 0);
+    expect(lines.map((l) => [l.kind, l.amount, l.requestId])).toEqual([
+      ...requestIds.map((rid) => ['usage', -((live.find((u) => u.requestId === rid) as Json).cost as number), rid]).reverse(),
+      ['admin_credit', 2_000_000, null],
+    ]);
+    expect(lines[0]?.balanceAfter).toBe(2_000_000 - charged);
+    const totals = await recordDb.db.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [accountId]);
+    expect(totals.rows[0]?.balance).toBe(2_000_000 - charged);
+    expect((await call('GET', `/accounts/${accountId}`, undefined, base())).body.balance_micro_usd).toBe(2_000_000 - charged);
+
+    const today = new Date().toISOString().slice(0, 10);
+    const spend = await call('GET', `/accounts/${accountId}/spend?days=7`, undefined, base());
+    expect(spend.body.days).toEqual([{ keyId: (key.record as Json).id, day: today, spent: charged, requests: 3 }]);
+
+    // A refund is the charge of record, written there first: listed as refunded, on the statement, once.
+    const refundOf = requestIds[1] as string;
+    const refundCost = (live.find((u) => u.requestId === refundOf) as Json).cost as number;
+    const refund = await call('POST', `/accounts/${accountId}/refund`, { request_id: refundOf }, base());
+    expect(refund.body).toMatchObject({ refunded_micro_usd: refundCost, already_refunded: false });
+    expect((await call('POST', `/accounts/${accountId}/refund`, { request_id: refundOf }, base())).body).toMatchObject({ refunded_micro_usd: 0, already_refunded: true });
+    const otherAccount = (await call('POST', '/accounts', { name: 'other' }, base())).body.id as string;
+    const foreign = await call('POST', `/accounts/${otherAccount}/refund`, { request_id: requestIds[0] }, base());
+    expect([foreign.status, errorOf(foreign)]).toEqual([404, expect.stringMatching(/no usage record with this id on this account/)]);
+    const refundedRow = (await call('GET', `/accounts/${accountId}/usage?limit=3`, undefined, base())).body.usage as Json[];
+    expect(refundedRow.find((u) => u.requestId === refundOf)).toMatchObject({ refunded: true, refundedAt: expect.any(Number) });
+    expect(((await call('GET', `/accounts/${accountId}/statement?limit=1`, undefined, base())).body.statement as Json[])[0]).toMatchObject({
+      kind: 'refund', amount: refundCost, requestId: refundOf, balanceAfter: 2_000_000 - charged + refundCost,
+    });
+    expect((await call('GET', `/accounts/${accountId}`, undefined, base())).body.balance_micro_usd).toBe(2_000_000 - charged + refundCost);
+
+    for (const [path, message] of [
+      [`/accounts/${accountId}/usage?cursor=garbage`, /cursor is not one this API gave out/],
+      [`/accounts/${accountId}/usage?from=yesterday`, /from must be an ISO 8601 date/],
+      [`/accounts/${accountId}/usage?to=2026-13-45T99:99:99Z`, /to must be an ISO 8601 date/],
+      [`/accounts/${accountId}/usage?status=lost`, /status must be one of completed, client_cancelled, upstream_failed, refused/],
+      [`/accounts/${accountId}/statement?cursor=1;2`, /cursor is not one/],
+      [`/accounts/${accountId}/spend?days=0`, /days must be an integer from 1 to 366/],
+    ] as const) {
+      const r = await call('GET', path, undefined, base());
+      expect(r.status, path).toBe(400);
+      expect(errorOf(r)).toMatch(message);
+    }
+    expect((await call('GET', `/accounts/acct_nope/statement`, undefined, base())).status).toBe(404);
+    expect((await call('GET', `/accounts/${accountId}/spend?key_id=key_nope`, undefined, base())).status).toBe(404);
+    // Without the record, statements are not served (the first admin server has none).
+    const none = await call('GET', `/accounts/${h.accountId}/statement`);
+    expect([none.status, errorOf(none)]).toEqual([404, expect.stringMatching(/need the record/)]);
   });
 });

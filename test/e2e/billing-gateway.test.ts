@@ -2,9 +2,7 @@
 // upstream, the Redis ledger. Caps and balance under a burst of concurrent requests, charges to the
 // micro-dollar against the simulator's own token counts, a gateway killed mid-stream, the 402 bodies
 // and their max_tokens hint, and the output limit sent upstream when the client gives none.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -25,6 +23,7 @@ import { newRequestId } from '../../src/http/request-context.js';
 import { chatCompletionPlan } from '../../src/http/routes/chat-completions.js';
 import { EXAMPLE_MODELS, StaticCatalog, startHarness, type Harness, type HarnessOptions } from '../helpers/gateway-harness.js';
 import { contentPieces, readUntilContent, until } from './e2e-support.js';
+import { killGatewayProcesses, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
 
 const MODEL = 'outlaw-1-xploded';
 const PROMPT = 'Tell me about the river stone.';
@@ -569,10 +568,8 @@ describe('a request without max_tokens', () => {
 describe('a gateway killed mid-stream', () => {
   const REQUEST_TIMEOUT_MS = 3000;
   const HOLD_MARGIN_MS = 1000;
-  let child: ChildProcess | undefined;
-  afterAll(() => {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
-  });
+  let gateway: GatewayProcess | undefined;
+  afterAll(() => killGatewayProcesses());
 
   it('its hold is reaped after the deadline; a late settlement charges once, a second is a no-op', async () => {
     const redis = new Redis(inject('redisUrl'));
@@ -584,28 +581,14 @@ describe('a gateway killed mid-stream', () => {
       await backend.ledger.credit(account.id, START, 'start');
       const { record: key, secret } = await backend.accounts.createKey(account.id, { name: 'kill', lifetimeCap: 10_000_000 });
 
-      child = spawn(process.execPath, ['--import', 'tsx', new URL('../helpers/gateway-child.ts', import.meta.url).pathname], {
-        env: {
-          ...process.env,
-          REDIS_URL: inject('redisUrl'),
-          TOLLGATE_TEST_NAMESPACE: namespace,
-          TOLLGATE_SIMULATOR_URL: simulator.url,
-          TOLLGATE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
-          TOLLGATE_HOLD_MARGIN_MS: String(HOLD_MARGIN_MS),
-          TOLLGATE_REAPER_INTERVAL_MS: '60000',
-        },
-        stdio: ['ignore', 'pipe', 'inherit'],
+      gateway = await startGatewayProcess({
+        REDIS_URL: inject('redisUrl'),
+        TOLLGATE_TEST_NAMESPACE: namespace,
+        TOLLGATE_SIMULATOR_URL: simulator.url,
+        TOLLGATE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+        TOLLGATE_HOLD_MARGIN_MS: String(HOLD_MARGIN_MS),
       });
-      const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-      const url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('child gateway did not start')), 20_000);
-        lines.on('line', (line) => {
-          if (!line.startsWith('{"url"')) return;
-          clearTimeout(timer);
-          resolve((JSON.parse(line) as { url: string }).url);
-        });
-        child?.once('exit', (c) => reject(new Error(`child gateway exited with ${c}`)));
-      });
+      const url = gateway.url;
 
       const body = { model: MODEL, messages: [{ role: 'user', content: PROMPT }], max_tokens: 1000, stream: true, sim_reply_tokens: 500 };
       const model = buildSnapshot([{ source: 'test', spec: { models: EXAMPLE_MODELS } }], 1).byId.get(MODEL) as CatalogModel;
@@ -619,8 +602,7 @@ describe('a gateway killed mid-stream', () => {
       const requestId = res.headers.get('x-request-id') as string;
       expect(requestId).toBeTruthy();
       const reader = await readUntilContent(res, 3);
-      child.kill('SIGKILL');
-      await new Promise((r) => child?.once('exit', r));
+      await gateway.kill();
       await reader.read().catch(() => undefined);
 
       // The hold outlives its gateway until its deadline: nothing returns it early.
@@ -664,7 +646,7 @@ describe('a gateway killed mid-stream', () => {
       const audit = await backend.ledger.audit(account.id);
       expect(audit).toMatchObject({ difference: 0, holdsOutstanding: 0, usageTotal: cost });
     } finally {
-      if (child && child.exitCode === null) child.kill('SIGKILL');
+      await gateway?.kill();
       await simulator.close();
       await backend.ledger.close();
       await backend.accounts.close();

@@ -1,25 +1,35 @@
-// The dashboard in a real browser (Debian's chromium driven by playwright-core): sign up, create a key,
-// the gateway takes it, revoke it, the gateway refuses it. Saves a screenshot of the keys page for docs.
-import { existsSync, writeFileSync } from 'node:fs';
+// The dashboard in a real browser (Debian's chromium driven by playwright-core), over a gateway that
+// journals to a real PostgreSQL: sign up, create a key and copy it, call the API with the openai client,
+// find the request by its id in Usage with the right cost, set a monthly cap and see a 402 past it,
+// export the CSV and check its total against the statement, file a refund ticket that an admin approves
+// (the balance rises by exactly the request's cost), revoke the key and see the 401. Photographs the
+// main pages, desktop and narrow (files rewritten only with TOLLGATE_SCREENSHOTS=1).
+import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { costMicros } from '../../src/billing/money.js';
+import { usdPerMillionToMicros } from '../../src/catalog/price.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { startDashboard } from '../../src/dashboard/server.js';
-import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { EXAMPLE_MODELS, startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { until } from './e2e-support.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const tdb = useTestDatabase('dashb');
+const MODEL = 'outlaw-1-xploded';
+const pricing = EXAMPLE_MODELS.find((m) => m.id === MODEL)?.pricing;
+const prices = { input: usdPerMillionToMicros(pricing?.input ?? '0'), output: usdPerMillionToMicros(pricing?.output ?? '0'), display: { input: '', output: '' } };
 
-// CI installs chromium (.ci/run); a developer machine without it skips this file rather than fail.
-describe.skipIf(!existsSync(CHROMIUM) && process.env.CI === undefined)('dashboard in a browser', () => {
+describe.skipIf(browserMissing)('dashboard in a browser', () => {
   let harness: Harness;
   let dash: { url: string; close(): Promise<void> };
   let browser: Browser;
+  const shots: Array<[string, Buffer]> = [];
 
   beforeAll(async () => {
-    harness = await startHarness();
+    harness = await startHarness({ record: tdb.db });
     const service = new DashboardService({
       db: tdb.db,
       accounts: harness.backend.accounts,
@@ -29,21 +39,37 @@ describe.skipIf(!existsSync(CHROMIUM) && process.env.CI === undefined)('dashboar
       onRevoke: () => harness.gateway.authenticator.forget(),
     });
     dash = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
-    // launch() gives every run a fresh throwaway profile (it refuses a --user-data-dir of ours).
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    const operators = await harness.backend.accounts.createAccount('operators');
+    await service.upsertUser('admin@example.com', 'the admin password', operators.id, 'admin');
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {
+    if (process.env.TOLLGATE_SCREENSHOTS === '1') for (const [name, png] of shots) writeFileSync(new URL(`../../docs/screenshots/${name}.png`, import.meta.url), png);
     await browser?.close();
     await dash?.close();
     await harness?.close();
   });
 
-  it('signs up, creates a key the gateway accepts, revokes it and the gateway refuses it', async () => {
-    const page = await browser.newPage({ viewport: { width: 1100, height: 760 } });
+  /** Desktop and narrow photographs of the page as it is now. */
+  async function photograph(page: Page, name: string): Promise<void> {
+    const desktop = await page.screenshot({ fullPage: true });
+    await page.setViewportSize({ width: 390, height: 800 });
+    const narrow = await page.screenshot({ fullPage: true });
+    await page.setViewportSize({ width: 1100, height: 760 });
+    expect(desktop.length).toBeGreaterThan(10_000);
+    expect(narrow.length).toBeGreaterThan(10_000);
+    shots.push([`dashboard-${name}`, desktop], [`dashboard-${name}-narrow`, narrow]);
+  }
+
+  async function balanceOf(page: Page): Promise<number> {
+    return ((await (await page.request.get(`${dash.url}/api/balance`)).json()) as { balance_micro_usd: number }).balance_micro_usd;
+  }
+
+  it('sign-up to refund: key, copy, call, find by id, cap and 402, CSV against the statement, refund approved, revoke and 401', async () => {
+    const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: dash.url });
+    const page = await context.newPage();
     await page.goto(`${dash.url}/`);
     await page.getByRole('link', { name: 'Create an account' }).click();
     await page.getByLabel('E-mail').fill('browser@example.com');
@@ -53,37 +79,103 @@ describe.skipIf(!existsSync(CHROMIUM) && process.env.CI === undefined)('dashboar
     expect(await page.getByText('No keys yet').count()).toBe(1);
 
     await page.getByLabel('Name').fill('browser key');
-    await page.getByLabel(/Monthly cap/).fill('3.50');
     await page.getByRole('button', { name: 'Create key' }).click();
-    const secret = (await page.locator('#new-key').textContent()) ?? '';
-    expect(secret).toMatch(/^sk-tg-/);
-    expect(await page.getByRole('cell', { name: 'browser key' }).count()).toBe(1);
-    // The README's screenshot is refreshed only on request (TOLLGATE_SCREENSHOTS=1), so a test run does
-    // not rewrite a tracked file; the page is photographed every run all the same.
-    const shot = await page.screenshot({ fullPage: true });
-    expect(shot.length).toBeGreaterThan(10_000);
-    if (process.env.TOLLGATE_SCREENSHOTS === '1') writeFileSync(new URL('../../docs/screenshots/dashboard-keys.png', import.meta.url), shot);
+    const shown = (await page.locator('#new-key').textContent()) ?? '';
+    expect(shown).toMatch(/^sk-tg-/);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await until('copied', async () => ((await page.getByRole('button', { name: 'Copied' }).count()) === 1 ? true : undefined), 5_000);
+    const secret = await page.evaluate<string>('navigator.clipboard.readText()');
+    expect(secret).toBe(shown);
 
     const account = (await harness.backend.accounts.listAccounts()).find((a) => a.name === 'browser@example.com');
-    expect(account).toBeDefined();
     await harness.backend.ledger.credit(account?.id ?? '', 5_000_000, 'browser-test');
     const client = new OpenAI({ apiKey: secret, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
-    const model = (await client.models.list()).data[0]?.id ?? '';
-    const reply = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 });
-    expect(reply.choices).toHaveLength(1);
-
-    // Reloading the list never shows the secret again.
+    const res = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
+    const requestId = res.response.headers.get('x-request-id') ?? '';
+    const cost = costMicros({ input: res.data.usage?.prompt_tokens ?? 0, output: res.data.usage?.completion_tokens ?? 0, cachedInput: 0, reasoning: 0 }, prices);
     await page.goto(`${dash.url}/keys`);
     expect(await page.content()).not.toContain(secret);
+    await photograph(page, 'keys');
+
+    // Usage: find the request by its id, with its cost.
+    const row = await until(
+      'the request in Usage',
+      async () => {
+        await page.goto(`${dash.url}/usage`);
+        await page.getByLabel('Request id').fill(requestId);
+        await page.getByRole('button', { name: 'Show' }).click();
+        const found = page.getByRole('row').filter({ hasText: requestId });
+        return (await found.count()) === 1 ? found : undefined;
+      },
+      10_000,
+    );
+    expect(await row.textContent()).toContain(`$${(cost / 1e6).toFixed(6)}`);
+
+    // A monthly cap below the next request's worst case: 402.
+    await page.goto(`${dash.url}/keys`);
+    await page.getByRole('link', { name: 'Edit caps' }).click();
+    await page.getByLabel(/Monthly cap/).fill('0.000001');
+    await page.getByRole('button', { name: 'Save caps' }).click();
+    await page.waitForURL(`${dash.url}/keys`);
+    harness.gateway.authenticator.forget();
+    const capped = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'again' }], max_tokens: 8 }).catch((e: unknown) => e);
+    expect((capped as { status?: number }).status).toBe(402);
+    await until(
+      'the 402 in Usage',
+      async () => {
+        await page.goto(`${dash.url}/usage?status=refused`);
+        return (await page.getByText('refused: key monthly cap').count()) > 0 ? true : undefined;
+      },
+      10_000,
+    );
+    await page.goto(`${dash.url}/usage`);
+    await photograph(page, 'usage');
+
+    // CSV export: its total equals the statement's usage entries.
+    const download = page.waitForEvent('download');
+    await page.getByRole('link', { name: 'Export CSV' }).click();
+    const file = await (await download).createReadStream();
+    let csv = '';
+    for await (const chunk of file) csv += String(chunk);
+    const rows = csv.trim().split('\r\n');
+    const total = Number(rows[rows.length - 1]?.split(',')[12]);
+    const statement = (await (await page.request.get(`${dash.url}/api/statement`)).json()) as { entries: Array<{ kind: string; amount_micro_usd: number }> };
+    expect(total).toBe(cost);
+    expect(-statement.entries.filter((e) => e.kind === 'usage').reduce((a, e) => a + e.amount_micro_usd, 0)).toBe(total);
+    await page.goto(`${dash.url}/balance`);
+    await photograph(page, 'statement');
+
+    // A refund ticket, approved by an admin: the balance rises by exactly the request's cost.
+    await page.goto(`${dash.url}/usage?request_id=${requestId}`);
+    await page.getByRole('link', { name: 'Request a refund' }).click();
+    await page.getByLabel(/Why should it be refunded/).fill('The answer was not what I asked for.');
+    await page.getByRole('button', { name: 'Send to support' }).click();
+    expect(await page.getByRole('status').textContent()).toContain(requestId);
+    const before = await balanceOf(page);
+    const adminContext = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+    const admin = await adminContext.newPage();
+    await admin.goto(`${dash.url}/sign-in`);
+    await admin.getByLabel('E-mail').fill('admin@example.com');
+    await admin.getByLabel('Password').fill('the admin password');
+    await admin.getByRole('button', { name: 'Sign in' }).click();
+    await admin.goto(`${dash.url}/admin`);
+    await photograph(admin, 'admin');
+    await admin.getByRole('row').filter({ hasText: requestId }).getByRole('button', { name: 'Approve' }).click();
+    expect(await admin.getByRole('status').textContent()).toContain(requestId);
+    expect((await balanceOf(page)) - before).toBe(cost);
+    await page.goto(`${dash.url}/refunds`);
+    expect(await page.getByRole('row').filter({ hasText: requestId }).textContent()).toContain('approved');
+    await photograph(page, 'refunds');
+
+    // Revoke, with confirmation: the gateway answers 401.
+    await page.goto(`${dash.url}/keys`);
     await page.getByRole('link', { name: 'Revoke' }).click();
     await page.getByRole('button', { name: 'Revoke key' }).click();
     await page.waitForURL(`${dash.url}/keys`);
     expect(await page.getByRole('cell', { name: 'revoked' }).count()).toBe(1);
-    const refused = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).then(
-      () => 0,
-      (err: unknown) => (err instanceof OpenAI.APIError ? (err.status ?? -1) : -2),
-    );
+    const refused = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).catch((e: unknown) => (e as { status?: number }).status);
     expect(refused).toBe(401);
-    await page.close();
-  }, 60_000);
+    await adminContext.close();
+    await context.close();
+  }, 90_000);
 });

@@ -4,9 +4,7 @@
 //   - PostgreSQL stopped under traffic: requests are served up to the lag bound, then refused with a
 //     503 in the client's wire format; once it is back the gateway serves again by itself and every
 //     served request's record arrives exactly once, agreeing with Redis to the micro-dollar.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
@@ -20,42 +18,14 @@ import { startSimulator } from '../../src/simulator/server.js';
 import { startThrowaway } from '../helpers/postgres-server.js';
 import { createTestDatabase } from '../helpers/test-database.js';
 import { until } from './e2e-support.js';
+import { killGatewayProcesses, startGatewayProcess } from '../helpers/gateway-process.js';
 
 /** Waits until `cond` holds. */
 const waitFor = (what: string, cond: () => Promise<boolean>, ms: number): Promise<true> => until(what, async () => ((await cond()) ? true : undefined), ms);
 
 const MODEL = 'outlaw-1-xploded';
 const START = 100_000_000;
-const children: ChildProcess[] = [];
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-});
-
-async function startChild(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', new URL('../helpers/gateway-child.ts', import.meta.url).pathname], {
-    env: { ...process.env, TOLLGATE_REAPER_INTERVAL_MS: '60000', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('child gateway did not start')), 20_000);
-    lines.on('line', (line) => {
-      if (!line.startsWith('{"url"')) return;
-      clearTimeout(timer);
-      resolve((JSON.parse(line) as { url: string }).url);
-    });
-    child.once('exit', (c) => reject(new Error(`child gateway exited with ${c}`)));
-  });
-  return { url, child };
-}
-
-async function kill(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGKILL');
-  await exited;
-}
+afterAll(() => killGatewayProcesses());
 
 /** An account with money and a key, in Redis and in the record alike. */
 async function fundedAccount(backend: Backend, db: Database, name: string): Promise<{ accountId: string; keyId: string; secret: string }> {
@@ -106,12 +76,12 @@ describe('journal: a gateway killed right after settling', () => {
       const base = { REDIS_URL: inject('redisUrl'), TOLLGATE_TEST_NAMESPACE: namespace, TOLLGATE_SIMULATOR_URL: simulator.url, TOLLGATE_TEST_DATABASE_URL: database.url };
       // The victim would commit only after a minute, and sweeps nothing: its settlement lives in its
       // memory and in the Redis stream alone when it dies.
-      const victim = await startChild({ ...base, TOLLGATE_TEST_JOURNAL_INTERVAL_MS: '60000', TOLLGATE_TEST_JOURNAL_SWEEP_MS: '0' });
+      const victim = await startGatewayProcess({ ...base, TOLLGATE_TEST_JOURNAL_INTERVAL_MS: '60000', TOLLGATE_TEST_JOURNAL_SWEEP_MS: '0' });
       const res = await chat(victim.url, secret);
       expect(res.status, await res.clone().text()).toBe(200);
       const requestId = res.headers.get('x-request-id') ?? '';
       await res.text();
-      await kill(victim.child);
+      await victim.kill();
 
       const stream = redisKeys(namespace).journal(accountId);
       expect(await redis.xlen(stream), 'the settlement is in the Redis journal').toBe(1);
@@ -120,7 +90,7 @@ describe('journal: a gateway killed right after settling', () => {
       expect(spent).toBeGreaterThan(0);
 
       // A surviving gateway sweeps every 200 ms for entries older than 300 ms.
-      const survivor = await startChild({ ...base, TOLLGATE_TEST_JOURNAL_SWEEP_MS: '200', TOLLGATE_TEST_JOURNAL_GRACE_MS: '300' });
+      const survivor = await startGatewayProcess({ ...base, TOLLGATE_TEST_JOURNAL_SWEEP_MS: '200', TOLLGATE_TEST_JOURNAL_GRACE_MS: '300' });
       await waitFor('the swept record', async () => (await usageRows(db, accountId)).length === 1 && (await redis.xlen(stream)) === 0, 10_000);
       expect(await usageRows(db, accountId)).toEqual([{ request_id: requestId, cost: spent }]);
       const entries = await db.query<{ amount: number; idempotency_key: string }>(`SELECT amount, idempotency_key FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`, [accountId]);
@@ -130,7 +100,7 @@ describe('journal: a gateway killed right after settling', () => {
       expect(await usageRows(db, accountId)).toHaveLength(1);
       const report = await reconcile(reconcileSources(db, backend, new RedisJournalStream(redis, redisKeys(namespace)), undefined), [accountId]);
       expect(report.differences).toEqual([]);
-      await kill(survivor.child);
+      await survivor.kill();
     } finally {
       await simulator.close();
       await db.close();
@@ -153,7 +123,7 @@ describe('journal: PostgreSQL stopped under traffic', () => {
       await migrate(db);
       const { accountId, keyId, secret } = await fundedAccount(backend, db, 'pgdown');
       const MAX_LAG_MS = 1_500;
-      const gw = await startChild({
+      const gw = await startGatewayProcess({
         REDIS_URL: inject('redisUrl'),
         TOLLGATE_TEST_NAMESPACE: namespace,
         TOLLGATE_SIMULATOR_URL: simulator.url,
@@ -219,7 +189,7 @@ describe('journal: PostgreSQL stopped under traffic', () => {
       expect(entries.rows[0]?.n).toBe(rows.filter((r) => r.cost > 0).length);
       const report = await reconcile(reconcileSources(db, backend, new RedisJournalStream(redis, redisKeys(namespace)), undefined), [accountId]);
       expect(report.differences).toEqual([]);
-      await kill(gw.child);
+      await gw.kill();
     } finally {
       await db.close().catch(() => undefined);
       await simulator.close();

@@ -22,6 +22,13 @@ interface LocalRun {
   account: string;
   balance: number;
   key: string;
+  /** The admin API's base URL and its (random, per start) token. */
+  adminUrl: string;
+  adminToken: string;
+  dashboardUrl: string;
+  demoEmail: string;
+  demoPassword: string;
+  banner: string;
 }
 
 /** The printed balance `9.998765 USD` as micro-USD, without a float. */
@@ -31,7 +38,7 @@ function micros(printed: string): number {
 }
 
 async function startLocal(): Promise<LocalRun> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', METRICS_PORT: '0', ADMIN_PORT: '0', SIM_PORT: '0', TOLLGATE_DATA_DIR: dataDir };
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', METRICS_PORT: '0', ADMIN_PORT: '0', SIM_PORT: '0', DASHBOARD_PORT: '0', TOLLGATE_DATA_DIR: dataDir };
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'TOLLGATE_DEMO_KEY', 'TOLLGATE_SIMULATOR_URL']) delete env[name];
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
@@ -46,12 +53,33 @@ async function startLocal(): Promise<LocalRun> {
       const url = /running at (http:\/\/\S+)\/v1/.exec(out)?.[1];
       const acct = /Demo account (\S+), balance ([0-9.]+) USD/.exec(out);
       const key = /API key: (\S+)/.exec(out)?.[1];
-      if (url !== undefined && acct !== null && key !== undefined && out.includes('Admin API')) {
+      const admin = /Admin API: (\S+) \(token: (\S+)\)/.exec(out);
+      const dash = /Dashboard: (\S+) \(sign in as (\S+), password (\S+)\)/.exec(out);
+      if (url !== undefined && acct !== null && key !== undefined && admin !== null && dash !== null && out.includes('Top-ups:')) {
         clearTimeout(timer);
-        resolve({ child, url, account: acct[1] ?? '', balance: micros(acct[2] ?? ''), key });
+        resolve({
+          child,
+          url,
+          account: acct[1] ?? '',
+          balance: micros(acct[2] ?? ''),
+          key,
+          adminUrl: admin[1] ?? '',
+          adminToken: admin[2] ?? '',
+          dashboardUrl: dash[1] ?? '',
+          demoEmail: dash[2] ?? '',
+          demoPassword: dash[3] ?? '',
+          banner: out,
+        });
       }
     });
   });
+}
+
+/** The demo account's usage listing through the admin API, newest first. */
+async function listUsage(run: LocalRun): Promise<Array<{ requestId: string; cost: number }>> {
+  const res = await fetch(`${run.adminUrl}/accounts/${run.account}/usage`, { headers: { authorization: `Bearer ${run.adminToken}` } });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { usage: Array<{ requestId: string; cost: number }> }).usage;
 }
 
 async function stop(run: LocalRun): Promise<void> {
@@ -71,6 +99,7 @@ describe('npm start twice', () => {
     });
     expect(res.status).toBe(200);
     await res.json();
+    const firstRequest = res.headers.get('x-request-id');
     await stop(first);
 
     const db = await openPglite(dataDir);
@@ -96,6 +125,43 @@ describe('npm start twice', () => {
       });
       expect(again.status).toBe(200);
       await again.json();
+      // The usage listing comes from the record: the first start's request is still listed (the hot
+      // path it was settled in is gone), and the new one joins it once the journal commits it.
+      let usage = await listUsage(second);
+      expect(usage.map((u) => u.requestId)).toContain(firstRequest);
+      for (let i = 0; i < 100 && usage.length < 2; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        usage = await listUsage(second);
+      }
+      expect(usage.map((u) => u.requestId)).toEqual([again.headers.get('x-request-id'), firstRequest]);
+      expect(usage[1]?.cost).toBe(charged);
+
+      // A new user can top up in the demo: payments run in a labelled test mode against the fakes.
+      expect(second.banner).toMatch(/Top-ups: TEST MODE, no real money/);
+      const signIn = await fetch(`${second.dashboardUrl}/api/sign-in`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: second.demoEmail, password: second.demoPassword }),
+      });
+      expect(signIn.status).toBe(200);
+      const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+      const { csrf_token: csrf } = (await signIn.json()) as { csrf_token: string };
+      const api = (path: string, body?: unknown) =>
+        fetch(`${second.dashboardUrl}${path}`, {
+          method: body === undefined ? 'GET' : 'POST',
+          headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      const before = ((await (await api('/api/balance')).json()) as { balance_micro_usd: number }).balance_micro_usd;
+      const started = await api('/api/top-ups', { amount_usd: '10.00', provider: 'stripe' });
+      expect(started.status).toBe(201);
+      const { checkout_url: checkoutUrl, top_up: topUp } = (await started.json()) as { checkout_url: string; top_up: { total_cents: number; fee_cents: number } };
+      expect(topUp).toMatchObject({ total_cents: 1065, fee_cents: 65 });
+      expect(await (await fetch(checkoutUrl)).text()).toMatch(/Test mode: no real money moves/);
+      const paid = await fetch(checkoutUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'outcome=paid', redirect: 'manual' });
+      expect(paid.status).toBe(303);
+      const after = ((await (await api('/api/balance')).json()) as { balance_micro_usd: number }).balance_micro_usd;
+      expect(after - before).toBe(10_000_000);
     } finally {
       await stop(second);
     }

@@ -6,19 +6,19 @@
 //   - with a drain bound shorter than the streams, they are ended cleanly in the client's format (an
 //     error event its SDK understands) and settled for what was generated.
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { Client } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import { createRedisBackend } from '../../src/billing/backends.js';
 import { costMicros } from '../../src/billing/money.js';
 import { usdPerMillionToMicros } from '../../src/catalog/price.js';
-import { startSimulator, type Simulator } from '../../src/simulator/server.js';
+import { startSimulator } from '../../src/simulator/server.js';
 import { EXAMPLE_MODELS } from '../helpers/gateway-harness.js';
-import { killGatewayProcesses, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
-import { startRedisServer, type OwnRedisProcess } from '../helpers/redis-server.js';
+import { startFaultWorld, stopFaultWorld, type FaultWorld } from '../helpers/fault-world.js';
+import { killGatewayProcesses } from '../helpers/gateway-process.js';
+import { startRedisServer } from '../helpers/redis-server.js';
 import { until } from '../e2e/e2e-support.js';
 
 const MODEL = 'outlaw-1-xploded';
@@ -29,48 +29,24 @@ const prices = {
   display: { input: '', output: '' },
 };
 
-interface World {
-  redis: OwnRedisProcess;
-  conn: Redis;
-  backend: Backend;
-  sim: Simulator;
-  gateway: GatewayProcess;
-  accountId: string;
-  secret: string;
-}
+let world: FaultWorld | undefined;
 
-let world: World | undefined;
-
-async function setUp(env: Record<string, string>, tokenDelayMs: number, replyTokens: number): Promise<World> {
-  const redis = await startRedisServer({});
-  const conn = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-  conn.on('error', () => undefined);
-  const namespace = `drain-${randomBytes(4).toString('hex')}`;
-  const backend = createRedisBackend({ redis: conn, namespace });
-  const account = await backend.accounts.createAccount('drain');
-  await backend.ledger.credit(account.id, 100_000_000, 'start');
-  const { secret } = await backend.accounts.createKey(account.id, { name: 'drain' });
-  const sim = await startSimulator({ log: true, tokenDelayMs, replyTokens });
-  const gateway = await startGatewayProcess({ REDIS_URL: redis.url, TOLLGATE_TEST_NAMESPACE: namespace, TOLLGATE_SIMULATOR_URL: sim.url, ...env });
-  world = { redis, conn, backend, sim, gateway, accountId: account.id, secret };
+async function setUp(env: Record<string, string>, tokenDelayMs: number, replyTokens: number): Promise<FaultWorld> {
+  world = await startFaultWorld({ label: 'drain', env, sim: { tokenDelayMs, replyTokens } });
   return world;
 }
 
 afterEach(async () => {
   const w = world;
   world = undefined;
-  if (w === undefined) return;
-  await w.gateway.kill();
-  w.conn.disconnect();
-  await w.sim.close();
-  await w.redis.stop();
+  if (w !== undefined) await stopFaultWorld(w);
 });
 afterAll(() => killGatewayProcesses());
 
 type Format = 'openai' | 'anthropic';
 
 /** Starts a stream and waits for its first bytes, so it is open when the signal comes. */
-async function openStream(w: World, format: Format): Promise<{ format: Format; requestId: string; rest: Promise<string> }> {
+async function openStream(w: FaultWorld, format: Format): Promise<{ format: Format; requestId: string; rest: Promise<string> }> {
   const res =
     format === 'openai'
       ? await fetch(`${w.gateway.url}/v1/chat/completions`, {
@@ -112,7 +88,7 @@ function tryConnect(url: string): Promise<string> {
   });
 }
 
-async function usageOf(w: World, requestId: string) {
+async function usageOf(w: FaultWorld, requestId: string) {
   return until(`the usage record of ${requestId}`, async () => (await w.backend.ledger.listUsage(w.accountId, { limit: 100 })).find((r) => r.requestId === requestId), 10_000);
 }
 
@@ -233,7 +209,7 @@ describe('graceful drain on SIGTERM', () => {
       const account = await backend.accounts.createAccount('drain-main');
       await backend.ledger.credit(account.id, 100_000_000, 'start');
       const { secret } = await backend.accounts.createKey(account.id, { name: 'drain-main' });
-      const w = { gateway: { url }, secret } as unknown as World;
+      const w = { gateway: { url }, secret } as unknown as FaultWorld;
       const streams = await Promise.all((['openai', 'anthropic'] as const).map((f) => openStream(w, f)));
       child.kill('SIGTERM');
       await until('the listener to close', async () => ((await tryConnect(url)) === 'ECONNREFUSED' ? true : undefined), 5_000);

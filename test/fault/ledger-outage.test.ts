@@ -7,67 +7,34 @@
 //     wire format, /readyz false, and recovery by itself (7339c82: 500 internal_error, /readyz 200).
 //   - Redis paused: requests are refused within about the command deadline instead of being held for
 //     the whole pause (7339c82: every request waited out the pause).
-import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { costMicros } from '../../src/billing/money.js';
 import { usdPerMillionToMicros } from '../../src/catalog/price.js';
-import { startSimulator, type Simulator } from '../../src/simulator/server.js';
+import type { startSimulator } from '../../src/simulator/server.js';
 import { EXAMPLE_MODELS } from '../helpers/gateway-harness.js';
-import { killGatewayProcesses, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process.js';
-import { startRedisServer, type OwnRedisProcess } from '../helpers/redis-server.js';
+import { startFaultWorld, stopFaultWorld, type FaultWorld } from '../helpers/fault-world.js';
+import { killGatewayProcesses } from '../helpers/gateway-process.js';
+import { startRedisServer } from '../helpers/redis-server.js';
 import { until } from '../e2e/e2e-support.js';
 
 const MODEL = 'outlaw-1-xploded';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface World {
-  redis: OwnRedisProcess;
-  conn: Redis;
-  backend: Backend;
-  sim: Simulator;
-  gateway: GatewayProcess;
-  accountId: string;
-  secret: string;
-}
+let world: FaultWorld | undefined;
 
-let world: World | undefined;
-
-async function setUp(env: Record<string, string> = {}, sim: Parameters<typeof startSimulator>[0] = {}): Promise<World> {
-  const redis = await startRedisServer({ appendOnly: true });
-  const conn = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-  conn.on('error', () => undefined);
-  const namespace = `fault-${randomBytes(4).toString('hex')}`;
-  const backend = createRedisBackend({ redis: conn, namespace });
-  const account = await backend.accounts.createAccount('fault');
-  await backend.ledger.credit(account.id, 100_000_000, 'start');
-  const { secret } = await backend.accounts.createKey(account.id, { name: 'fault' });
-  const simulator = await startSimulator({ log: true, ...sim });
-  const gateway = await startGatewayProcess({
-    REDIS_URL: redis.url,
-    TOLLGATE_TEST_NAMESPACE: namespace,
-    TOLLGATE_SIMULATOR_URL: simulator.url,
-    TOLLGATE_REDIS_COMMAND_TIMEOUT_MS: '500',
-    ...env,
-  });
-  world = { redis, conn, backend, sim: simulator, gateway, accountId: account.id, secret };
+async function setUp(env: Record<string, string> = {}, sim: Parameters<typeof startSimulator>[0] = {}): Promise<FaultWorld> {
+  world = await startFaultWorld({ label: 'fault', appendOnly: true, env: { TOLLGATE_REDIS_COMMAND_TIMEOUT_MS: '500', ...env }, sim });
   return world;
 }
 
 afterEach(async () => {
   const w = world;
   world = undefined;
-  if (w === undefined) return;
-  await w.gateway.kill();
-  w.redis.resume();
-  w.conn.disconnect();
-  await w.sim.close();
-  await w.redis.stop();
+  if (w !== undefined) await stopFaultWorld(w);
 });
 afterAll(() => killGatewayProcesses());
 
-function chat(w: World, extra: Record<string, unknown> = {}): Promise<Response> {
+function chat(w: FaultWorld, extra: Record<string, unknown> = {}): Promise<Response> {
   return fetch(`${w.gateway.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${w.secret}`, 'content-type': 'application/json' },
@@ -75,7 +42,7 @@ function chat(w: World, extra: Record<string, unknown> = {}): Promise<Response> 
   });
 }
 
-function message(w: World): Promise<Response> {
+function message(w: FaultWorld): Promise<Response> {
   return fetch(`${w.gateway.url}/v1/messages`, {
     method: 'POST',
     headers: { 'x-api-key': w.secret, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
@@ -83,7 +50,7 @@ function message(w: World): Promise<Response> {
   });
 }
 
-const readyz = async (w: World): Promise<number> => (await fetch(`${w.gateway.url}/readyz`)).status;
+const readyz = async (w: FaultWorld): Promise<number> => (await fetch(`${w.gateway.url}/readyz`)).status;
 
 const pricing = EXAMPLE_MODELS.find((m) => m.id === MODEL)?.pricing;
 

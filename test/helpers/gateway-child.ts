@@ -5,7 +5,7 @@
 // TOLLGATE_TEST_DATABASE_URL (not DATABASE_URL, which a test run may carry for itself) it journals to
 // that PostgreSQL; TOLLGATE_TEST_JOURNAL_INTERVAL_MS, _SWEEP_MS and _GRACE_MS set the
 // writer's commit pause, sweep period and sweep grace (a long commit pause leaves a settlement only in
-// Redis, for a kill right after settling).
+// Redis, for a kill right after settling); TOLLGATE_TEST_RECORD=1 puts the record under the backend too.
 // Run with: node --import tsx test/helpers/gateway-child.ts
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
@@ -20,6 +20,7 @@ import { readConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
 import { openPostgres } from '../../src/record/database.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
+import { recordedBackend } from '../../src/record/recorded-backend.js';
 
 const redisUrl = process.env.REDIS_URL;
 const namespace = process.env.TOLLGATE_TEST_NAMESPACE;
@@ -44,14 +45,18 @@ const catalog: CatalogSource = {
 const config = { ...readConfig(process.env), port: 0, metricsPort: 0 };
 // The production connection: command deadlines and ledger health, as backendFromConfig makes it.
 const { redis, health } = connectLedgerRedis(redisUrl, config);
-const backend = createRedisBackend({ redis, namespace, usageMaxRecords: config.usageMaxRecords });
+const hot = createRedisBackend({ redis, namespace, usageMaxRecords: config.usageMaxRecords });
 const env = (name: string): number | undefined => (process.env[name] ? Number(process.env[name]) : undefined);
 const databaseUrl = process.env.TOLLGATE_TEST_DATABASE_URL;
+const db = databaseUrl === undefined || databaseUrl === '' ? undefined : await openPostgres(databaseUrl, { max: 2 });
+// With TOLLGATE_TEST_RECORD=1 the backend is the production one over a record: accounts, keys and money
+// loaded from PostgreSQL (again after a Redis wipe), as gateway-main builds it with DATABASE_URL.
+const backend = db !== undefined && process.env.TOLLGATE_TEST_RECORD === '1' ? recordedBackend(hot, db, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs }) : hot;
 const journal =
-  databaseUrl === undefined || databaseUrl === ''
+  db === undefined
     ? undefined
     : new JournalWriter({
-        db: await openPostgres(databaseUrl, { max: 2 }),
+        db,
         stream: new RedisJournalStream(redis, redisKeys(namespace)),
         maxLagMs: config.journalMaxLagMs,
         ...(env('TOLLGATE_TEST_JOURNAL_INTERVAL_MS') === undefined ? {} : { intervalMs: env('TOLLGATE_TEST_JOURNAL_INTERVAL_MS') }),

@@ -1,10 +1,11 @@
 // Starts a real gateway for end-to-end tests: the simulator as upstream (both wire formats),
 // a catalog built from the example models, and the memory or Redis backend, over loopback HTTP.
+import { RecordResponsesStore } from '../../src/responses/store.js';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import { createMemoryBackend, createRedisBackend, type Backend, type HotBackend } from '../../src/billing/backends.js';
 import { buildSnapshot } from '../../src/catalog/build-snapshot.js';
 import type { CatalogSnapshot, CatalogSource, SecretResolver } from '../../src/catalog/snapshot.js';
 import type { ModelCatalogSpec, ModelSpec, UpstreamSpec } from '../../src/catalog/types.js';
@@ -14,6 +15,11 @@ import { startSimulator, type Simulator, type SimulatorOptions } from '../../src
 import { createLogger } from '../../src/telemetry/logger.js';
 import { GatewayMetrics } from '../../src/telemetry/metrics.js';
 import type { Tracing } from '../../src/telemetry/tracing.js';
+import type { Database } from '../../src/record/database.js';
+import { JournalWriter } from '../../src/record/journal-writer.js';
+import { recordedBackend } from '../../src/record/recorded-backend.js';
+import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { redisKeys } from '../../src/billing/redis-keys.js';
 import type { WireFormat } from '../../src/wire/format.js';
 
 export const EXAMPLE_MODELS: ModelSpec[] = (
@@ -57,6 +63,11 @@ export interface HarnessOptions {
   upstreamApiKey?: string;
   /** Usage records the Redis ledger keeps per account (default 10,000). */
   usageMaxRecords?: number;
+  /**
+   * The record (PostgreSQL): accounts, keys and credits commit there first and every settlement is
+   * journaled to it, as in gateway-main with DATABASE_URL. The caller owns (and closes) the database.
+   */
+  record?: Database;
 }
 
 export interface Harness {
@@ -72,6 +83,8 @@ export interface Harness {
   logLines: string[];
   /** Key prefix of the Redis ledger (`ledger: 'redis'` only). */
   redisNamespace: string | undefined;
+  /** The journal to the record (`record` only): flush() commits what the gateway settled so far. */
+  journal: JournalWriter | undefined;
   close(): Promise<void>;
 }
 
@@ -102,18 +115,28 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   }));
   if (opts.models) models = opts.models(models, simulator);
   const catalog = new StaticCatalog({ models });
-  let backend: Backend;
+  let hot: HotBackend;
   let redis: Redis | undefined;
   let redisNamespace: string | undefined;
   if (opts.ledger === 'redis') {
     redis = new Redis(inject('redisUrl'), { enableAutoPipelining: true });
     redisNamespace = `e2e${process.pid}x${namespaceCounter++}x${Date.now()}`;
-    backend = createRedisBackend({ redis, namespace: redisNamespace, ...(opts.usageMaxRecords === undefined ? {} : { usageMaxRecords: opts.usageMaxRecords }) });
+    hot = createRedisBackend({ redis, namespace: redisNamespace, ...(opts.usageMaxRecords === undefined ? {} : { usageMaxRecords: opts.usageMaxRecords }) });
   } else {
-    backend = createMemoryBackend();
+    hot = createMemoryBackend();
   }
+  const backend: Backend = opts.record === undefined ? hot : recordedBackend(hot, opts.record, 'tg');
+  const journal =
+    opts.record === undefined
+      ? undefined
+      : new JournalWriter({
+          db: opts.record,
+          maxLagMs: 60_000,
+          ...(redis === undefined || redisNamespace === undefined ? {} : { stream: new RedisJournalStream(redis, redisKeys(redisNamespace)) }),
+        });
   const account = await backend.accounts.createAccount('e2e');
-  await backend.ledger.credit(account.id, opts.balanceMicros ?? 100_000_000, 'start');
+  // Keyed by account: idempotency keys are unique across a whole record a test may share.
+  await backend.ledger.credit(account.id, opts.balanceMicros ?? 100_000_000, `start-${account.id}`);
   const created = await backend.accounts.createKey(account.id, { name: 'e2e', ...opts.keyCaps });
   const secrets: SecretResolver = { resolve: (ref) => (ref.name === 'upstream' ? opts.upstreamApiKey : undefined) };
   const logLines: string[] = [];
@@ -131,6 +154,8 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     metrics: new GatewayMetrics({ defaultMetrics: false }),
     logger: createLogger({ destination }),
     ...(opts.tracing ? { tracing: opts.tracing } : {}),
+    ...(journal === undefined ? {} : { journal }),
+    ...(opts.record === undefined ? {} : { responsesStore: new RecordResponsesStore(opts.record) }),
   });
   return {
     gateway,
@@ -143,6 +168,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     baseUrl: gateway.url,
     logLines,
     redisNamespace,
+    journal,
     async close() {
       await gateway.close();
       await simulator.close();

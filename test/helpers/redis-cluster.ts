@@ -1,12 +1,13 @@
 // A real Redis Cluster on loopback for tests: six redis-server processes in cluster mode (three masters,
 // each with one replica), joined by redis-cli --cluster create, each in a temp folder of its own.
 // Started in a few seconds (bounded), stopped and removed after.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { spawnRedisServer, stopRedisChild } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -53,37 +54,11 @@ async function freeClusterPort(taken: Set<number>): Promise<number> {
 }
 
 function startNode(port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    [
-      '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-      '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000',
-      '--appendonly', 'no', '--save', '',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`cluster node did not start on ${port}: ${out}`)), 10_000);
-    child.once('error', (err) => {
-      clearTimeout(timer);
-      reject(new Error(`cannot run redis-server (is it installed?): ${err.message}`));
-    });
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    });
-  });
-}
-
-async function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill(signal);
-  await exited;
+  return spawnRedisServer([
+    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+    '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000',
+    '--appendonly', 'no', '--save', '',
+  ]);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -98,7 +73,7 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
   const cli = async (port: number, ...args: string[]): Promise<string> =>
     (await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 10_000 })).stdout;
   const stop = async (): Promise<void> => {
-    await Promise.all(children.map((c) => stopChild(c, 'SIGKILL')));
+    await Promise.all(children.map((c) => stopRedisChild(c, 'SIGKILL')));
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   };
   try {
@@ -133,7 +108,7 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
   };
   return {
     nodes: ports.map((p) => `127.0.0.1:${p}`).join(','),
-    servers: ports.map((port, i) => ({ port, kill: () => stopChild(children[i] as ChildProcess, 'SIGKILL') })),
+    servers: ports.map((port, i) => ({ port, kill: () => stopRedisChild(children[i] as ChildProcess, 'SIGKILL') })),
     cli,
     roles,
     stop,

@@ -40,16 +40,12 @@ export interface OwnRedisProcess extends RedisProcess {
   resume(): void;
 }
 
-export async function startRedisServer(opts: RedisServerOptions = {}): Promise<OwnRedisProcess> {
-  const port = opts.port ?? (await freePort());
-  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
-  const persistence = opts.appendOnly === true ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  await new Promise<void>((resolve, reject) => {
+/** Runs redis-server with these arguments and resolves once it accepts connections (bounded). */
+export function spawnRedisServer(args: readonly string[]): Promise<ChildProcess> {
+  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start on port ${port}: ${out}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`redis-server ${args.join(' ')} did not start: ${out}`)), 10_000);
     child.once('error', (err) => {
       clearTimeout(timer);
       reject(new Error(`cannot run redis-server (is it installed?): ${err.message}`));
@@ -58,17 +54,27 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<O
       out += chunk.toString();
       if (out.includes('Ready to accept connections')) {
         clearTimeout(timer);
-        resolve();
+        resolve(child);
       }
     });
   });
-  const exit = async (signal: NodeJS.Signals): Promise<void> => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGCONT');
-    child.kill(signal);
-    await exited;
-  };
+}
+
+/** Signals a server (waking it first if it is paused) and waits for it to exit. */
+export async function stopRedisChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGCONT');
+  child.kill(signal);
+  await exited;
+}
+
+export async function startRedisServer(opts: RedisServerOptions = {}): Promise<OwnRedisProcess> {
+  const port = opts.port ?? (await freePort());
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
+  const persistence = opts.appendOnly === true ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
+  const child = await spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir]);
+  const exit = (signal: NodeJS.Signals): Promise<void> => stopRedisChild(child, signal);
   return {
     url: `redis://127.0.0.1:${port}`,
     port,

@@ -1,32 +1,21 @@
 // One conformance suite for the account stores: memory, real Redis, and each with PostgreSQL as the record.
-import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AccountStore } from '../../src/accounts/account-store.js';
 import { generateApiKey, hashApiKey } from '../../src/accounts/api-key.js';
 import { createMemoryBackend, createRedisBackend } from '../../src/billing/backends.js';
 import { RecordedAccountStore } from '../../src/record/recorded-account-store.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { useTestRedis } from '../helpers/test-redis.js';
 
-const namespace = `t-accounts-${randomBytes(4).toString('hex')}`;
-let redis: Redis;
 const record = useTestDatabase('accounts');
-
-beforeAll(() => {
-  redis = new Redis(inject('redisUrl'));
-});
-
-afterAll(async () => {
-  const keys = await redis.keys(`${namespace}:*`);
-  if (keys.length) await redis.del(...keys);
-  await redis.quit();
-});
+const testRedis = useTestRedis('t-accounts');
+const namespace = testRedis.namespace;
 
 const backends: Array<[string, () => AccountStore]> = [
   ['memory', () => createMemoryBackend({ keyMarker: 'tg' }).accounts],
-  ['redis', () => createRedisBackend({ redis, namespace, keyMarker: 'tg' }).accounts],
+  ['redis', () => createRedisBackend({ redis: testRedis.redis, namespace, keyMarker: 'tg' }).accounts],
   ['memory over PostgreSQL', () => new RecordedAccountStore({ db: record.db, hot: createMemoryBackend({ keyMarker: 'tg' }).accounts, keyMarker: 'tg' })],
-  ['redis over PostgreSQL', () => new RecordedAccountStore({ db: record.db, hot: createRedisBackend({ redis, namespace, keyMarker: 'tg' }).accounts, keyMarker: 'tg' })],
+  ['redis over PostgreSQL', () => new RecordedAccountStore({ db: record.db, hot: createRedisBackend({ redis: testRedis.redis, namespace, keyMarker: 'tg' }).accounts, keyMarker: 'tg' })],
 ];
 
 describe.each(backends)('account store (%s)', (_name, make) => {
@@ -109,7 +98,7 @@ describe.each(backends)('account store (%s)', (_name, make) => {
 
 describe('Redis keeps only hashes of keys', () => {
   it('no stored key name or value contains the secret', async () => {
-    const { accounts, ledger } = createRedisBackend({ redis, namespace, keyMarker: 'tg' });
+    const { accounts, ledger } = createRedisBackend({ redis: testRedis.redis, namespace, keyMarker: 'tg' });
     const acct = await accounts.createAccount('Hash only');
     const created = await accounts.createKey(acct.id, { lifetimeCap: 100, monthlyCap: 50 });
     const imported = generateApiKey('tg');
@@ -120,6 +109,7 @@ describe('Redis keeps only hashes of keys', () => {
       requestId: 'r1', accountId: acct.id, keyId: created.record.id, model: 'm',
       usage: { input: 1, output: 1, cachedInput: 0, reasoning: 0 }, cost: 5, status: 'completed', latencyMs: 1,
     });
+    const { redis } = testRedis;
     const dump: string[] = [];
     for (const key of await redis.keys(`${namespace}:*`)) {
       dump.push(key);

@@ -8,6 +8,7 @@ import { startDashboard } from '../../src/dashboard/server.js';
 import { SignInThrottle } from '../../src/dashboard/throttle.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { DashboardClient } from '../helpers/dashboard-client.js';
 
 const tdb = useTestDatabase('dash');
 let harness: Harness;
@@ -18,40 +19,9 @@ let secureDash: { url: string; close(): Promise<void> };
 const seen: { text: string; reveal: boolean }[] = [];
 const secrets: string[] = [];
 
-class Browser {
-  cookie: string | undefined;
-  csrf = '';
-  constructor(readonly base: () => string, readonly headers: Record<string, string> = {}) {}
-  async req(method: string, path: string, body?: Record<string, string> | object, opts: { form?: boolean; headers?: Record<string, string>; reveal?: boolean } = {}): Promise<{ status: number; text: string; json: () => unknown; res: Response }> {
-    const headers: Record<string, string> = { ...this.headers, ...opts.headers };
-    if (this.cookie !== undefined) headers.cookie = this.cookie;
-    let payload: string | undefined;
-    if (body !== undefined) {
-      if (opts.form) {
-        headers['content-type'] = 'application/x-www-form-urlencoded';
-        payload = new URLSearchParams(body as Record<string, string>).toString();
-      } else {
-        headers['content-type'] = 'application/json';
-        payload = JSON.stringify(body);
-      }
-    }
-    const res = await fetch(this.base() + path, { method, headers, body: payload, redirect: 'manual' });
-    const set = res.headers.get('set-cookie');
-    if (set !== null) {
-      const m = /tg_session=([^;]*)/.exec(set);
-      if (m) this.cookie = m[1] === '' ? undefined : `tg_session=${m[1]}`;
-    }
-    const text = await res.text();
-    seen.push({ text: text + JSON.stringify([...res.headers]), reveal: opts.reveal === true });
-    return { status: res.status, text, json: () => JSON.parse(text) as unknown, res };
-  }
-  api(method: string, path: string, body?: object, headers: Record<string, string> = {}): ReturnType<Browser['req']> {
-    return this.req(method, path, body, { headers: { 'x-csrf-token': this.csrf, ...headers } });
-  }
-  async signUp(email: string, password = 'correct horse battery'): Promise<void> {
-    const r = await this.req('POST', '/api/sign-up', { email, password });
-    expect(r.status).toBe(201);
-    this.csrf = (r.json() as { csrf_token: string }).csrf_token;
+class Browser extends DashboardClient {
+  constructor(base: () => string, headers: Record<string, string> = {}) {
+    super(base, headers, seen);
   }
 }
 
@@ -184,6 +154,28 @@ describe('dashboard keys', () => {
     await bob.signUp('bob@example.com');
   });
 
+  it('behind a trusted proxy, throttles by the forwarded address; otherwise a forwarded header changes nothing', async () => {
+    const throttled = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttle: new SignInThrottle({ perAccount: 100, perAddress: 3, windowMs: 60_000 }) });
+    const proxied = await startDashboard({ service: throttled, secureCookie: false, trustProxy: true }, 0, '127.0.0.1');
+    const direct = await startDashboard({ service: throttled, secureCookie: false }, 0, '127.0.0.1');
+    try {
+      const attempt = (url: string, forwarded: string, i: number) =>
+        fetch(`${url}/api/sign-in`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': forwarded }, body: JSON.stringify({ email: `p${i}@example.com`, password: 'not the password' }) }).then((r) => r.status);
+      const fromOne = [];
+      for (let i = 0; i < 4; i++) fromOne.push(await attempt(proxied.url, '203.0.113.7', i));
+      expect(fromOne).toEqual([401, 401, 401, 429]);
+      // Another client behind the same proxy is not held back by the first one's failures.
+      expect(await attempt(proxied.url, '203.0.113.8', 9)).toBe(401);
+      // Without the setting, a client cannot dodge the throttle by inventing forwarded addresses.
+      const spoofed = [];
+      for (let i = 0; i < 4; i++) spoofed.push(await attempt(direct.url, `198.51.100.${i}`, 20 + i));
+      expect(spoofed[3]).toBe(429);
+    } finally {
+      await proxied.close();
+      await direct.close();
+    }
+  });
+
   it('refuses a state change without the CSRF token or from a foreign origin (403), changing nothing', async () => {
     const noToken = await alice.req('POST', '/api/keys', { name: 'x' });
     expect(noToken.status).toBe(403);
@@ -199,7 +191,7 @@ describe('dashboard keys', () => {
     // A same-origin form with the token goes through.
     const ok = await alice.req('POST', '/keys', { name: 'form key', monthly_cap_usd: '2.50', csrf: alice.csrf }, { form: true, headers: { origin: base(), 'sec-fetch-site': 'same-origin' }, reveal: true });
     expect(ok.status).toBe(201);
-    const m = /<code id="new-key">([^<]+)<\/code>/.exec(ok.text);
+    const m = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(ok.text);
     expect(m?.[1]).toMatch(/^sk-tg-/);
     secrets.push(m?.[1] ?? '');
     const list = await alice.req('GET', '/keys');

@@ -11,30 +11,28 @@ import { GROUP, PLURAL, VERSION, apis, applyCatalog, catalog, model, putSecret, 
 
 const NS = 'src-ns';
 
-async function markValid(api: FakeKubeApiServer, name: string, health: Record<string, boolean> = {}): Promise<void> {
-  const kc = api.kubeConfig(NS);
-  const { custom } = apis(kc);
+/** Writes the catalog's status as the operator would, computed from the object and its generation. */
+async function writeCatalogStatus(
+  api: FakeKubeApiServer,
+  name: string,
+  status: (obj: ModelCatalogResource, generation: number) => ModelCatalogResource['status'],
+): Promise<void> {
+  const { custom } = apis(api.kubeConfig(NS));
   const obj = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name })) as ModelCatalogResource;
   const generation = obj.metadata.generation ?? 1;
-  await custom.replaceNamespacedCustomObjectStatus({
-    group: GROUP,
-    version: VERSION,
-    namespace: NS,
-    plural: PLURAL,
-    name,
-    body: {
-      ...obj,
-      status: {
-        observedGeneration: generation,
-        conditions: [{ type: 'Valid', status: 'True', reason: 'Validated', message: 'ok', lastTransitionTime: new Date().toISOString(), observedGeneration: generation }],
-        models: obj.spec.models.map((m) => ({
-          id: m.id,
-          ready: true,
-          upstreams: m.upstreams.map((u) => ({ name: u.name, healthy: health[`${m.id}/${u.name}`] ?? true })),
-        })),
-      },
-    },
-  });
+  await custom.replaceNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name, body: { ...obj, status: status(obj, generation) } });
+}
+
+function markValid(api: FakeKubeApiServer, name: string, health: Record<string, boolean> = {}): Promise<void> {
+  return writeCatalogStatus(api, name, (obj, generation) => ({
+    observedGeneration: generation,
+    conditions: [{ type: 'Valid', status: 'True', reason: 'Validated', message: 'ok', lastTransitionTime: new Date().toISOString(), observedGeneration: generation }],
+    models: obj.spec.models.map((m) => ({
+      id: m.id,
+      ready: true,
+      upstreams: m.upstreams.map((u) => ({ name: u.name, healthy: health[`${m.id}/${u.name}`] ?? true })),
+    })),
+  }));
 }
 
 describe('kube catalog source', () => {
@@ -78,26 +76,13 @@ describe('kube catalog source', () => {
     const lastValid = { generation: validated.metadata.generation ?? 1, spec: validated.spec };
     // A bad edit the operator marked Valid=False, keeping the validated spec in status.
     await applyCatalog(kc, NS, catalog('c', [model('two', [upstream('u', 'http://127.0.0.1:1/v1')])]));
-    const writeStatus = async (last: unknown): Promise<void> => {
-      const obj = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: 'c' })) as ModelCatalogResource;
-      const generation = obj.metadata.generation ?? 1;
-      await custom.replaceNamespacedCustomObjectStatus({
-        group: GROUP,
-        version: VERSION,
-        namespace: NS,
-        plural: PLURAL,
-        name: 'c',
-        body: {
-          ...obj,
-          status: {
-            ...obj.status,
-            observedGeneration: generation,
-            conditions: [{ type: 'Valid', status: 'False', reason: 'CredentialsNotFound', message: 'bad', lastTransitionTime: new Date().toISOString(), observedGeneration: generation }],
-            lastValid: last,
-          },
-        },
-      });
-    };
+    const writeStatus = (last: unknown): Promise<void> =>
+      writeCatalogStatus(api, 'c', (obj, generation) => ({
+        ...obj.status,
+        observedGeneration: generation,
+        conditions: [{ type: 'Valid', status: 'False', reason: 'CredentialsNotFound', message: 'bad', lastTransitionTime: new Date().toISOString(), observedGeneration: generation }],
+        lastValid: last,
+      }) as ModelCatalogResource['status']);
     await writeStatus(lastValid);
     const source = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS });
     try {

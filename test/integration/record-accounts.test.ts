@@ -74,7 +74,7 @@ describe.each(hotPaths)('record first, hot path %s', (_name, makeHot, lose) => {
     expect(await fresh.accounts.findKeyByHash(hashApiKey(live.secret))).toBeUndefined();
     expect(await fresh.accounts.getAccount(acct.id)).toBeUndefined();
 
-    const after = recordedBackend(fresh, record.db, 'tg');
+    const after = recordedBackend(fresh, record.db, 'tg', { rebuildWindowMs: 20 });
     expect(await after.accounts.findKeyByHash(hashApiKey(live.secret))).toEqual(live.record);
     expect(await after.accounts.findKeyByHash(hashApiKey(capped.secret))).toMatchObject({ id: capped.record.id, monthlyCap: 7 });
     const stillRevoked = await after.accounts.findKeyByHash(hashApiKey(gone.secret));
@@ -85,8 +85,8 @@ describe.each(hotPaths)('record first, hot path %s', (_name, makeHot, lose) => {
     expect(await fresh.accounts.getAccount(acct.id)).toMatchObject({ id: acct.id, name: 'Wiped' });
     expect((await after.accounts.listKeys(acct.id)).map((k) => k.id).sort()).toEqual([live.record.id, capped.record.id, gone.record.id].sort());
     expect((await after.accounts.listAccounts()).map((a) => a.id)).toContain(acct.id);
-    // A revoked key is refused by the hot path's reserve step after the rebuild.
-    const refused = await fresh.ledger.reserve({ requestId: `r-${randomBytes(4).toString('hex')}`, accountId: acct.id, keyId: gone.record.id, amount: 1, holdTtlMs: 60_000 });
+    // A revoked key is refused by the reserve step after the rebuild (the account's money is loaded first).
+    const refused = await after.ledger.reserve({ requestId: `r-${randomBytes(4).toString('hex')}`, accountId: acct.id, keyId: gone.record.id, amount: 1, holdTtlMs: 60_000 });
     expect(refused).toMatchObject({ admitted: false, reason: 'key_revoked' });
   });
 

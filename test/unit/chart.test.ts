@@ -145,6 +145,23 @@ describe('Helm chart', () => {
     expect(15).toBeGreaterThanOrEqual(5 + settlementFlushS);
   });
 
+  it('dashboard: its own Service and Ingress, a public URL required when on; payment keys only from Secrets', () => {
+    expect(validateValues(withValue('dashboard', { ...(defaults.dashboard as object), enabled: true, publicUrl: '' }))).toBe(false);
+    expect(validateValues(withValue('dashboard', { ...(defaults.dashboard as object), enabled: true, publicUrl: 'https://dash.example.com' }))).toBe(true);
+    expect(validateValues(withValue('dashboard', { ...(defaults.dashboard as object), publicUrl: 'ftp://x' }))).toBe(false);
+    const service = readFileSync(join(CHART, 'templates', 'dashboard-service.yaml'), 'utf8');
+    expect(service).toContain('targetPort: dashboard');
+    // Without the database the gateway would serve no dashboard: the chart refuses to render instead.
+    expect(service).toContain('{{- fail "dashboard.enabled needs database.existingSecret');
+    const ingress = readFileSync(join(CHART, 'templates', 'ingress.yaml'), 'utf8');
+    expect(ingress).toContain('"component" "dashboard" "enabled" (and .Values.dashboard.enabled .Values.dashboard.ingress.enabled)');
+    const gateway = readFileSync(join(CHART, 'templates', 'gateway-deployment.yaml'), 'utf8');
+    for (const name of ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET', 'BTCPAY_URL', 'BTCPAY_API_KEY', 'BTCPAY_STORE_ID', 'BTCPAY_WEBHOOK_SECRET']) {
+      expect(gateway).toMatch(new RegExp(`- name: ${name}\\s+valueFrom:\\s+secretKeyRef:`));
+    }
+    expect(gateway).toMatch(/- name: DASHBOARD_PUBLIC_URL\s+value: \{\{ required/);
+  });
+
   it('PostgreSQL of record: DATABASE_URL from a Secret, migrations in a pre-install/pre-upgrade Job', () => {
     const gateway = readFileSync(join(CHART, 'templates', 'gateway-deployment.yaml'), 'utf8');
     const job = readFileSync(join(CHART, 'templates', 'migrate-job.yaml'), 'utf8');

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ModelPricing } from '../../src/catalog/snapshot.js';
 import { costMicros, formatUsd } from '../../src/billing/money.js';
-import { describeInvalidTopUp, MIN_TOP_UP_MICROS, quoteTopUp } from '../../src/billing/top-up.js';
+import { describeInvalidTopUp, feeCents, formatCents, MIN_TOP_UP_CENTS, parseUsdCents, quoteTopUp } from '../../src/top-ups/quote.js';
 
 const pricing = (p: Partial<ModelPricing>): ModelPricing => ({
   input: 0,
@@ -77,14 +77,37 @@ describe('formatUsd', () => {
   });
 });
 
-describe('top-up quotes', () => {
-  it('adds 3.5% plus 30 cents, from a 5 USD minimum', () => {
-    expect(quoteTopUp(5_000_000)).toEqual({ credit: 5_000_000, fee: 175_000 + 300_000, total: 5_475_000 });
-    expect(quoteTopUp(100_000_000)).toEqual({ credit: 100_000_000, fee: 3_800_000, total: 103_800_000 });
-    // 3.5% of 5.000001 USD = 0.17500003500 USD -> rounded up to 0.175001.
-    expect(quoteTopUp(5_000_001).fee).toBe(475_001);
-    expect(describeInvalidTopUp(MIN_TOP_UP_MICROS - 1)).toMatch(/minimum top-up is 5.000000 USD; 4.999999 USD/);
-    expect(describeInvalidTopUp(0)).toMatch(/positive/);
-    expect(() => quoteTopUp(1_000_000)).toThrow(RangeError);
+describe('top-up quotes (cents, as processors charge)', () => {
+  it('adds 3.5% rounded up to the cent plus 30 cents, from a 5 USD minimum', () => {
+    expect(quoteTopUp(500)).toEqual({ creditCents: 500, feeCents: 48, totalCents: 548 });
+    expect(quoteTopUp(1000)).toEqual({ creditCents: 1000, feeCents: 65, totalCents: 1065 });
+    expect(quoteTopUp(10_000)).toEqual({ creditCents: 10_000, feeCents: 380, totalCents: 10_380 });
+    // 3.5% of 5.01 USD is 17.535 cents: 18.
+    expect(feeCents(501)).toBe(48);
+    // 3.5% of 20.00 is exactly 70 cents: no rounding.
+    expect(feeCents(2000)).toBe(100);
+    expect(describeInvalidTopUp(MIN_TOP_UP_CENTS - 1)).toMatch(/minimum top-up is 5.00 USD; 4.99 USD/);
+    expect(describeInvalidTopUp(0)).toMatch(/Enter an amount/);
+    expect(describeInvalidTopUp(undefined)).toMatch(/Enter an amount/);
+    expect(() => quoteTopUp(499)).toThrow(RangeError);
+  });
+
+  it('fee property: never less than 3.5% + 30 cents, never a whole cent more', () => {
+    for (let c = MIN_TOP_UP_CENTS; c < 200_000; c += 7) {
+      const fee = feeCents(c);
+      expect((fee - 30) * 1000).toBeGreaterThanOrEqual(c * 35);
+      expect((fee - 30 - 1) * 1000).toBeLessThan(c * 35);
+    }
+  });
+
+  it('reads typed amounts as cents without floats, and formats cents', () => {
+    expect(parseUsdCents('10')).toBe(1000);
+    expect(parseUsdCents('10.5')).toBe(1050);
+    expect(parseUsdCents('$ 10.05')).toBe(1005);
+    expect(parseUsdCents('0.1')).toBe(10);
+    for (const bad of ['', '1e3', '10.555', '-5', 'ten', '1,000', null, {}]) expect(parseUsdCents(bad)).toBeUndefined();
+    expect(formatCents(1065)).toBe('10.65');
+    expect(formatCents(5)).toBe('0.05');
+    expect(formatCents(-48)).toBe('-0.48');
   });
 });

@@ -212,3 +212,24 @@ describe('simulator input tokens never exceed the gateway reservation bound', ()
     expect(n).toBe(expected);
   });
 });
+
+describe('scripted tool turn', () => {
+  const base = { lastUserText: 'do it', allowParallel: true, reasoning: false, replyTokens: 10, reasoningTokens: 0, nextToolId: () => 'call_1' };
+  const tools = [{ name: 'first', schema: { type: 'object' } }, { name: 'exec_command', schema: { type: 'object', properties: { cmd: { type: 'string' } } } }];
+  const script = { tool: 'exec_command', arguments: { cmd: 'echo hi' } };
+
+  it('calls the scripted tool with its arguments when declared, else behaves as unscripted', () => {
+    const plan = planReply({ ...base, afterToolResult: false, tools, script });
+    expect(plan.toolCalls.map((c) => [c.name, JSON.parse(c.args)])).toEqual([['exec_command', { cmd: 'echo hi' }]]);
+    expect(plan.finish).toBe('tool_calls');
+    const without = planReply({ ...base, afterToolResult: false, tools: [tools[0] as (typeof tools)[0]], script });
+    expect(without.toolCalls.map((c) => c.name)).toEqual(['first']);
+  });
+
+  it('answers the tool result by quoting it, with output tokens counted', () => {
+    const plan = planReply({ ...base, afterToolResult: true, tools: [], script, toolResultText: 'hi there\n' });
+    expect(plan.text.join('')).toBe('The tool returned: hi there');
+    expect(plan.outputTokens).toBe(plan.text.length);
+    expect(plan.finish).toBe('stop');
+  });
+});

@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -24,6 +27,8 @@ const byName = (spans: ReadableSpan[], prefix: string): ReadableSpan => {
   return s;
 };
 
+const run = promisify(execFile);
+
 describe('tracing switch', () => {
   it('is off by default and on by TOLLGATE_TRACING or OTEL variables', () => {
     expect(tracingRequested({})).toBe(false);
@@ -34,6 +39,21 @@ describe('tracing switch', () => {
     expect(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://x', TOLLGATE_TRACING: 'off' })).toBe(false);
     expect(tracingRequested({ TOLLGATE_TRACING: 'on', OTEL_SDK_DISABLED: 'true' })).toBe(false);
     expect(initTracing({ env: {} })).toBe(DISABLED_TRACING);
+  });
+
+  it('when off, the OpenTelemetry SDK is never loaded (a gateway with tracing off does not carry it)', async () => {
+    const script = [
+      "const { createRequire } = await import('node:module');",
+      "await import('./src/gateway.ts');",
+      "const { initTracing } = await import('./src/telemetry/tracing.ts');",
+      'const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((k) => k.includes(\'sdk-node\'));',
+      'initTracing({ env: {} });',
+      'const off = loaded();',
+      "initTracing({ env: { TOLLGATE_TRACING: 'on', OTEL_TRACES_EXPORTER: 'none' }, spanProcessors: [] });",
+      'console.log(JSON.stringify({ off, on: loaded() }));',
+    ].join('\n');
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '..', '..') });
+    expect(JSON.parse(stdout.trim().split('\n').pop() ?? '{}')).toEqual({ off: false, on: true });
   });
 
   it('when off, hands out shared no-op handles (no allocation per request)', () => {

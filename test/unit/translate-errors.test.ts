@@ -1,6 +1,6 @@
 // Error translation between the formats (wire-formats A.7, B.5, C.10).
 import { describe, expect, it } from 'vitest';
-import { streamHeartbeat, translateError, TranslationError, translationErrorBody } from '../../src/wire/translate/index.js';
+import { translateError } from '../../src/wire/translate/index.js';
 
 describe('translateError (C.10)', () => {
   it('Anthropic 529 overloaded_error -> OpenAI 503 service_unavailable_error (retried by the SDK)', () => {
@@ -46,18 +46,5 @@ describe('translateError (C.10)', () => {
     expect(text).not.toContain('sk-zzz');
     expect(text).toContain('[redacted]');
     expect(out.status).toBe(401);
-  });
-});
-
-describe('gateway-written client bodies', () => {
-  it('a TranslationError renders in the client format with its message and param', () => {
-    const err = new TranslationError(400, 'n: this model returns one choice per request; send n=1 or omit n', 'n');
-    expect(translationErrorBody(err, 'openai')).toEqual({ error: { message: err.message, type: 'invalid_request_error', param: 'n', code: null } });
-    expect(translationErrorBody(err, 'anthropic')).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: err.message } });
-  });
-
-  it('heartbeats are a ping event for Anthropic clients and an SSE comment for OpenAI clients', () => {
-    expect(streamHeartbeat('anthropic')).toBe('event: ping\ndata: {"type":"ping"}\n\n');
-    expect(streamHeartbeat('openai')).toBe(': keep-alive\n\n');
   });
 });

@@ -37,3 +37,20 @@ local function utcMonth(ms)
   if m <= 2 then y = y + 1 end
   return string.format('%04d-%02d', y, m)
 end
+-- The hot path as a cache of the record (PostgreSQL): an account's money is loaded into Redis by the
+-- seed script, which stamps the hash with a generation and the record's snapshot at the time of the
+-- load. A wiped Redis has no generation: the gateway loads the account again before using it.
+-- Whether a record transaction (an xid8 as text) is in a snapshot 'xmin:xmax:xip,xip,...' (the text of
+-- pg_current_snapshot()): committed before it was taken, so what it wrote is in the seeded figures.
+local function inSnapshot(xid, snap)
+  if not xid or xid == '' or not snap or snap == '' then return false end
+  local xmin, xmax, xip = string.match(snap, '^(%d+):(%d+):(.*)$')
+  local x = tonumber(xid)
+  if not xmin or not x then return false end
+  if x < tonumber(xmin) then return true end
+  if x >= tonumber(xmax) then return false end
+  for v in string.gmatch(xip, '%d+') do
+    if tonumber(v) == x then return false end
+  end
+  return true
+end

@@ -2,11 +2,19 @@
 -- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream,
 --       8 journal stream (what PostgreSQL has yet to commit; the writer deletes an entry after COMMIT)
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
---       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold
--- Returns {charged, released, duplicate (0/1), late (0/1), journal entry id, month, reserved}.
+--       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold,
+--       15 '1' when the account's money comes from the record, 16 the generation the hold was reserved in,
+--       17 the amount it reserved
+-- Returns {charged, released, duplicate (0/1), late (0/1), journal entry id, month, reserved, generation},
+-- or {-1} when the account's money is not in this Redis (wiped): the gateway seeds it and settles again.
 
 local cost = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 1, 0} end
+local gen = ''
+if ARGV[15] == '1' then
+  gen = redis.call('HGET', KEYS[1], 'gen')
+  if not gen then return {-1} end
+end
 
 local charge, released, late, month, reserved
 local h = redis.call('HMGET', KEYS[3], 'amount', 'keyId', 'month')
@@ -27,8 +35,16 @@ if h[1] then
   redis.call('ZREM', KEYS[4], ARGV[2])
 else
   local r = redis.call('HMGET', KEYS[6], 'amount', 'keyId', 'month')
-  -- Neither held nor reaped: settled so long ago that its marker expired (or never reserved). Nothing to do.
-  if not r[1] then return {0, 0, 1, 0} end
+  if not r[1] then
+    -- Reserved in an earlier generation of this Redis (wiped and seeded again since): the hold was lost
+    -- with the wipe, the seed did not count it, and the work was done. Charged as a late settlement.
+    if gen ~= '' and ARGV[16] ~= '' and ARGV[16] ~= gen then
+      r = {ARGV[17], ARGV[3], utcMonth(nowMs(''))}
+    else
+      -- Neither held nor reaped: settled so long ago that its marker expired (or never reserved).
+      return {0, 0, 1, 0}
+    end
+  end
   if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
   month = r[3]
   reserved = num(r[1])
@@ -76,4 +92,4 @@ if len > tonumber(ARGV[14]) then
   redis.call('XTRIM', KEYS[7], 'MAXLEN', ARGV[13])
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
 end
-return {charge, released, 0, late, jid, month, reserved}
+return {charge, released, 0, late, jid, month, reserved, gen}

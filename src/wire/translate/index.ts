@@ -17,7 +17,6 @@ import { effectiveFinish, finishToAnthropic, finishToOpenAI } from './stop-reaso
 
 export { TranslationError } from './errors.js';
 export { stripGatewayThinking } from './anthropic-request.js';
-export { streamHeartbeat, translationErrorBody } from './client-errors.js';
 export { isAnthropicSignature } from './thinking-signature.js';
 export { translateError, redactCredentials, relayableUpstreamMessage, type TranslatedError } from './error-translate.js';
 export { StreamTranslator } from './stream-translator.js';

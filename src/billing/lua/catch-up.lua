@@ -1,0 +1,33 @@
+-- The journal's last step for settlements the record has committed: their Redis copies are deleted
+-- and, where a settlement was applied by an earlier generation of this Redis (wiped since) and the seed
+-- did not count it (its commit is not in the seed's snapshot), it is applied to this generation now,
+-- once. In the normal case (same generation) this is the XDEL it replaces.
+-- KEYS: 1 account, 2 journal stream, 3.. key hashes named by the entries below
+-- ARGV: 1 number of stream ids N, 2..(N+1) stream ids, then per charged entry: generation, request id,
+--       key index (into KEYS), month, charged, record transaction of its commit (xid8 text)
+-- Returns the amount applied to this generation.
+local n = tonumber(ARGV[1])
+-- XDEL in slices: unpack has a stack limit.
+for i = 2, n + 1, 1000 do
+  local last = i + 999
+  if last > n + 1 then last = n + 1 end
+  redis.call('XDEL', KEYS[2], unpack(ARGV, i, last))
+end
+local a = redis.call('HMGET', KEYS[1], 'gen', 'snap')
+-- Not seeded: the next seed reads the record, which has these entries already.
+if not a[1] then return 0 end
+local applied = 0
+for i = n + 2, #ARGV, 6 do
+  local gen, rid, keyAt, month, charged, xid = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4]), ARGV[i + 5]
+  if gen ~= '' and gen ~= a[1] and charged > 0 and not inSnapshot(xid, a[2]) then
+    local marker = KEYS[1] .. ':caught-up:' .. rid
+    if redis.call('SET', marker, '1', 'NX', 'EX', 2592000) then
+      redis.call('HINCRBY', KEYS[1], 'balance', s(-charged))
+      redis.call('HINCRBY', KEYS[1], 'usageArchived', s(charged))
+      redis.call('HINCRBY', KEYS[keyAt], 'lifetimeSpent', s(charged))
+      redis.call('HINCRBY', KEYS[keyAt], 'ms:' .. month, s(charged))
+      applied = applied + charged
+    end
+  end
+end
+return applied

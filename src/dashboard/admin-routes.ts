@@ -1,0 +1,161 @@
+// Admin routes (admin role only), pages and JSON API: accounts and balances, manual credit, refund
+// tickets, key revocation on a holder's behalf, top-ups with their timelines, reconciliation.
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import type { Backend } from '../billing/backends.js';
+import { CreditConflictError } from '../billing/ledger-common.js';
+import { MovementConflict } from '../record/money-movement.js';
+import type { ReconciliationReport } from '../record/reconcile.js';
+import { parseUsdCents, centsToMicros } from '../top-ups/quote.js';
+import { TopUpError, type TopUpService } from '../top-ups/service.js';
+import { adminAccountPage, adminHome, type AccountLine } from './admin-pages.js';
+import type { DashboardState } from './app.js';
+import { topUpPage } from './balance-pages.js';
+import type { Html } from './html.js';
+import type { RefundTickets } from './refund-tickets.js';
+import { DashboardError, type Session } from './service.js';
+import { apiTicket } from './usage-routes.js';
+
+type Ctx = Context & { state: DashboardState; params: Record<string, string> };
+
+export interface AdminDeps {
+  backend: Backend;
+  tickets: RefundTickets;
+  topUps: TopUpService | undefined;
+  reconcile?: () => Promise<ReconciliationReport>;
+  onRevoke?: () => void;
+  send: (ctx: Context, page: Html, status?: number) => void;
+}
+
+export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): void {
+  const { backend, tickets, send } = deps;
+  const admin = (ctx: Context): Session => {
+    const s = (ctx as Ctx).state.session as Session;
+    if (s.user.role !== 'admin') throw new DashboardError(403, 'This needs the admin role.');
+    return s;
+  };
+  const accountLines = async (): Promise<AccountLine[]> =>
+    Promise.all((await backend.accounts.listAccounts()).map(async (account) => ({ account, ...(await backend.ledger.balance(account.id)) })));
+  const accountOf = async (id: string) => {
+    const a = await backend.accounts.getAccount(id);
+    if (a === undefined) throw new DashboardError(404, 'There is no such account.');
+    return a;
+  };
+  const credit = async (accountId: string, amount: unknown, key: unknown): Promise<number> => {
+    const cents = parseUsdCents(amount);
+    if (cents === undefined || cents <= 0) throw new DashboardError(400, 'Enter an amount in US dollars, like 5 or 12.50.');
+    if (typeof key !== 'string' || key === '' || key.length > 200) throw new DashboardError(400, 'idempotency_key is required: a credit is applied once per key.');
+    try {
+      await backend.ledger.credit(accountId, centsToMicros(cents), key);
+    } catch (err) {
+      if (err instanceof CreditConflictError || err instanceof MovementConflict) throw new DashboardError(409, 'That idempotency key was used for another credit; nothing was credited.');
+      throw err;
+    }
+    return cents;
+  };
+  /** The account the route names (admin role checked), for the page and the API alike. */
+  const namedAccount = async (ctx: Context): Promise<string> => {
+    admin(ctx);
+    return (await accountOf((ctx as Ctx).params.accountId ?? '')).id;
+  };
+  /** Revokes a key for its holder; the gateway in this process forgets it at once. */
+  const revokeFor = async (ctx: Context): Promise<string> => {
+    const id = await namedAccount(ctx);
+    if (!(await backend.accounts.revokeKey(id, (ctx as Ctx).params.keyId ?? ''))) throw new DashboardError(404, 'There is no such key on this account.');
+    deps.onRevoke?.();
+    return id;
+  };
+  const decide = async (ctx: Context, approve: boolean) => {
+    const c = ctx as Ctx;
+    const note = typeof c.state.body?.note === 'string' ? c.state.body.note.slice(0, 500) : undefined;
+    return tickets.decide(c.params.ticketId ?? '', admin(c).user.email, approve, note);
+  };
+  const home = async (ctx: Context, extra: { flash?: string; error?: string; report?: ReconciliationReport } = {}, status = 200) =>
+    send(ctx, adminHome(admin(ctx), { accounts: await accountLines(), tickets: await tickets.list(undefined, 'open'), ...extra }), status);
+  const accountPage = async (ctx: Context, id: string, extra: { flash?: string; error?: string } = {}, status = 200) => {
+    const account = await accountOf(id);
+    send(
+      ctx,
+      adminAccountPage(admin(ctx), { account, ...(await backend.ledger.balance(id)), keys: await backend.accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], ...extra }),
+      status,
+    );
+  };
+
+  router.get('/admin', (ctx) => home(ctx));
+  router.post('/admin/reconciliation', async (ctx) => {
+    admin(ctx);
+    if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
+    await home(ctx, { report: await deps.reconcile() });
+  });
+  router.get('/admin/accounts/:accountId', (ctx) => accountPage(ctx, (ctx as Ctx).params.accountId ?? ''));
+  router.post('/admin/accounts/:accountId/credit', async (ctx) => {
+    const c = ctx as Ctx;
+    const id = await namedAccount(c);
+    try {
+      const cents = await credit(id, c.state.body?.amount_usd, c.state.body?.idempotency_key);
+      await accountPage(c, id, { flash: `Credited $${(cents / 100).toFixed(2)}.` });
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      await accountPage(c, id, { error: err.message }, err.status);
+    }
+  });
+  router.post('/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
+    await accountPage(ctx, await revokeFor(ctx), { flash: 'Key revoked: its next call gets 401.' });
+  });
+  router.post('/admin/refund-tickets/:ticketId/approve', async (ctx) => {
+    const t = await decide(ctx, true);
+    await home(ctx, { flash: `Refunded $${((t.refunded ?? 0) / 1e6).toFixed(6)} for ${t.requestId}.` });
+  });
+  router.post('/admin/refund-tickets/:ticketId/decline', async (ctx) => {
+    const t = await decide(ctx, false);
+    await home(ctx, { flash: `Declined the refund of ${t.requestId}.` });
+  });
+  router.get('/admin/top-ups/:topUpId', async (ctx) => {
+    const c = ctx as Ctx;
+    if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
+    const topUps = deps.topUps;
+    try {
+      send(c, topUpPage(admin(c), await topUps.get(undefined, c.params.topUpId ?? ''), true));
+    } catch (err) {
+      if (err instanceof TopUpError) throw new DashboardError(err.status, err.message);
+      throw err;
+    }
+  });
+  router.post('/admin/top-ups/:topUpId/recheck', async (ctx) => {
+    const c = ctx as Ctx;
+    admin(c);
+    if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
+    const t = await deps.topUps.recheck(undefined, c.params.topUpId ?? '');
+    c.redirect(`/admin/top-ups/${t.id}`);
+  });
+
+  router.get('/api/admin/accounts', async (ctx) => {
+    admin(ctx);
+    ctx.body = { accounts: (await accountLines()).map((l) => ({ id: l.account.id, name: l.account.name, created_at: new Date(l.account.createdAt).toISOString(), balance_micro_usd: l.balance, held_micro_usd: l.held })) };
+  });
+  router.post('/api/admin/accounts/:accountId/credit', async (ctx) => {
+    const c = ctx as Ctx;
+    const id = await namedAccount(c);
+    const cents = await credit(id, c.state.body?.amount_usd, c.state.body?.idempotency_key);
+    c.body = { credited_micro_usd: centsToMicros(cents), balance_micro_usd: (await backend.ledger.balance(id)).balance };
+  });
+  router.post('/api/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
+    await revokeFor(ctx);
+    ctx.body = { revoked: true };
+  });
+  router.get('/api/admin/refund-tickets', async (ctx) => {
+    admin(ctx);
+    ctx.body = { tickets: (await tickets.list(undefined)).map((t) => ({ ...apiTicket(t), account_id: t.accountId })) };
+  });
+  router.post('/api/admin/refund-tickets/:ticketId/approve', async (ctx) => {
+    ctx.body = { ticket: apiTicket(await decide(ctx, true)) };
+  });
+  router.post('/api/admin/refund-tickets/:ticketId/decline', async (ctx) => {
+    ctx.body = { ticket: apiTicket(await decide(ctx, false)) };
+  });
+  router.get('/api/admin/reconciliation', async (ctx) => {
+    admin(ctx);
+    if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
+    ctx.body = await deps.reconcile();
+  });
+}

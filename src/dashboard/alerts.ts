@@ -1,0 +1,84 @@
+// Alerts by e-mail, once per crossing: an account's balance falling below 20% and then 5% of its last
+// top-up, and a key's spend reaching 80% and then 100% of its lifetime or monthly cap. A pass compares
+// the record's figures with the thresholds; a crossing is remembered (alert_crossings) so it mails
+// once, and forgotten when the figure is back on the safe side (a top-up, a raised cap, a new month for
+// monthly caps), so the next crossing mails again.
+import { formatUsd } from '../billing/money.js';
+import { utcMonth } from '../billing/month.js';
+import type { Database, Queryable } from '../record/database.js';
+import { enqueueEmail } from './outbox.js';
+
+interface Crossing {
+  subject: string;
+  kind: string;
+  crossed: boolean;
+  accountId: string;
+  title: string;
+  text: string;
+}
+
+async function mailHolders(tx: Queryable, accountId: string, subject: string, text: string): Promise<void> {
+  const users = await tx.query<{ email: string }>('SELECT email FROM dashboard_users WHERE account_id = $1', [accountId]);
+  for (const u of users.rows) await enqueueEmail(tx, { to: u.email, subject, text });
+}
+
+/** One pass; the number of alerts mailed. */
+export async function checkAlerts(db: Database, now = new Date()): Promise<number> {
+  const crossings: Crossing[] = [];
+  const balances = await db.query<{ account_id: string; balance: number; last_top_up: number }>(
+    'SELECT account_id, balance, last_top_up FROM account_totals WHERE last_top_up > 0',
+  );
+  for (const b of balances.rows) {
+    for (const pct of [20, 5]) {
+      const threshold = Math.floor((Number(b.last_top_up) * pct) / 100);
+      crossings.push({
+        subject: b.account_id,
+        kind: `balance_below_${pct}`,
+        crossed: Number(b.balance) < threshold,
+        accountId: b.account_id,
+        title: `Your Tollgate balance is below ${pct}% of your last top-up`,
+        text: `Your balance is ${formatUsd(Number(b.balance))} USD, below ${pct}% of your last top-up (${formatUsd(Number(b.last_top_up))} USD). Top up on the Balance page to keep your keys working.`,
+      });
+    }
+  }
+  const month = utcMonth(now.getTime());
+  const keys = await db.query<{ id: string; account_id: string; name: string; lifetime_cap: number | null; monthly_cap: number | null; lifetime_spent: number; month_spent: number }>(
+    `SELECT k.id, k.account_id, k.name, k.lifetime_cap, k.monthly_cap, k.lifetime_spent, COALESCE(s.spent, 0) AS month_spent
+       FROM api_keys k LEFT JOIN key_month_spend s ON s.key_id = k.id AND s.month = $1
+      WHERE k.revoked_at IS NULL AND (k.lifetime_cap IS NOT NULL OR k.monthly_cap IS NOT NULL)`,
+    [month],
+  );
+  for (const k of keys.rows) {
+    for (const [which, cap, spent, suffix] of [
+      ['lifetime', k.lifetime_cap, Number(k.lifetime_spent), ''],
+      ['monthly', k.monthly_cap, Number(k.month_spent), `:${month}`],
+    ] as const) {
+      if (cap === null) continue;
+      for (const pct of [80, 100]) {
+        crossings.push({
+          subject: k.id,
+          kind: `${which}_cap_${pct}${suffix}`,
+          // Integer compare: spent / cap >= pct / 100.
+          crossed: spent * 100 >= Number(cap) * pct,
+          accountId: k.account_id,
+          title: `Key "${k.name}" has used ${pct}% of its ${which} cap`,
+          text: `Key "${k.name}" has spent ${formatUsd(spent)} USD of its ${which} cap of ${formatUsd(Number(cap))} USD${pct === 100 ? ': requests with it are refused (402) until the cap is raised' : ''}.`,
+        });
+      }
+    }
+  }
+  let mailed = 0;
+  for (const c of crossings) {
+    if (!c.crossed) {
+      await db.query('DELETE FROM alert_crossings WHERE subject = $1 AND kind = $2', [c.subject, c.kind]);
+      continue;
+    }
+    await db.transaction(async (tx) => {
+      const fresh = await tx.query('INSERT INTO alert_crossings (subject, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING kind', [c.subject, c.kind]);
+      if (fresh.rows.length === 0) return;
+      await mailHolders(tx, c.accountId, c.title, c.text);
+      mailed++;
+    });
+  }
+  return mailed;
+}

@@ -1,0 +1,117 @@
+// The Balance page: what the account can spend and what requests in flight hold, the top-up form (a
+// quote first: credit, fee and total are shown before any payment starts), the top-ups with their
+// state, and the statement of record with a running balance.
+import { formatUsd } from '../billing/money.js';
+import type { StatementPage } from '../record/statement.js';
+import type { TopUpQuote } from '../top-ups/quote.js';
+import { formatCents } from '../top-ups/quote.js';
+import type { TopUpView } from '../top-ups/service.js';
+import { html, type Html } from './html.js';
+import { errorBox, layout, usd } from './pages.js';
+import type { Session } from './service.js';
+
+export interface PaymentChoice {
+  name: string;
+  label: string;
+}
+
+const when = (d: Date | number): string => new Date(d).toISOString().slice(0, 16).replace('T', ' ');
+const dollars = (cents: number): string => `$${formatCents(cents)}`;
+const signed = (micros: number): string => (micros < 0 ? `−$${formatUsd(-micros)}` : `+$${formatUsd(micros)}`);
+
+const STATE_WORDS: Record<string, string> = {
+  quoted: 'Quoted',
+  pending: 'Awaiting payment',
+  credited: 'Credited',
+  failed: 'Not paid',
+  expired: 'Expired',
+  refunded: 'Refunded',
+  disputed: 'Disputed',
+};
+
+const KIND_WORDS: Record<string, string> = {
+  top_up: 'Top-up',
+  admin_credit: 'Credit',
+  refund: 'Refund of a request',
+  reversal: 'Top-up refunded to the payer',
+  dispute_hold: 'Held for a payment dispute',
+  dispute_release: 'Dispute won: released',
+  usage: 'Request',
+  adjustment: 'Adjustment',
+};
+
+function topUpForm(session: Session, error?: string, amount = ''): Html {
+  return html`<form method="post" action="/balance/quote" class="card"><input type="hidden" name="csrf" value="${session.csrfToken}">
+<h2>Add money</h2>${errorBox(error)}
+<label>Amount to add, USD (at least 5.00) <input name="amount_usd" inputmode="decimal" required pattern="\\$?\\s*\\d{1,9}(\\.\\d{1,2})?" value="${amount}"></label>
+<p class="note">A service fee of 3.5% + $0.30 is added at checkout; you see the total before paying.</p>
+<button>See the total</button></form>`;
+}
+
+function topUpRows(topUps: TopUpView[]): Html {
+  if (topUps.length === 0) return html`<p class="note">No top-ups yet.</p>`;
+  return html`<table><thead><tr><th>Started</th><th>Method</th><th class="num">Credit</th><th class="num">Paid</th><th>State</th></tr></thead><tbody>${topUps.map(
+    (t) => html`<tr><td><a href="/top-ups/${t.id}">${when(t.createdAt)}</a></td><td>${t.provider === 'stripe' ? 'Card' : 'Crypto'}</td><td class="num">${dollars(t.creditCents)}</td><td class="num">${dollars(t.totalCents)}</td><td>${STATE_WORDS[t.state] ?? t.state}</td></tr>`,
+  )}</tbody></table>`;
+}
+
+function statementRows(page: StatementPage): Html {
+  if (page.lines.length === 0) return html`<p class="note">Nothing yet: money added and every request's charge appear here.</p>`;
+  return html`<table><thead><tr><th>When</th><th>What</th><th class="num">Amount</th><th class="num">Balance</th></tr></thead><tbody>${page.lines.map(
+    (l) => html`<tr><td>${when(l.createdAt)}</td><td>${KIND_WORDS[l.kind] ?? l.kind}${l.requestId === null ? '' : html` <code>${l.requestId}</code>`}</td><td class="num">${signed(l.amount)}</td><td class="num">${usd(l.balanceAfter)}</td></tr>`,
+  )}</tbody></table>${page.nextCursor === undefined ? '' : html`<p><a href="/balance?cursor=${page.nextCursor}">Older entries</a></p>`}`;
+}
+
+export function balancePage(
+  session: Session,
+  data: { balance: number; held: number; topUps: TopUpView[]; statement: StatementPage; canTopUp: boolean; flash?: TopUpView; cancelled?: boolean; error?: string; amount?: string },
+): Html {
+  const flash = data.flash;
+  return layout(
+    'Balance',
+    session,
+    html`<h1>Balance</h1>${
+      flash === undefined
+        ? ''
+        : data.cancelled === true
+          ? html`<p class="note" role="status">Top-up cancelled: nothing was charged.</p>`
+          : flash.state === 'credited'
+            ? html`<p class="ok" role="status">${dollars(flash.creditCents)} was added to your balance.</p>`
+            : html`<p class="note" role="status">Your top-up of ${dollars(flash.creditCents)} is ${(STATE_WORDS[flash.state] ?? flash.state).toLowerCase()}. <a href="/top-ups/${flash.id}">Details</a></p>`
+    }
+<div class="card"><div class="big" id="balance">${usd(data.balance)}</div><p>available to spend${data.held > 0 ? html`, of which <strong>${usd(data.held)}</strong> is held by requests in flight` : ''}.</p></div>
+${data.canTopUp ? topUpForm(session, data.error, data.amount) : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`}
+<h2>Top-ups</h2>${topUpRows(data.topUps)}
+<h2>Statement</h2>${statementRows(data.statement)}`,
+  );
+}
+
+export function quotePage(session: Session, amountInput: string, q: TopUpQuote, methods: PaymentChoice[]): Html {
+  return layout(
+    'Confirm top-up',
+    session,
+    html`<h1>Confirm your top-up</h1><div class="card"><dl class="quote">
+<dt>Added to your balance</dt><dd id="quote-credit">${dollars(q.creditCents)}</dd>
+<dt>Service fee (3.5% + $0.30)</dt><dd id="quote-fee">${dollars(q.feeCents)}</dd>
+<dt><strong>Total to pay</strong></dt><dd id="quote-total"><strong>${dollars(q.totalCents)}</strong></dd></dl>
+<form method="post" action="/balance/top-ups"><input type="hidden" name="csrf" value="${session.csrfToken}"><input type="hidden" name="amount_usd" value="${amountInput}">
+${methods.map((m) => html`<button name="provider" value="${m.name}">Pay ${dollars(q.totalCents)} by ${m.label.toLowerCase()}</button> `)}</form></div>
+<p><a href="/balance">Change the amount</a></p>`,
+  );
+}
+
+export function topUpPage(session: Session, t: TopUpView, admin = false): Html {
+  const canRecheck = t.state === 'pending' || t.state === 'quoted' || t.state === 'failed' || t.state === 'expired';
+  return layout(
+    'Top-up',
+    session,
+    html`<h1>Top-up of ${dollars(t.creditCents)}</h1><p>${t.provider === 'stripe' ? 'Card' : 'Crypto'} · ${dollars(t.totalCents)} to pay (fee ${dollars(t.feeCents)}) · <strong>${STATE_WORDS[t.state] ?? t.state}</strong></p>
+<h2>Timeline</h2><ol>${(t.timeline ?? []).map((e) => html`<li><time>${when(e.at)}</time> ${e.kind.replace(/_/g, ' ')}${e.amountCents === null ? '' : html` · ${dollars(e.amountCents)}`}${e.detail === null ? '' : html` — ${e.detail}`}</li>`)}</ol>
+${
+  canRecheck
+    ? html`<form method="post" action="${admin ? `/admin/top-ups/${t.id}/recheck` : `/top-ups/${t.id}/recheck`}"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Re-check payment</button></form>`
+    : ''
+}${t.state === 'pending' && t.checkoutUrl !== null ? html`<p><a href="${t.checkoutUrl}">Go back to the payment page</a></p>` : ''}
+<p><a href="/balance">Back to your balance</a></p>`,
+  );
+}

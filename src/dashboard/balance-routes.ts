@@ -1,0 +1,131 @@
+// Balance and top-ups, as pages and as JSON API over the same services.
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { parseUsdCents } from '../top-ups/quote.js';
+import { TopUpError, type TopUpService, type TopUpView } from '../top-ups/service.js';
+import { balancePage, quotePage, topUpPage } from './balance-pages.js';
+import type { Html } from './html.js';
+import { DashboardError, type DashboardService, type Session } from './service.js';
+import type { DashboardState } from './app.js';
+
+type Ctx = Context & { state: DashboardState; params: Record<string, string> };
+
+function apiTopUp(t: TopUpView): Record<string, unknown> {
+  return {
+    id: t.id,
+    provider: t.provider,
+    credit_cents: t.creditCents,
+    fee_cents: t.feeCents,
+    total_cents: t.totalCents,
+    state: t.state,
+    checkout_url: t.state === 'pending' ? t.checkoutUrl : null,
+    created_at: t.createdAt.toISOString(),
+    credited_at: t.creditedAt?.toISOString() ?? null,
+    ...(t.timeline === undefined ? {} : { timeline: t.timeline.map((e) => ({ kind: e.kind, amount_cents: e.amountCents, detail: e.detail, at: e.at.toISOString() })) }),
+  };
+}
+
+/** Top-up failures as dashboard errors (status and message kept). */
+async function asDashboard<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof TopUpError) throw new DashboardError(err.status, err.message);
+    throw err;
+  }
+}
+
+export function balanceRoutes(router: Router<DashboardState>, deps: { service: DashboardService; topUps: TopUpService | undefined; send: (ctx: Context, page: Html, status?: number) => void }): void {
+  const { service, topUps, send } = deps;
+  const who = (ctx: Ctx): Session => ctx.state.session as Session;
+  const needTopUps = (): TopUpService => {
+    if (topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up on this Tollgate.');
+    return topUps;
+  };
+  const query = (ctx: Ctx, name: string): string | undefined => {
+    const v = ctx.query[name];
+    return typeof v === 'string' ? v : undefined;
+  };
+
+  const renderBalance = async (ctx: Ctx, extra: { error?: string; amount?: string } = {}, status = 200): Promise<void> => {
+    const s = who(ctx);
+    const [bal, statement, list] = await Promise.all([service.balance(s.user), service.statement(s.user, query(ctx, 'cursor')), topUps?.list(s.user.accountId) ?? []]);
+    const flashId = query(ctx, 'top_up');
+    const flash = flashId === undefined || topUps === undefined ? undefined : await topUps.get(s.user.accountId, flashId).catch(() => undefined);
+    send(ctx, balancePage(s, { ...bal, statement, topUps: list, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...extra }), status);
+  };
+
+  router.get('/balance', (ctx) => renderBalance(ctx as Ctx));
+  router.post('/balance/quote', async (ctx) => {
+    const c = ctx as Ctx;
+    const t = needTopUps();
+    const input = String(c.state.body?.amount_usd ?? '');
+    try {
+      const q = t.quote(parseUsdCents(input));
+      send(c, quotePage(who(c), input, q, t.offered.map((p) => ({ name: p.name, label: p.label }))));
+    } catch (err) {
+      if (!(err instanceof TopUpError)) throw err;
+      await renderBalance(c, { error: err.message, amount: input }, err.status);
+    }
+  });
+  router.post('/balance/top-ups', async (ctx) => {
+    const c = ctx as Ctx;
+    const b = c.state.body ?? {};
+    try {
+      const { checkoutUrl } = await needTopUps().start(who(c).user.accountId, parseUsdCents(b.amount_usd), b.provider);
+      c.status = 303;
+      c.redirect(checkoutUrl);
+    } catch (err) {
+      if (!(err instanceof TopUpError)) throw err;
+      await renderBalance(c, { error: err.message, amount: String(b.amount_usd ?? '') }, err.status);
+    }
+  });
+  router.get('/top-ups/:id', async (ctx) => {
+    const c = ctx as Ctx;
+    send(c, topUpPage(who(c), await asDashboard(() => needTopUps().get(who(c).user.accountId, c.params.id ?? ''))));
+  });
+  router.post('/top-ups/:id/recheck', async (ctx) => {
+    const c = ctx as Ctx;
+    const t = await asDashboard(() => needTopUps().recheck(who(c).user.accountId, c.params.id ?? ''));
+    c.redirect(`/top-ups/${t.id}`);
+  });
+
+  router.get('/api/balance', async (ctx) => {
+    const c = ctx as Ctx;
+    const b = await service.balance(who(c).user);
+    c.body = { balance_micro_usd: b.balance, held_micro_usd: b.held };
+  });
+  router.get('/api/statement', async (ctx) => {
+    const c = ctx as Ctx;
+    const limit = query(c, 'limit');
+    const page = await service.statement(who(c).user, query(c, 'cursor'), limit === undefined ? 50 : Number(limit));
+    c.body = {
+      entries: page.lines.map((l) => ({ entry_id: l.entryId, kind: l.kind, amount_micro_usd: l.amount, balance_after_micro_usd: l.balanceAfter, request_id: l.requestId, reference: l.reference, memo: l.memo, created_at: new Date(l.createdAt).toISOString() })),
+      next_cursor: page.nextCursor ?? null,
+    };
+  });
+  router.post('/api/top-ups/quote', async (ctx) => {
+    const c = ctx as Ctx;
+    const q = await asDashboard(async () => needTopUps().quote(parseUsdCents(c.state.body?.amount_usd)));
+    c.body = { credit_cents: q.creditCents, fee_cents: q.feeCents, total_cents: q.totalCents };
+  });
+  router.post('/api/top-ups', async (ctx) => {
+    const c = ctx as Ctx;
+    const b = c.state.body ?? {};
+    const started = await asDashboard(() => needTopUps().start(who(c).user.accountId, parseUsdCents(b.amount_usd), b.provider));
+    c.status = 201;
+    c.body = { top_up: apiTopUp(started.topUp), checkout_url: started.checkoutUrl };
+  });
+  router.get('/api/top-ups', async (ctx) => {
+    const c = ctx as Ctx;
+    c.body = { top_ups: (await needTopUps().list(who(c).user.accountId)).map(apiTopUp) };
+  });
+  router.get('/api/top-ups/:id', async (ctx) => {
+    const c = ctx as Ctx;
+    c.body = { top_up: apiTopUp(await asDashboard(() => needTopUps().get(who(c).user.accountId, c.params.id ?? ''))) };
+  });
+  router.post('/api/top-ups/:id/recheck', async (ctx) => {
+    const c = ctx as Ctx;
+    c.body = { top_up: apiTopUp(await asDashboard(() => needTopUps().recheck(who(c).user.accountId, c.params.id ?? ''))) };
+  });
+}

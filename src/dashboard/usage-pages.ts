@@ -1,0 +1,104 @@
+// The Usage page (requests newest first, filters, a daily spend chart per key, CSV export), the refund
+// request form, and the Refunds page.
+import { formatUsd } from '../billing/money.js';
+import type { DailyKeySpend, RecordedUsage } from '../record/usage-query.js';
+import { html, type Html } from './html.js';
+import { errorBox, layout, usd } from './pages.js';
+import type { RefundTicket } from './refund-tickets.js';
+import type { Session } from './service.js';
+import type { UsageQuery } from './usage-view.js';
+
+const when = (ms: number | Date): string => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+
+const REFUSALS: Record<string, string> = {
+  insufficient_balance: 'refused: balance too low',
+  key_lifetime_cap_reached: 'refused: key lifetime cap',
+  key_monthly_cap_reached: 'refused: key monthly cap',
+};
+
+function statusCell(r: RecordedUsage): Html {
+  if (r.status === 'refused') return html`<span class="refused">${REFUSALS[r.refusalReason ?? ''] ?? 'refused'}</span>`;
+  return html`${r.status.replace(/_/g, ' ')}${r.refunded ? html` · <strong>refunded</strong>` : ''}${r.modelRefused ? html` · <span title="The model declined to answer">model refused</span>` : ''}`;
+}
+
+/** One small bar chart per key: its spend on each of the last 30 days (inline SVG, no script). */
+function spendCharts(days: DailyKeySpend[], keyNames: Map<string, string>): Html {
+  if (days.length === 0) return html`<p class="note">No spend in the last 30 days.</p>`;
+  const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
+  const dayList = Array.from({ length: 30 }, (_, i) => new Date(today - (29 - i) * 86_400_000).toISOString().slice(0, 10));
+  const byKey = new Map<string, Map<string, number>>();
+  for (const d of days) {
+    const m = byKey.get(d.keyId) ?? new Map<string, number>();
+    m.set(d.day, d.spent);
+    byKey.set(d.keyId, m);
+  }
+  return html`${[...byKey].map(([keyId, spent]) => {
+    const max = Math.max(1, ...spent.values());
+    const total = [...spent.values()].reduce((a, b) => a + b, 0);
+    return html`<figure class="card"><figcaption><strong>${keyNames.get(keyId) ?? keyId}</strong> · ${usd(total)} in 30 days</figcaption>
+<svg viewBox="0 0 300 60" width="100%" height="60" role="img" aria-label="Daily spend of ${keyNames.get(keyId) ?? keyId} over 30 days">${dayList.map((day, i) => {
+      const v = spent.get(day) ?? 0;
+      const h = Math.round((v / max) * 56);
+      return html`<rect x="${i * 10 + 1}" y="${58 - h}" width="8" height="${Math.max(h, v > 0 ? 1 : 0)}" fill="#2563eb"><title>${day}: $${formatUsd(v)}</title></rect>`;
+    })}<line x1="0" y1="58.5" x2="300" y2="58.5" stroke="#9ca3af"/></svg></figure>`;
+  })}`;
+}
+
+export function usagePageHtml(
+  session: Session,
+  data: { records: RecordedUsage[]; nextCursor?: string; query: UsageQuery; keys: Array<{ id: string; name: string }>; days: DailyKeySpend[]; error?: string },
+): Html {
+  const q = data.query;
+  const keyNames = new Map(data.keys.map((k) => [k.id, k.name]));
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries({ key: q.keyId, model: q.model, status: q.status, from: q.from, to: q.to })) if (v !== undefined) params.set(k, v);
+  const rows = data.records.map(
+    (r) => html`<tr><td>${when(r.finishedAt)}</td><td><code class="rid">${r.requestId}</code></td><td>${keyNames.get(r.keyId) ?? r.keyId}</td><td>${r.model}</td>
+<td class="num">${r.usage.input} / ${r.usage.output}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${r.finishReason ?? ''}</td>
+<td>${r.cost > 0 && !r.refunded ? html`<a href="/usage/${r.requestId}/refund">Request a refund</a>` : ''}</td></tr>`,
+  );
+  return layout(
+    'Usage',
+    session,
+    html`<h1>Usage</h1>${errorBox(data.error)}
+<form method="get" action="/usage" class="card filters" role="search">
+<label>Request id <input name="request_id" value="${q.requestId ?? ''}" placeholder="req_…"></label>
+<label>Key <select name="key"><option value="">All keys</option>${data.keys.map((k) => html`<option value="${k.id}"${k.id === q.keyId ? html` selected` : ''}>${k.name}</option>`)}</select></label>
+<label>Model <input name="model" value="${q.model ?? ''}"></label>
+<label>Status <select name="status"><option value="">Any</option>${['completed', 'client_cancelled', 'upstream_failed', 'refused'].map((s) => html`<option value="${s}"${s === q.status ? html` selected` : ''}>${s.replace(/_/g, ' ')}</option>`)}</select></label>
+<label>From <input type="date" name="from" value="${q.from ?? ''}"></label><label>To <input type="date" name="to" value="${q.to ?? ''}"></label>
+<button>Show</button> <a href="/usage.csv?${params.toString()}">Export CSV</a></form>
+${
+  data.records.length === 0
+    ? html`<p class="note">No requests match. Requests appear here a moment after they finish.</p>`
+    : html`<table><thead><tr><th>Finished (UTC)</th><th>Request id</th><th>Key</th><th>Model</th><th class="num">Tokens in / out</th><th class="num">Cost</th><th>Status</th><th>Finish</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+}${data.nextCursor === undefined ? '' : html`<p><a href="/usage?${params.toString()}&cursor=${data.nextCursor}">Older requests</a></p>`}
+<h2>Daily spend per key, last 30 days</h2>${spendCharts(data.days, keyNames)}`,
+  );
+}
+
+export function refundRequestPage(session: Session, r: RecordedUsage, error?: string): Html {
+  return layout(
+    'Request a refund',
+    session,
+    html`<h1>Request a refund</h1>${errorBox(error)}<div class="card"><p>Request <code>${r.requestId}</code> · ${r.model} · ${when(r.finishedAt)} · cost <strong>${usd(r.cost)}</strong>${r.modelRefused ? html` · <strong>the model refused to answer</strong>` : ''}</p>
+<form method="post" action="/refunds"><input type="hidden" name="csrf" value="${session.csrfToken}"><input type="hidden" name="request_id" value="${r.requestId}">
+<label>Why should it be refunded? <textarea name="reason" rows="4" cols="50" required minlength="3" maxlength="2000"></textarea></label>
+<button>Send to support</button> <a href="/usage">Cancel</a></form></div>`,
+  );
+}
+
+export function refundsPage(session: Session, tickets: RefundTicket[], flash?: string): Html {
+  return layout(
+    'Refunds',
+    session,
+    html`<h1>Refund requests</h1>${flash === undefined ? '' : html`<p class="ok" role="status">${flash}</p>`}${
+      tickets.length === 0
+        ? html`<p class="note">No refund requests. Ask for one from a request on the <a href="/usage">Usage</a> page.</p>`
+        : html`<table><thead><tr><th>Asked</th><th>Request id</th><th class="num">Cost</th><th>Status</th><th>Reason</th></tr></thead><tbody>${tickets.map(
+            (t) => html`<tr><td>${when(t.createdAt)}</td><td><code class="rid">${t.requestId}</code></td><td class="num">${usd(t.cost)}</td>
+<td>${t.status === 'approved' ? html`approved · ${usd(t.refunded ?? 0)} back` : t.status}${t.note === null ? '' : html` — ${t.note}`}</td><td>${t.reason}</td></tr>`,
+          )}</tbody></table>`
+    }`,
+  );
+}

@@ -1,0 +1,104 @@
+// The Usage page's data: an account's requests of record with filters, one request by id, each key's
+// daily spend, and the CSV export (every matching record, whose cost column sums to the usage entries
+// of the statement for the same records).
+import type { RequestStatus } from '../billing/ledger.js';
+import { formatUsd } from '../billing/money.js';
+import type { Database } from '../record/database.js';
+import { dailyKeySpend, findUsage, listUsagePage, REQUEST_STATUSES, UsageQueryError, type DailyKeySpend, type UsagePage, type UsageFilter } from '../record/usage-query.js';
+import { DashboardError } from './service.js';
+
+export interface UsageQuery {
+  keyId?: string;
+  model?: string;
+  status?: RequestStatus;
+  from?: string;
+  to?: string;
+  /** A request id: that one record, when it is this account's. */
+  requestId?: string;
+  cursor?: string;
+}
+
+const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
+
+/** The query-string filters of the page, the API and the CSV, checked. */
+export function usageQueryOf(q: Record<string, unknown>): UsageQuery {
+  const out: UsageQuery = {};
+  const keyId = text(q.key);
+  const model = text(q.model);
+  const status = text(q.status);
+  const from = text(q.from);
+  const to = text(q.to);
+  const requestId = text(q.request_id);
+  const cursor = text(q.cursor);
+  if (status !== undefined && !(REQUEST_STATUSES as readonly string[]).includes(status)) throw new DashboardError(400, `status must be one of ${REQUEST_STATUSES.join(', ')}.`);
+  for (const [name, v] of [['from', from], ['to', to]] as const) if (v !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(v)) throw new DashboardError(400, `${name} must be a date like 2026-11-01.`);
+  if (keyId !== undefined) out.keyId = keyId;
+  if (model !== undefined) out.model = model;
+  if (status !== undefined) out.status = status as RequestStatus;
+  if (from !== undefined) out.from = from;
+  if (to !== undefined) out.to = to;
+  if (requestId !== undefined) out.requestId = requestId;
+  if (cursor !== undefined) out.cursor = cursor;
+  return out;
+}
+
+function filterOf(accountId: string, q: UsageQuery): UsageFilter {
+  return {
+    accountId,
+    ...(q.keyId === undefined ? {} : { keyId: q.keyId }),
+    ...(q.model === undefined ? {} : { model: q.model }),
+    ...(q.status === undefined ? {} : { status: q.status }),
+    ...(q.from === undefined ? {} : { from: new Date(`${q.from}T00:00:00Z`) }),
+    // "to" is a day, included whole.
+    ...(q.to === undefined ? {} : { to: new Date(Date.parse(`${q.to}T00:00:00Z`) + 86_400_000) }),
+  };
+}
+
+async function checked<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof UsageQueryError) throw new DashboardError(400, err.message);
+    throw err;
+  }
+}
+
+export async function usagePage(db: Database, accountId: string, q: UsageQuery, limit = 50): Promise<UsagePage> {
+  if (q.requestId !== undefined) {
+    const one = await findUsage(db, accountId, q.requestId);
+    return { records: one === undefined ? [] : [one] };
+  }
+  return checked(() => listUsagePage(db, { ...filterOf(accountId, q), limit, ...(q.cursor === undefined ? {} : { cursor: q.cursor }) }));
+}
+
+export function dailySpend(db: Database, accountId: string, days = 30): Promise<DailyKeySpend[]> {
+  return checked(() => dailyKeySpend(db, { accountId, days }));
+}
+
+const csvCell = (v: string | number | boolean | null): string => {
+  const s = v === null ? '' : String(v);
+  // Quoted when needed; a leading = + - @ is prefixed so a spreadsheet never runs it as a formula.
+  const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
+  return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+};
+
+/** Every matching record as CSV (all pages), newest first, with a total row. */
+export async function usageCsv(db: Database, accountId: string, q: UsageQuery, keyNames: Map<string, string>): Promise<string> {
+  const lines = ['finished_at,request_id,key_id,key_name,model,status,finish_reason,refusal_reason,input_tokens,output_tokens,cached_input_tokens,reasoning_tokens,cost_micro_usd,cost_usd,refunded'];
+  let total = 0;
+  let cursor: string | undefined;
+  do {
+    const page = await checked(() => listUsagePage(db, { ...filterOf(accountId, q), limit: 1000, ...(cursor === undefined ? {} : { cursor }) }));
+    for (const r of page.records) {
+      total += r.cost;
+      lines.push(
+        [new Date(r.finishedAt).toISOString(), r.requestId, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.status, r.finishReason, r.refusalReason, r.usage.input, r.usage.output, r.usage.cachedInput, r.usage.reasoning, r.cost, formatUsd(r.cost), r.refunded]
+          .map(csvCell)
+          .join(','),
+      );
+    }
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  lines.push(['total', '', '', '', '', '', '', '', '', '', '', '', total, formatUsd(total), ''].map(csvCell).join(','));
+  return `${lines.join('\r\n')}\r\n`;
+}

@@ -1,0 +1,236 @@
+// A stand-in for the Stripe API on loopback, for tests and the local run's labelled test mode. The real
+// `stripe` client talks to it (host, port and protocol options): it creates and retrieves Checkout
+// Sessions (idempotency keys honoured), lists events, and serves a hosted "pay" page whose button pays
+// the session and sends checkout.session.completed, signed as Stripe signs (Stripe-Signature:
+// t=<unix s>,v1=<HMAC-SHA256 of "t.body">), retried until answered 2xx. Tests also drive refunds,
+// disputes, delayed methods, redeliveries, stale or forged signatures and out-of-order delivery.
+import { createHmac, randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { close, deliver, escape, listen, readBody, sendJson, sendPage, type Delivery } from './fake-http.js';
+
+type Json = Record<string, unknown>;
+
+export interface FakeStripeSession extends Json {
+  id: string;
+  amount_total: number;
+  currency: string;
+  mode: string;
+  payment_status: 'paid' | 'unpaid';
+  status: 'open' | 'complete' | 'expired';
+  url: string;
+  success_url: string;
+  cancel_url: string;
+  payment_intent: string | null;
+  metadata: Record<string, string>;
+}
+
+/** `a[b][0][c]=v` form fields (how stripe-node encodes parameters) as nested objects and arrays. */
+export function parseStripeForm(text: string): Json {
+  const root: Json = {};
+  for (const [key, value] of new URLSearchParams(text)) {
+    const path = key.split(/\[|\]\[|\]/).filter((p) => p !== '');
+    let node: Json = root;
+    path.forEach((part, i) => {
+      if (i === path.length - 1) node[part] = value;
+      // Arrays come as objects keyed 0, 1, ...: listOf reads them in order.
+      else node = (node[part] ??= {}) as Json;
+    });
+  }
+  return root;
+}
+
+const listOf = (v: unknown): Json[] => (v === undefined || v === null ? [] : Object.values(v as Json) as Json[]);
+const rand = (prefix: string): string => `${prefix}_test_${randomBytes(12).toString('base64url')}`;
+
+export interface FakeStripeOptions {
+  webhookSecret: string;
+  /** Where events go; may be set later (the dashboard starts after the fake). */
+  webhookUrl?: string;
+  port?: number;
+  host?: string;
+}
+
+export async function startFakeStripe(opts: FakeStripeOptions) {
+  const sessions = new Map<string, FakeStripeSession>();
+  const idempotent = new Map<string, FakeStripeSession>();
+  const events: Json[] = [];
+  const deliveries: Delivery[] = [];
+  const requests: Array<{ method: string; path: string }> = [];
+  const held: Delivery[] = [];
+  const state = { webhookUrl: opts.webhookUrl ?? '', hold: false, clockSkewSeconds: 0, forge: false };
+  let base = '';
+
+  const sign = (payload: string, at: number): string => {
+    const secret = state.forge ? 'whsec_not_the_secret' : opts.webhookSecret;
+    return `t=${at},v1=${createHmac('sha256', secret).update(`${at}.${payload}`).digest('hex')}`;
+  };
+
+  /** Records an event and sends it (or holds it, for out-of-order tests); resolves when answered. */
+  async function emit(type: string, object: Json): Promise<Json> {
+    const event: Json = { id: rand('evt'), object: 'event', api_version: '2026-10-28.endive', created: Math.floor(Date.now() / 1000), type, livemode: false, pending_webhooks: 1, data: { object: structuredClone(object) } };
+    events.push(event);
+    const body = JSON.stringify(event);
+    const d: Delivery = { url: state.webhookUrl, body, headers: { 'stripe-signature': sign(body, Math.floor(Date.now() / 1000) + state.clockSkewSeconds) }, attempts: [] };
+    deliveries.push(d);
+    if (state.hold) held.push(d);
+    else if (d.url !== '') await deliver(d);
+    return event;
+  }
+
+  function session(id: string): FakeStripeSession {
+    const s = sessions.get(id);
+    if (s === undefined) throw new Error(`no such checkout session: ${id}`);
+    return s;
+  }
+
+  /** The payer pays: at once (a card) or, with `delayed`, completed unpaid and settled later. */
+  async function pay(id: string, outcome: 'paid' | 'delayed' = 'paid'): Promise<FakeStripeSession> {
+    const s = session(id);
+    s.status = 'complete';
+    s.payment_intent = s.payment_intent ?? rand('pi');
+    s.payment_status = outcome === 'paid' ? 'paid' : 'unpaid';
+    await emit('checkout.session.completed', s);
+    return s;
+  }
+
+  const charge = (s: FakeStripeSession, refunded: number): Json => ({ id: `ch_for_${s.payment_intent}`, object: 'charge', amount: s.amount_total, amount_refunded: refunded, currency: s.currency, payment_intent: s.payment_intent, refunded: refunded >= s.amount_total });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', base);
+    const method = req.method ?? 'GET';
+    requests.push({ method, path: url.pathname });
+    if (url.pathname.startsWith('/v1/')) {
+      if (!/^Bearer sk_test_/.test(req.headers.authorization ?? '')) return sendJson(res, 401, { error: { type: 'invalid_request_error', message: 'Invalid API Key provided.' } });
+    }
+    if (method === 'POST' && url.pathname === '/v1/checkout/sessions') {
+      const key = req.headers['idempotency-key'];
+      const again = typeof key === 'string' ? idempotent.get(key) : undefined;
+      if (again !== undefined) return sendJson(res, 200, again);
+      const p = parseStripeForm(await readBody(req));
+      const items = listOf(p.line_items);
+      const amount = items.reduce((t, it) => t + Number((it.price_data as Json | undefined)?.unit_amount ?? 0) * Number(it.quantity ?? 1), 0);
+      const currency = String((items[0]?.price_data as Json | undefined)?.currency ?? 'usd');
+      const id = rand('cs');
+      const s: FakeStripeSession = {
+        id,
+        object: 'checkout.session',
+        amount_total: amount,
+        currency,
+        mode: String(p.mode ?? 'payment'),
+        payment_status: 'unpaid',
+        status: 'open',
+        url: `${base}/pay/${id}`,
+        success_url: String(p.success_url ?? ''),
+        cancel_url: String(p.cancel_url ?? ''),
+        client_reference_id: p.client_reference_id ?? null,
+        metadata: (p.metadata ?? {}) as Record<string, string>,
+        payment_intent: null,
+        line_items_seen: items.length,
+      };
+      sessions.set(id, s);
+      if (typeof key === 'string') idempotent.set(key, s);
+      return sendJson(res, 200, s);
+    }
+    const m = /^\/v1\/checkout\/sessions\/([^/]+)$/.exec(url.pathname);
+    if (method === 'GET' && m !== null) {
+      const s = sessions.get(decodeURIComponent(m[1] ?? ''));
+      return s === undefined ? sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such checkout.session' } }) : sendJson(res, 200, s);
+    }
+    if (method === 'GET' && url.pathname === '/v1/events') {
+      const q = parseStripeForm(url.search.slice(1));
+      const since = Number((q.created as Json | undefined)?.gte ?? 0);
+      const types = new Set(listOf(q.types).map(String));
+      const data = events.filter((e) => Number(e.created) >= since && (types.size === 0 || types.has(String(e.type)))).reverse();
+      return sendJson(res, 200, { object: 'list', url: '/v1/events', has_more: false, data });
+    }
+    const pageMatch = /^\/pay\/([^/]+)$/.exec(url.pathname);
+    if (pageMatch !== null) {
+      const s = sessions.get(decodeURIComponent(pageMatch[1] ?? ''));
+      if (s === undefined) return sendPage(res, 'Not found', '<h1>No such checkout</h1>');
+      if (method === 'GET') {
+        const total = `${Math.floor(s.amount_total / 100)}.${String(s.amount_total % 100).padStart(2, '0')}`;
+        return sendPage(
+          res,
+          'Pay · Fake Stripe',
+          `<h1>Pay ${total} ${escape(s.currency.toUpperCase())}</h1><p>Card ending 4242 (test)</p>
+<form method="post"><button name="outcome" value="paid">Pay ${total} ${escape(s.currency.toUpperCase())}</button>
+<button name="outcome" value="delayed">Pay by bank debit (settles later)</button></form><p><a href="${escape(s.cancel_url)}">Cancel and go back</a></p>`,
+        );
+      }
+      const form = new URLSearchParams(await readBody(req));
+      await pay(s.id, form.get('outcome') === 'delayed' ? 'delayed' : 'paid');
+      res.writeHead(303, { location: s.success_url });
+      return void res.end();
+    }
+    sendJson(res, 404, { error: { type: 'invalid_request_error', message: `Unrecognized request URL (${method}: ${url.pathname})` } });
+  }
+
+  const { server, url } = await listen(handle, opts.port ?? 0, opts.host);
+  base = url;
+  const refunded = new Map<string, number>();
+  return {
+    url,
+    sessions,
+    events,
+    deliveries,
+    requests,
+    setWebhookUrl: (u: string): void => {
+      state.webhookUrl = u;
+    },
+    /** Hold deliveries instead of sending them (released with releaseHeld, in any order). */
+    holdDeliveries: (on: boolean): void => {
+      state.hold = on;
+    },
+    async releaseHeld(order: 'sent' | 'reversed' = 'sent'): Promise<void> {
+      const list = held.splice(0);
+      if (order === 'reversed') list.reverse();
+      for (const d of list) await deliver({ ...d, url: state.webhookUrl });
+    },
+    /** Sign later deliveries this many seconds in the past (a stale timestamp), or with the wrong secret. */
+    skewSignatures: (seconds: number): void => {
+      state.clockSkewSeconds = -seconds;
+    },
+    forgeSignatures: (on: boolean): void => {
+      state.forge = on;
+    },
+    pay,
+    async settleDelayed(id: string, ok: boolean): Promise<void> {
+      const s = session(id);
+      s.payment_status = ok ? 'paid' : 'unpaid';
+      await emit(ok ? 'checkout.session.async_payment_succeeded' : 'checkout.session.async_payment_failed', s);
+    },
+    async expire(id: string): Promise<void> {
+      const s = session(id);
+      s.status = 'expired';
+      await emit('checkout.session.expired', s);
+    },
+    /** Refunds `cents` more of the session's payment (charge.refunded carries the cumulative amount). */
+    async refund(id: string, cents: number): Promise<void> {
+      const s = session(id);
+      const total = Math.min(s.amount_total, (refunded.get(id) ?? 0) + cents);
+      refunded.set(id, total);
+      await emit('charge.refunded', charge(s, total));
+    },
+    async openDispute(id: string): Promise<string> {
+      const s = session(id);
+      const disputeId = rand('dp');
+      await emit('charge.dispute.created', { id: disputeId, object: 'dispute', amount: s.amount_total, charge: `ch_for_${s.payment_intent}`, payment_intent: s.payment_intent, status: 'needs_response' });
+      return disputeId;
+    },
+    async closeDispute(id: string, disputeId: string, won: boolean): Promise<void> {
+      const s = session(id);
+      await emit('charge.dispute.closed', { id: disputeId, object: 'dispute', amount: s.amount_total, charge: `ch_for_${s.payment_intent}`, payment_intent: s.payment_intent, status: won ? 'won' : 'lost' });
+    },
+    /** Sends an already sent event again, exactly as it was (a redelivery, or a replay). */
+    async redeliver(eventId: string): Promise<Delivery> {
+      const d = deliveries.find((x) => (JSON.parse(x.body) as Json).id === eventId);
+      if (d === undefined) throw new Error(`no such event ${eventId}`);
+      const again: Delivery = { ...d, url: state.webhookUrl, attempts: [] };
+      await deliver(again, 1);
+      return again;
+    },
+    close: () => close(server),
+  };
+}
+
+export type FakeStripe = Awaited<ReturnType<typeof startFakeStripe>>;

@@ -1,0 +1,64 @@
+// One interface for every way to pay: a provider starts a hosted checkout for a stored quote, turns a
+// webhook into a verified event (signature checked on the raw bytes before anything is parsed), and can
+// be asked for a payment's current state (a re-check, and BTCPay's every event: its amounts are re-read,
+// never taken from the webhook) and for its recent events (the catch-up after an outage).
+import type { Cents } from './quote.js';
+
+export type ProviderName = 'stripe' | 'btcpay';
+
+/** What happened to a payment, in our terms. */
+export type PaymentFact =
+  /** Paid in full: credit the quote. */
+  | { kind: 'paid'; paidCents: Cents; currency: string; paymentRef?: string; mode?: string; overpaidCents?: Cents }
+  /** Started but not final (a delayed card method, a crypto payment awaiting confirmations). */
+  | { kind: 'processing' }
+  | { kind: 'failed'; reason: string }
+  | { kind: 'expired' }
+  /** Less than the total arrived (crypto): nothing is credited. */
+  | { kind: 'underpaid'; paidCents: Cents }
+  /** The payer got money back: `refundedCents` in all so far (cumulative, so reordering is harmless). */
+  | { kind: 'refunded'; refundedCents: Cents }
+  | { kind: 'dispute_opened'; disputeId: string }
+  | { kind: 'dispute_closed'; disputeId: string; won: boolean };
+
+export interface ProviderEvent {
+  /** The provider's event id: a repeat of it is a no-op. */
+  eventId: string;
+  type: string;
+  /** Which payment: the checkout session / invoice id, or (refunds, disputes) the payment id. */
+  ref: { checkout: string } | { payment: string };
+  fact: PaymentFact;
+}
+
+export interface CheckoutRequest {
+  topUpId: string;
+  accountId: string;
+  creditCents: Cents;
+  feeCents: Cents;
+  totalCents: Cents;
+  successUrl: string;
+  cancelUrl: string;
+}
+
+export interface PaymentProvider {
+  readonly name: ProviderName;
+  /** A human name for pages: "Card", "Crypto". */
+  readonly label: string;
+  /** Where the payer's browser is sent; its origin is allowed as a form target by the dashboard. */
+  readonly checkoutOrigin: string;
+  startCheckout(req: CheckoutRequest): Promise<{ checkoutRef: string; checkoutUrl: string }>;
+  /** Throws WebhookRejected for anything not provably from the provider (or too old). */
+  verifyWebhook(rawBody: Buffer, header: (name: string) => string | undefined): Promise<ProviderEvent[]>;
+  /** The payment's state now, asked of the provider. */
+  currentFact(checkoutRef: string): Promise<PaymentFact>;
+  /** Events since `since` (unix s), oldest first. */
+  recentEvents(since: number): Promise<ProviderEvent[]>;
+}
+
+/** A webhook we will not act on: answered 400 (the provider shows it to its operator), nothing done. */
+export class WebhookRejected extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'WebhookRejected';
+  }
+}

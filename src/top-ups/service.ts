@@ -1,0 +1,334 @@
+// Top-ups, exactly once. The quote is stored before the checkout starts; a provider event is applied in
+// one PostgreSQL transaction that records the event (a repeat of its id is a no-op), moves the top-up
+// along its states and writes the ledger entry (top_up, reversal, dispute hold or release, each under
+// its own idempotency key); only after COMMIT is the hot path told, and only then does the webhook get
+// its 2xx. A crash between the two leaves a committed movement the movement sweeper applies, and the
+// provider's retry finds its event recorded.
+// Refund rule: a card refund of R cents (of the total paid) takes back min(R, credit) of the credit; the
+// service fee is the last part refunded. A dispute holds the whole credit until it is closed: won, the
+// hold is released; lost, it stays taken. A balance may go negative, and then requests get 402.
+import { randomBytes } from 'node:crypto';
+import type { Database, Queryable } from '../record/database.js';
+import { recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
+import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
+import { WebhookRejected } from './provider.js';
+import { centsToMicros, describeInvalidTopUp, formatCents, quoteTopUp, type Cents, type TopUpQuote } from './quote.js';
+
+export type TopUpState = 'quoted' | 'pending' | 'credited' | 'failed' | 'expired' | 'refunded' | 'disputed';
+
+export interface TopUpEvent {
+  kind: string;
+  amountCents: Cents | null;
+  detail: string | null;
+  at: Date;
+}
+
+export interface TopUpView {
+  id: string;
+  accountId: string;
+  provider: ProviderName;
+  creditCents: Cents;
+  feeCents: Cents;
+  totalCents: Cents;
+  state: TopUpState;
+  checkoutUrl: string | null;
+  createdAt: Date;
+  creditedAt: Date | null;
+  timeline?: TopUpEvent[];
+}
+
+export class TopUpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TopUpError';
+  }
+}
+
+export interface TopUpServiceOptions {
+  db: Database;
+  providers: readonly PaymentProvider[];
+  /** The hot path's half of a committed movement (RecordedLedger.applyCommitted). */
+  applyCommitted: (m: MoneyMovement, recorded: RecordedMovement) => Promise<boolean>;
+  /** The dashboard's address as payers reach it: where the provider sends them back (read at each start). */
+  publicUrl: string | (() => string);
+  /** Runs right after an event's COMMIT, before the hot path and the answer (tests crash here). */
+  afterCommit?: () => void;
+  onHotPathPending?: (err: unknown) => void;
+}
+
+interface TopUpRow {
+  id: string;
+  account_id: string;
+  provider: ProviderName;
+  credit_cents: number;
+  fee_cents: number;
+  total_cents: number;
+  currency: string;
+  state: TopUpState;
+  provider_ref: string | null;
+  payment_ref: string | null;
+  checkout_url: string | null;
+  created_at: Date;
+  credited_at: Date | null;
+}
+
+const COLUMNS = 'id, account_id, provider, credit_cents, fee_cents, total_cents, currency, state, provider_ref, payment_ref, checkout_url, created_at, credited_at';
+
+function view(r: TopUpRow): TopUpView {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    provider: r.provider,
+    creditCents: Number(r.credit_cents),
+    feeCents: Number(r.fee_cents),
+    totalCents: Number(r.total_cents),
+    state: r.state,
+    checkoutUrl: r.checkout_url,
+    createdAt: new Date(r.created_at),
+    creditedAt: r.credited_at === null ? null : new Date(r.credited_at),
+  };
+}
+
+/** What one event did: movements to hand to the hot path after COMMIT. */
+interface Applied {
+  movements: Array<{ m: MoneyMovement; recorded: RecordedMovement }>;
+}
+
+export class TopUpService {
+  private readonly providers: Map<ProviderName, PaymentProvider>;
+
+  constructor(private readonly opts: TopUpServiceOptions) {
+    this.providers = new Map(opts.providers.map((p) => [p.name, p]));
+  }
+
+  /** The providers on offer, for the pages. */
+  get offered(): readonly PaymentProvider[] {
+    return [...this.providers.values()];
+  }
+
+  provider(name: unknown): PaymentProvider {
+    const p = typeof name === 'string' ? this.providers.get(name as ProviderName) : undefined;
+    if (p === undefined) throw new TopUpError(400, `Choose a payment method: ${[...this.providers.keys()].join(' or ')}.`);
+    return p;
+  }
+
+  quote(creditCents: Cents | undefined): TopUpQuote {
+    const reason = describeInvalidTopUp(creditCents);
+    if (reason !== undefined || creditCents === undefined) throw new TopUpError(400, reason ?? 'Enter an amount.');
+    return quoteTopUp(creditCents);
+  }
+
+  /** Stores the quote, then starts the provider's checkout; the payer is sent to the returned URL. */
+  async start(accountId: string, creditCents: Cents | undefined, providerName: unknown): Promise<{ topUp: TopUpView; checkoutUrl: string }> {
+    const provider = this.provider(providerName);
+    const q = this.quote(creditCents);
+    const id = `tu_${randomBytes(12).toString('base64url')}`;
+    await this.opts.db.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO top_ups (id, account_id, provider, credit_cents, fee_cents, total_cents, state) VALUES ($1, $2, $3, $4, $5, $6, 'quoted')`,
+        [id, accountId, provider.name, q.creditCents, q.feeCents, q.totalCents],
+      );
+      await event(tx, id, 'quoted', q.totalCents, `credit ${formatCents(q.creditCents)} + fee ${formatCents(q.feeCents)} USD`);
+    });
+    const base = (typeof this.opts.publicUrl === 'string' ? this.opts.publicUrl : this.opts.publicUrl()).replace(/\/$/, '');
+    let checkout: { checkoutRef: string; checkoutUrl: string };
+    try {
+      checkout = await provider.startCheckout({
+        topUpId: id,
+        accountId,
+        ...q,
+        successUrl: `${base}/balance?top_up=${id}`,
+        cancelUrl: `${base}/balance?top_up=${id}&cancelled=1`,
+      });
+    } catch (err) {
+      await this.opts.db.transaction(async (tx) => {
+        await tx.query(`UPDATE top_ups SET state = 'failed', updated_at = now() WHERE id = $1`, [id]);
+        await event(tx, id, 'failed', null, 'the payment provider could not start a checkout');
+      });
+      throw new TopUpError(502, `${provider.label} payments are unavailable right now (${err instanceof Error ? err.message.slice(0, 120) : 'error'}); nothing was charged. Try again later.`);
+    }
+    const row = await this.opts.db.transaction(async (tx) => {
+      const r = await tx.query<TopUpRow>(
+        `UPDATE top_ups SET state = 'pending', provider_ref = $2, checkout_url = $3, updated_at = now() WHERE id = $1 RETURNING ${COLUMNS}`,
+        [id, checkout.checkoutRef, checkout.checkoutUrl],
+      );
+      await event(tx, id, 'checkout_started', q.totalCents, provider.label);
+      return r.rows[0] as TopUpRow;
+    });
+    return { topUp: view(row), checkoutUrl: checkout.checkoutUrl };
+  }
+
+  /** A webhook: verified on the raw body, then each event applied. Throws WebhookRejected (answer 400). */
+  async receiveWebhook(providerName: ProviderName, rawBody: Buffer, header: (name: string) => string | undefined): Promise<number> {
+    const provider = this.providers.get(providerName);
+    if (provider === undefined) throw new WebhookRejected(`${providerName} is not configured`);
+    const events = await provider.verifyWebhook(rawBody, header);
+    let applied = 0;
+    for (const e of events) if (await this.apply(provider, e)) applied++;
+    return applied;
+  }
+
+  /** Applies one provider event once; false for a repeat or an event about no top-up of ours. */
+  async apply(provider: PaymentProvider, e: ProviderEvent): Promise<boolean> {
+    const done = await this.opts.db.transaction(async (tx): Promise<Applied | undefined> => {
+      const fresh = await tx.query(`INSERT INTO payment_provider_events (provider, event_id, type) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING event_id`, [
+        provider.name,
+        e.eventId,
+        e.type,
+      ]);
+      if (fresh.rows.length === 0) return undefined;
+      const where = 'checkout' in e.ref ? 'provider_ref = $2' : 'payment_ref = $2';
+      const found = await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE provider = $1 AND ${where} FOR UPDATE`, [
+        provider.name,
+        'checkout' in e.ref ? e.ref.checkout : e.ref.payment,
+      ]);
+      const row = found.rows[0];
+      if (row === undefined) return { movements: [] };
+      await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [provider.name, e.eventId, row.id]);
+      return transition(tx, row, e.fact);
+    });
+    if (done === undefined) return false;
+    this.opts.afterCommit?.();
+    for (const { m, recorded } of done.movements) {
+      // Committed: a hot path that cannot take it now gets it from the movement sweeper.
+      await this.opts.applyCommitted(m, recorded).catch((err: unknown) => this.opts.onHotPathPending?.(err));
+    }
+    return true;
+  }
+
+  /** Asks the provider for the payment's state now and applies it through the same path. */
+  async recheck(accountId: string | undefined, topUpId: string): Promise<TopUpView> {
+    const t = await this.get(accountId, topUpId);
+    const row = await this.row(topUpId);
+    if (row?.provider_ref === null || row === undefined) throw new TopUpError(409, 'This top-up never reached its checkout; start a new one.');
+    const provider = this.provider(t.provider);
+    const fact = await provider.currentFact(row.provider_ref);
+    await this.apply(provider, { eventId: `recheck:${row.provider_ref}:${fact.kind}`, type: 'recheck', ref: { checkout: row.provider_ref }, fact });
+    return this.get(accountId, topUpId);
+  }
+
+  /** After an outage: every provider's events since `since` (unix s), applied in order; how many were new. */
+  async catchUp(since: number): Promise<number> {
+    let applied = 0;
+    for (const provider of this.providers.values()) for (const e of await provider.recentEvents(since)) if (await this.apply(provider, e)) applied++;
+    return applied;
+  }
+
+  private async row(id: string): Promise<TopUpRow | undefined> {
+    return (await this.opts.db.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1`, [id])).rows[0];
+  }
+
+  /** One top-up with its timeline; `accountId` undefined for an admin. A top-up of another account is not found. */
+  async get(accountId: string | undefined, id: string): Promise<TopUpView> {
+    const row = await this.row(id);
+    if (row === undefined || (accountId !== undefined && row.account_id !== accountId)) throw new TopUpError(404, 'There is no such top-up on this account.');
+    const events = await this.opts.db.query<{ kind: string; amount_cents: number | null; detail: string | null; created_at: Date }>(
+      'SELECT kind, amount_cents, detail, created_at FROM top_up_events WHERE top_up_id = $1 ORDER BY id',
+      [id],
+    );
+    return { ...view(row), timeline: events.rows.map((e) => ({ kind: e.kind, amountCents: e.amount_cents === null ? null : Number(e.amount_cents), detail: e.detail, at: new Date(e.created_at) })) };
+  }
+
+  /** Newest first; every account's for an admin (accountId undefined). */
+  async list(accountId: string | undefined, limit = 50): Promise<TopUpView[]> {
+    const r =
+      accountId === undefined
+        ? await this.opts.db.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups ORDER BY created_at DESC, id LIMIT $1`, [limit])
+        : await this.opts.db.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE account_id = $1 ORDER BY created_at DESC, id LIMIT $2`, [accountId, limit]);
+    return r.rows.map(view);
+  }
+}
+
+async function event(tx: Queryable, topUpId: string, kind: string, amountCents: Cents | null, detail: string | null): Promise<void> {
+  await tx.query('INSERT INTO top_up_events (top_up_id, kind, amount_cents, detail) VALUES ($1, $2, $3, $4)', [topUpId, kind, amountCents, detail]);
+}
+
+async function move(tx: Queryable, applied: Applied, m: MoneyMovement): Promise<boolean> {
+  const recorded = await recordMovement(tx, m);
+  if (!recorded.duplicate) applied.movements.push({ m, recorded });
+  return !recorded.duplicate;
+}
+
+const OPEN: ReadonlySet<TopUpState> = new Set(['quoted', 'pending', 'failed', 'expired']);
+const PAID: ReadonlySet<TopUpState> = new Set(['credited', 'refunded', 'disputed']);
+
+/** One fact applied to one locked top-up row. */
+async function transition(tx: Queryable, row: TopUpRow, fact: PaymentFact): Promise<Applied> {
+  const applied: Applied = { movements: [] };
+  const id = row.id;
+  const credit = Number(row.credit_cents);
+  const setState = (state: TopUpState, extra = ''): Promise<unknown> => tx.query(`UPDATE top_ups SET state = $2, updated_at = now()${extra} WHERE id = $1`, [id, state]);
+  switch (fact.kind) {
+    case 'paid': {
+      if (!OPEN.has(row.state)) return applied;
+      // The stored quote is credited only for exactly the quoted payment.
+      const problems: string[] = [];
+      if (fact.paidCents !== Number(row.total_cents)) problems.push(`paid ${formatCents(fact.paidCents)}, quoted ${formatCents(Number(row.total_cents))}`);
+      if (fact.currency !== row.currency) problems.push(`currency ${fact.currency || 'missing'}, quoted ${row.currency}`);
+      if (fact.mode !== undefined && fact.mode !== 'payment') problems.push(`checkout mode ${fact.mode}`);
+      if (problems.length > 0) {
+        await event(tx, id, 'payment_mismatch', fact.paidCents, `${problems.join('; ')}: not credited, support will look at it`);
+        return applied;
+      }
+      await move(tx, applied, { accountId: row.account_id, kind: 'top_up', amount: centsToMicros(credit), idempotencyKey: `top_up:${id}`, reference: id, memo: `top-up ${id}` });
+      await tx.query(`UPDATE top_ups SET state = 'credited', credited_at = now(), payment_ref = COALESCE($2, payment_ref), updated_at = now() WHERE id = $1`, [id, fact.paymentRef ?? null]);
+      await event(tx, id, 'paid', fact.paidCents, null);
+      await event(tx, id, 'credited', credit, null);
+      if (fact.overpaidCents !== undefined) await event(tx, id, 'overpaid', fact.overpaidCents, 'paid more than the invoice: the excess is not credited; support returns it');
+      return applied;
+    }
+    case 'processing':
+      if (row.state === 'quoted' || row.state === 'pending') await event(tx, id, 'processing', null, null);
+      return applied;
+    case 'failed':
+    case 'expired':
+      if (row.state === 'quoted' || row.state === 'pending') {
+        await setState(fact.kind);
+        await event(tx, id, fact.kind, null, fact.kind === 'failed' ? fact.reason : null);
+      }
+      return applied;
+    case 'underpaid':
+      if (row.state === 'quoted' || row.state === 'pending') {
+        await setState('failed');
+        await event(tx, id, 'underpaid', fact.paidCents, `less than the ${formatCents(Number(row.total_cents))} USD invoiced arrived: nothing credited; support returns it`);
+      }
+      return applied;
+    case 'refunded': {
+      if (!PAID.has(row.state)) return applied;
+      // Cumulative, so an older event arriving late takes nothing more.
+      const target = Math.min(fact.refundedCents, credit);
+      const taken = await tx.query<{ cents: number }>(`SELECT COALESCE(-sum(amount), 0)::bigint / 10000 AS cents FROM ledger_entries WHERE kind = 'reversal' AND reference = $1`, [id]);
+      const delta = target - Number(taken.rows[0]?.cents ?? 0);
+      if (delta > 0) {
+        await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: `reversal:${id}:${target}`, reference: id, memo: `refund of top-up ${id}` });
+        await event(tx, id, 'refunded', fact.refundedCents, `${formatCents(delta)} USD of credit taken back`);
+        if (row.state === 'credited') await setState('refunded');
+      }
+      return applied;
+    }
+    case 'dispute_opened':
+    case 'dispute_closed': {
+      if (!PAID.has(row.state)) return applied;
+      const held = await move(tx, applied, { accountId: row.account_id, kind: 'dispute_hold', amount: -centsToMicros(credit), idempotencyKey: `dispute_hold:${fact.disputeId}`, reference: id, memo: `dispute ${fact.disputeId}` });
+      if (held) await event(tx, id, 'disputed', credit, 'the credit is held until the dispute closes');
+      if (fact.kind === 'dispute_opened') {
+        if (held) await setState('disputed');
+        return applied;
+      }
+      if (fact.won) {
+        const released = await move(tx, applied, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(credit), idempotencyKey: `dispute_release:${fact.disputeId}`, reference: id, memo: `dispute ${fact.disputeId} won` });
+        if (released) {
+          await event(tx, id, 'dispute_won', credit, 'the held credit is back on the balance');
+          await setState('credited');
+        }
+      } else {
+        await event(tx, id, 'dispute_lost', credit, 'the held credit stays taken');
+        await setState('disputed');
+      }
+      return applied;
+    }
+  }
+}

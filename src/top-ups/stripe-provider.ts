@@ -1,0 +1,117 @@
+// Card top-ups through Stripe Checkout with the official client: a Checkout Session in payment mode
+// with the credit and the service fee as separate line items, created under an idempotency key per
+// top-up; webhooks verified by the client's own constructEvent (HMAC-SHA256 of the raw body with a
+// timestamp tolerance). Credited on checkout.session.completed when paid and on
+// async_payment_succeeded; async_payment_failed and expired only change the top-up's state.
+import Stripe from 'stripe';
+import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent } from './provider.js';
+import { WebhookRejected } from './provider.js';
+
+export interface StripeSettings {
+  secretKey: string;
+  webhookSecret: string;
+  /** Another API address (the test-mode fake): https://api.stripe.com when unset. */
+  apiBase?: string;
+  /** Seconds a webhook's signed timestamp may be old. */
+  toleranceSeconds?: number;
+}
+
+const HANDLED = [
+  'checkout.session.completed',
+  'checkout.session.async_payment_succeeded',
+  'checkout.session.async_payment_failed',
+  'checkout.session.expired',
+  'charge.refunded',
+  'charge.dispute.created',
+  'charge.dispute.closed',
+] as const;
+
+const idOf = (v: string | { id: string } | null | undefined): string | undefined => (v === null || v === undefined ? undefined : typeof v === 'string' ? v : v.id);
+
+function sessionFact(s: Stripe.Checkout.Session, type: string): PaymentFact {
+  if (type === 'checkout.session.expired' || s.status === 'expired') return { kind: 'expired' };
+  if (type === 'checkout.session.async_payment_failed') return { kind: 'failed', reason: 'the payment method failed after checkout' };
+  if (s.payment_status !== 'paid') return { kind: 'processing' };
+  const paymentRef = idOf(s.payment_intent);
+  return { kind: 'paid', paidCents: s.amount_total ?? 0, currency: s.currency ?? '', mode: s.mode, ...(paymentRef === undefined ? {} : { paymentRef }) };
+}
+
+/** Our view of one Stripe event; undefined for events that say nothing about a top-up. */
+function toProviderEvent(e: Stripe.Event): ProviderEvent | undefined {
+  const type = e.type as string;
+  if (type.startsWith('checkout.session.')) {
+    const s = e.data.object as Stripe.Checkout.Session;
+    return { eventId: e.id, type, ref: { checkout: s.id }, fact: sessionFact(s, type) };
+  }
+  if (type === 'charge.refunded') {
+    const c = e.data.object as Stripe.Charge;
+    const payment = idOf(c.payment_intent);
+    return payment === undefined ? undefined : { eventId: e.id, type, ref: { payment }, fact: { kind: 'refunded', refundedCents: c.amount_refunded } };
+  }
+  if (type === 'charge.dispute.created' || type === 'charge.dispute.closed') {
+    const d = e.data.object as Stripe.Dispute;
+    const payment = idOf(d.payment_intent);
+    if (payment === undefined) return undefined;
+    const fact: PaymentFact = type === 'charge.dispute.created' ? { kind: 'dispute_opened', disputeId: d.id } : { kind: 'dispute_closed', disputeId: d.id, won: d.status === 'won' };
+    return { eventId: e.id, type, ref: { payment }, fact };
+  }
+  return undefined;
+}
+
+export function stripeProvider(settings: StripeSettings): PaymentProvider {
+  const base = new URL(settings.apiBase ?? 'https://api.stripe.com');
+  const stripe = new Stripe(settings.secretKey, {
+    host: base.hostname,
+    port: base.port === '' ? (base.protocol === 'http:' ? 80 : 443) : Number(base.port),
+    protocol: base.protocol === 'http:' ? 'http' : 'https',
+    maxNetworkRetries: 2,
+    telemetry: false,
+  });
+  const tolerance = settings.toleranceSeconds ?? 300;
+  return {
+    name: 'stripe',
+    label: 'Card',
+    checkoutOrigin: settings.apiBase === undefined ? 'https://checkout.stripe.com' : base.origin,
+    async startCheckout(req: CheckoutRequest) {
+      const line = (name: string, cents: number) => ({ quantity: 1, price_data: { currency: 'usd', unit_amount: cents, product_data: { name } } });
+      const session = await stripe.checkout.sessions.create(
+        {
+          mode: 'payment',
+          line_items: [line('Tollgate credit', req.creditCents), line('Service fee (3.5% + 0.30)', req.feeCents)],
+          client_reference_id: req.topUpId,
+          metadata: { top_up_id: req.topUpId, account_id: req.accountId },
+          success_url: req.successUrl,
+          cancel_url: req.cancelUrl,
+        },
+        { idempotencyKey: `tollgate-top-up-${req.topUpId}` },
+      );
+      if (session.url === null || session.url === undefined) throw new Error('Stripe returned a checkout session without a URL');
+      return { checkoutRef: session.id, checkoutUrl: session.url };
+    },
+    async verifyWebhook(rawBody, header) {
+      const signature = header('stripe-signature');
+      if (signature === undefined) throw new WebhookRejected('missing Stripe-Signature header');
+      let event: Stripe.Event;
+      try {
+        event = stripe.webhooks.constructEvent(rawBody, signature, settings.webhookSecret, tolerance);
+      } catch (err) {
+        throw new WebhookRejected(`Stripe signature check failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      const mine = toProviderEvent(event);
+      return mine === undefined ? [] : [mine];
+    },
+    async currentFact(checkoutRef) {
+      const s = await stripe.checkout.sessions.retrieve(checkoutRef);
+      return sessionFact(s, s.status === 'expired' ? 'checkout.session.expired' : 'checkout.session.completed');
+    },
+    async recentEvents(since) {
+      const found: ProviderEvent[] = [];
+      for await (const e of stripe.events.list({ created: { gte: since }, types: [...HANDLED], limit: 100 })) {
+        const mine = toProviderEvent(e);
+        if (mine !== undefined) found.push(mine);
+      }
+      // Listed newest first.
+      return found.reverse();
+    },
+  };
+}

@@ -1,0 +1,94 @@
+// Top-ups in a real browser (Debian's chromium): sign up, ask for 10.00, see the fee 0.65 and the total
+// 10.65 before paying, pay on the fake Stripe's hosted page, come back to a balance exactly 10.00
+// higher with the entry on the statement; then the same by crypto on the fake BTCPay's page. Saves
+// screenshots of the Balance page (desktop and narrow) for the README with TOLLGATE_SCREENSHOTS=1.
+import { writeFileSync } from 'node:fs';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { startPaymentsWorld, type PaymentsWorld } from '../helpers/payments-world.js';
+import { useTestDatabase } from '../helpers/test-database.js';
+import { useTestRedis } from '../helpers/test-redis.js';
+
+const testDb = useTestDatabase('topup_browser');
+const testRedis = useTestRedis('t-topup-browser');
+
+describe.skipIf(browserMissing)('top-ups in a browser', () => {
+  let w: PaymentsWorld;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    w = await startPaymentsWorld({ db: testDb.db, redis: testRedis.redis, namespace: testRedis.namespace });
+    browser = await launchChromium();
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await w?.close();
+  });
+
+  async function quote(page: Page, amount: string): Promise<{ credit: string; fee: string; total: string }> {
+    await page.goto(`${w.url}/balance`);
+    await page.getByLabel(/Amount to add/).fill(amount);
+    await page.getByRole('button', { name: 'See the total' }).click();
+    return {
+      credit: (await page.locator('#quote-credit').textContent()) ?? '',
+      fee: (await page.locator('#quote-fee').textContent()) ?? '',
+      total: (await page.locator('#quote-total').textContent()) ?? '',
+    };
+  }
+
+  it('card, then crypto: the total is shown before paying, and the balance rises by exactly the credit', async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    await page.goto(`${w.url}/sign-up`);
+    await page.getByLabel('E-mail').fill('payer@example.com');
+    await page.getByLabel(/Password/).fill('a payer password');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.waitForURL(`${w.url}/keys`);
+    const accountId = (await w.backend.accounts.listAccounts()).find((a) => a.name === 'payer@example.com')?.id ?? '';
+    expect(accountId).not.toBe('');
+
+    // Below the minimum: refused on the page, nothing started.
+    await page.goto(`${w.url}/balance`);
+    await page.getByLabel(/Amount to add/).fill('4.99');
+    await page.getByRole('button', { name: 'See the total' }).click();
+    expect(await page.getByRole('alert').textContent()).toMatch(/minimum top-up is 5.00 USD/);
+
+    expect(await quote(page, '10.00')).toEqual({ credit: '$10.00', fee: '$0.65', total: '$10.65' });
+    await page.getByRole('button', { name: 'Pay $10.65 by card' }).click();
+    await page.waitForURL(new RegExp(`^${w.stripe.url}/pay/`));
+    expect(await page.getByRole('note').textContent()).toMatch(/Test mode/);
+    await page.getByRole('button', { name: 'Pay 10.65 USD' }).click();
+    await page.waitForURL(new RegExp(`^${w.url}/balance\\?top_up=`));
+    expect(await page.getByRole('status').textContent()).toContain('$10.00 was added to your balance');
+    expect(await page.locator('#balance').textContent()).toBe('$10.000000');
+    expect(await page.getByRole('cell', { name: 'Top-up' }).count()).toBe(1);
+    expect(await page.getByRole('cell', { name: '+$10.000000' }).count()).toBe(1);
+    expect((await w.backend.ledger.balance(accountId)).balance).toBe(10_000_000);
+
+    expect(await quote(page, '10')).toEqual({ credit: '$10.00', fee: '$0.65', total: '$10.65' });
+    await page.getByRole('button', { name: 'Pay $10.65 by crypto' }).click();
+    await page.waitForURL(new RegExp(`^${w.btcpay.url}/i/`));
+    await page.getByRole('button', { name: /^Send 0.00021300 BTC$/ }).click();
+    await page.waitForURL(new RegExp(`^${w.url}/balance\\?top_up=`));
+    expect(await page.locator('#balance').textContent()).toBe('$20.000000');
+    expect(await page.getByRole('cell', { name: 'Top-up' }).count()).toBe(2);
+    const record = await w.db.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [accountId]);
+    expect(record.rows[0]?.balance).toBe(20_000_000);
+
+    // The top-up's own page shows its timeline.
+    await page.getByRole('link', { name: /\d{4}-\d{2}-\d{2}/ }).first().click();
+    expect(await page.locator('ol').textContent()).toMatch(/quoted.*checkout started.*paid.*credited/s);
+
+    await page.goto(`${w.url}/balance`);
+    const desktop = await page.screenshot({ fullPage: true });
+    await page.setViewportSize({ width: 390, height: 800 });
+    const narrow = await page.screenshot({ fullPage: true });
+    expect(desktop.length).toBeGreaterThan(10_000);
+    expect(narrow.length).toBeGreaterThan(10_000);
+    if (process.env.TOLLGATE_SCREENSHOTS === '1') {
+      writeFileSync(new URL('../../docs/screenshots/dashboard-balance.png', import.meta.url), desktop);
+      writeFileSync(new URL('../../docs/screenshots/dashboard-balance-narrow.png', import.meta.url), narrow);
+    }
+  }, 90_000);
+});

@@ -1,0 +1,82 @@
+// Top-ups end to end on loopback: the record (a test database), a Redis hot path, the fake Stripe and
+// fake BTCPay with the real `stripe` client and our Greenfield client in front of them, and the
+// dashboard (pages, API and the providers' webhooks) on a port of its own.
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import { startDashboard } from '../../src/dashboard/server.js';
+import { DashboardService } from '../../src/dashboard/service.js';
+import type { Database } from '../../src/record/database.js';
+import { recordedBackend } from '../../src/record/recorded-backend.js';
+import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
+import { btcpayProvider } from '../../src/top-ups/btcpay-provider.js';
+import { startFakeBtcpay, type FakeBtcpay } from '../../src/top-ups/fakes/fake-btcpay.js';
+import { startFakeStripe, type FakeStripe } from '../../src/top-ups/fakes/fake-stripe.js';
+import { TopUpService } from '../../src/top-ups/service.js';
+import { stripeProvider } from '../../src/top-ups/stripe-provider.js';
+import { freePort } from './redis-server.js';
+
+export interface PaymentsWorld {
+  db: Database;
+  backend: Backend;
+  ledger: RecordedLedger;
+  stripe: FakeStripe;
+  btcpay: FakeBtcpay;
+  topUps: TopUpService;
+  dashboard: DashboardService;
+  url: string;
+  /** Crashes the next webhook right after its COMMIT (before the hot path and the answer). */
+  crashAfterNextCommit(): void;
+  close(): Promise<void>;
+}
+
+export const STRIPE_WEBHOOK_SECRET = 'whsec_test_tollgate';
+export const BTCPAY_WEBHOOK_SECRET = 'btcpay-test-secret';
+
+export async function startPaymentsWorld(opts: { db: Database; redis: Redis; namespace: string }): Promise<PaymentsWorld> {
+  const hot = createRedisBackend({ redis: opts.redis, namespace: `${opts.namespace}-${randomBytes(3).toString('hex')}` });
+  const backend = recordedBackend(hot, opts.db, 'tg', { rebuildWindowMs: 0, movementSweepMs: 200, movementSweepGraceMs: 0 });
+  const ledger = backend.ledger;
+  const stripe = await startFakeStripe({ webhookSecret: STRIPE_WEBHOOK_SECRET });
+  const btcpay = await startFakeBtcpay({ apiKey: 'btcpay-test-key', storeId: 'store-test', webhookSecret: BTCPAY_WEBHOOK_SECRET });
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  let crash = false;
+  const topUps = new TopUpService({
+    db: opts.db,
+    providers: [
+      stripeProvider({ secretKey: 'sk_test_tollgate', webhookSecret: STRIPE_WEBHOOK_SECRET, apiBase: stripe.url }),
+      btcpayProvider({ url: btcpay.url, apiKey: 'btcpay-test-key', storeId: 'store-test', webhookSecret: BTCPAY_WEBHOOK_SECRET }),
+    ],
+    applyCommitted: (m, r) => ledger.applyCommitted(m, r),
+    publicUrl: url,
+    afterCommit: () => {
+      if (!crash) return;
+      crash = false;
+      throw new Error('crashed right after COMMIT (injected)');
+    },
+  });
+  const dashboard = new DashboardService({ db: opts.db, accounts: backend.accounts, ledger: backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
+  const server = await startDashboard({ service: dashboard, secureCookie: false, topUps }, port, '127.0.0.1');
+  stripe.setWebhookUrl(`${url}/webhooks/stripe`);
+  btcpay.setWebhookUrl(`${url}/webhooks/btcpay`);
+  return {
+    db: opts.db,
+    backend,
+    ledger,
+    stripe,
+    btcpay,
+    topUps,
+    dashboard,
+    url,
+    crashAfterNextCommit: () => {
+      crash = true;
+    },
+    close: async () => {
+      await server.close();
+      await stripe.close();
+      await btcpay.close();
+      await ledger.close();
+    },
+  };
+}
