@@ -1,14 +1,10 @@
 // The production entry point (the container's `gateway` command): catalog from ModelCatalog objects
 // when TOLLGATE_CATALOG_SOURCE=kubernetes (else the file), ledger in Redis (or memory without
 // REDIS_URL, for trials), tracing from the standard OTEL_* variables.
-import { KubeConfig } from '@kubernetes/client-node';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
-import { runDashboard } from './dashboard/run.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
-import { createKubeCatalogSource } from './catalog/kube-source.js';
-import { createKubeSecretResolver } from './catalog/kube-secrets.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import { readConfig } from './config.js';
 import { RecordResponsesStore } from './responses/store.js';
@@ -27,12 +23,11 @@ async function main(): Promise<void> {
   let catalog: CatalogSource;
   let secrets: SecretResolver;
   if (process.env.TOLLGATE_CATALOG_SOURCE === 'kubernetes') {
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromDefault();
+    // Loaded here only: a gateway on a catalog file never pays for the Kubernetes client.
+    const { openKubeCatalog } = await import('./catalog/kube-catalog.js');
     const namespace = process.env.TOLLGATE_CATALOG_NAMESPACE;
     const onError = (err: unknown, context?: string) => logger.log.warn({ err: String(err), context }, 'kubernetes watch problem; serving the last good catalog');
-    catalog = await createKubeCatalogSource({ kubeConfig, ...(namespace ? { namespace } : {}), onError });
-    secrets = await createKubeSecretResolver({ kubeConfig, ...(namespace ? { namespace } : {}), onError });
+    ({ catalog, secrets } = await openKubeCatalog({ ...(namespace ? { namespace } : {}), onError }));
   } else {
     catalog = await createFileCatalogSource(config.catalogFile, {
       onError: (errors) => logger.log.error({ errors }, 'catalog edit rejected; serving the last good catalog'),
@@ -60,7 +55,9 @@ async function main(): Promise<void> {
   const dashboard =
     record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === ''
       ? undefined
-      : await runDashboard({
+      : // Loaded only when served: the dashboard's modules (password hashing, mail, payment SDKs) are memory
+        // a gateway without a dashboard should not carry.
+        await (await import('./dashboard/run.js')).runDashboard({
           db: record,
           backend,
           onRevoke: () => gateway.authenticator.forget(),
