@@ -8,13 +8,16 @@ export interface GatewayProcess {
   child: ChildProcess;
   /** Everything the child wrote to stdout after its URL line (its JSON log lines). */
   output: string[];
+  /** The child's resident set, and its heap in use plus memory outside the heap, right after a full collection. */
+  memoryAfterGc(): Promise<{ rss: number; kept: number }>;
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
 const running = new Set<ChildProcess>();
 
 export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', new URL('./gateway-child.ts', import.meta.url).pathname], {
+  // --expose-gc: a leak check can ask the child for a full collection (see gateway-child.ts).
+  const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', new URL('./gateway-child.ts', import.meta.url).pathname], {
     env: { ...process.env, TOLLGATE_REAPER_INTERVAL_MS: '60000', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -36,6 +39,15 @@ export async function startGatewayProcess(env: Record<string, string>): Promise<
     url,
     child,
     output,
+    async memoryAfterGc() {
+      const seen = output.length;
+      child.kill('SIGUSR2');
+      for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 20))) {
+        const line = output.slice(seen).find((l) => l.startsWith('{"afterGc"'));
+        if (line !== undefined) return (JSON.parse(line) as { afterGc: { rss: number; kept: number } }).afterGc;
+      }
+      throw new Error('the child gateway did not report its memory after a collection');
+    },
     async kill(signal: NodeJS.Signals = 'SIGKILL') {
       // Already gone (exited, or killed by a signal): its 'exit' has fired and will not again.
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
