@@ -5,8 +5,10 @@
 // its 2xx. A crash between the two leaves a committed movement the movement sweeper applies, and the
 // provider's retry finds its event recorded.
 // Refund rule: a card refund of R cents (of the total paid) takes back min(R, credit) of the credit; the
-// service fee is the last part refunded. A dispute holds the whole credit until it is closed: won, the
-// hold is released; lost, it stays taken. A balance may go negative, and then requests get 402.
+// service fee is the last part refunded. A dispute holds what refunds left of the credit until it is
+// closed: won, the hold is released; lost, it stays taken. Refunds and holds together never take more
+// than the credit: a refund reported while a dispute holds the rest waits, and is taken if the dispute
+// is won. A balance may go negative, and then requests get 402.
 import { randomBytes } from 'node:crypto';
 import type { Database, Queryable } from '../record/database.js';
 import { recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
@@ -252,6 +254,48 @@ async function move(tx: Queryable, applied: Applied, m: MoneyMovement): Promise<
   return !recorded.duplicate;
 }
 
+/** Cents of a top-up's credit that refunds took back, and that disputes hold now (holds less releases). */
+async function withdrawn(tx: Queryable, topUpId: string): Promise<{ reversed: Cents; held: Cents }> {
+  const r = await tx.query<{ reversed: number; held: number }>(
+    `SELECT (COALESCE(-sum(amount) FILTER (WHERE kind = 'reversal'), 0) / 10000)::bigint AS reversed,
+            (COALESCE(-sum(amount) FILTER (WHERE kind IN ('dispute_hold', 'dispute_release')), 0) / 10000)::bigint AS held
+       FROM ledger_entries WHERE reference = $1`,
+    [topUpId],
+  );
+  return { reversed: Number(r.rows[0]?.reversed ?? 0), held: Number(r.rows[0]?.held ?? 0) };
+}
+
+/** The amount of this dispute's first timeline entry of `kind` (its detail starts with the dispute id), if any. */
+async function disputeEvent(tx: Queryable, topUpId: string, kind: string, disputeId: string): Promise<{ cents: Cents } | undefined> {
+  const r = await tx.query<{ amount_cents: number | null }>(
+    'SELECT amount_cents FROM top_up_events WHERE top_up_id = $1 AND kind = $2 AND starts_with(detail, $3) ORDER BY id LIMIT 1',
+    [topUpId, kind, `dispute ${disputeId}:`],
+  );
+  const row = r.rows[0];
+  return row === undefined ? undefined : { cents: Number(row.amount_cents ?? 0) };
+}
+
+/**
+ * Takes back min(refunded, credit) of the credit, less what earlier refunds took, and never what a
+ * dispute holds now: that part waits (noted) until the dispute is closed.
+ */
+async function takeBackRefunds(tx: Queryable, applied: Applied, row: TopUpRow, refundedCents: Cents): Promise<void> {
+  const id = row.id;
+  const credit = Number(row.credit_cents);
+  const target = Math.min(refundedCents, credit);
+  const { reversed, held } = await withdrawn(tx, id);
+  const owed = target - reversed;
+  if (owed <= 0) return;
+  const delta = Math.min(owed, credit - reversed - held);
+  if (delta > 0) {
+    // Keyed by the running total it brings the reversals to: a repeat computes nothing new to take.
+    await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: `reversal:${id}:${reversed + delta}`, reference: id, memo: `refund of top-up ${id}` });
+    await event(tx, id, 'refunded', refundedCents, `${formatCents(delta)} USD of credit taken back`);
+    if (row.state === 'credited') await tx.query(`UPDATE top_ups SET state = 'refunded', updated_at = now() WHERE id = $1`, [id]);
+  }
+  if (delta < owed) await event(tx, id, 'refund_deferred', refundedCents, `${formatCents(owed - Math.max(0, delta))} USD waits: a dispute holds it; taken back if the dispute is won`);
+}
+
 const OPEN: ReadonlySet<TopUpState> = new Set(['quoted', 'pending', 'failed', 'expired']);
 const PAID: ReadonlySet<TopUpState> = new Set(['credited', 'refunded', 'disputed']);
 
@@ -296,38 +340,39 @@ async function transition(tx: Queryable, row: TopUpRow, fact: PaymentFact): Prom
         await event(tx, id, 'underpaid', fact.paidCents, `less than the ${formatCents(Number(row.total_cents))} USD invoiced arrived: nothing credited; support returns it`);
       }
       return applied;
-    case 'refunded': {
+    case 'refunded':
       if (!PAID.has(row.state)) return applied;
       // Cumulative, so an older event arriving late takes nothing more.
-      const target = Math.min(fact.refundedCents, credit);
-      const taken = await tx.query<{ cents: number }>(`SELECT COALESCE(-sum(amount), 0)::bigint / 10000 AS cents FROM ledger_entries WHERE kind = 'reversal' AND reference = $1`, [id]);
-      const delta = target - Number(taken.rows[0]?.cents ?? 0);
-      if (delta > 0) {
-        await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: `reversal:${id}:${target}`, reference: id, memo: `refund of top-up ${id}` });
-        await event(tx, id, 'refunded', fact.refundedCents, `${formatCents(delta)} USD of credit taken back`);
-        if (row.state === 'credited') await setState('refunded');
-      }
+      await takeBackRefunds(tx, applied, row, fact.refundedCents);
       return applied;
-    }
     case 'dispute_opened':
     case 'dispute_closed': {
       if (!PAID.has(row.state)) return applied;
-      const held = await move(tx, applied, { accountId: row.account_id, kind: 'dispute_hold', amount: -centsToMicros(credit), idempotencyKey: `dispute_hold:${fact.disputeId}`, reference: id, memo: `dispute ${fact.disputeId}` });
-      if (held) await event(tx, id, 'disputed', credit, 'the credit is held until the dispute closes');
-      if (fact.kind === 'dispute_opened') {
-        if (held) await setState('disputed');
-        return applied;
-      }
-      if (fact.won) {
-        const released = await move(tx, applied, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(credit), idempotencyKey: `dispute_release:${fact.disputeId}`, reference: id, memo: `dispute ${fact.disputeId} won` });
-        if (released) {
-          await event(tx, id, 'dispute_won', credit, 'the held credit is back on the balance');
-          await setState('credited');
-        }
-      } else {
-        await event(tx, id, 'dispute_lost', credit, 'the held credit stays taken');
+      const dispute = fact.disputeId;
+      // The first event of a dispute (opened, or closed arriving first) holds what is left of the credit.
+      let held = (await disputeEvent(tx, id, 'disputed', dispute))?.cents;
+      if (held === undefined) {
+        const before = await withdrawn(tx, id);
+        held = Math.max(0, credit - before.reversed - before.held);
+        if (held > 0) await move(tx, applied, { accountId: row.account_id, kind: 'dispute_hold', amount: -centsToMicros(held), idempotencyKey: `dispute_hold:${dispute}`, reference: id, memo: `dispute ${dispute}` });
+        await event(tx, id, 'disputed', held, `dispute ${dispute}: ${formatCents(held)} USD of the credit is held until it closes`);
         await setState('disputed');
       }
+      if (fact.kind === 'dispute_opened') return applied;
+      const closing = fact.won ? 'dispute_won' : 'dispute_lost';
+      if ((await disputeEvent(tx, id, closing, dispute)) !== undefined) return applied;
+      if (!fact.won) {
+        await event(tx, id, 'dispute_lost', held, `dispute ${dispute}: the held credit stays taken`);
+        return applied;
+      }
+      if (held > 0) await move(tx, applied, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(held), idempotencyKey: `dispute_release:${dispute}`, reference: id, memo: `dispute ${dispute} won` });
+      await event(tx, id, 'dispute_won', held, `dispute ${dispute}: the held credit is back on the balance`);
+      const after = await withdrawn(tx, id);
+      await setState(after.reversed > 0 ? 'refunded' : 'credited');
+      // A refund reported while the dispute held the credit is taken now.
+      const reported = await tx.query<{ cents: number }>(`SELECT COALESCE(max(amount_cents), 0)::bigint AS cents FROM top_up_events WHERE top_up_id = $1 AND kind IN ('refunded', 'refund_deferred')`, [id]);
+      const refundedCents = Number(reported.rows[0]?.cents ?? 0);
+      if (refundedCents > 0) await takeBackRefunds(tx, applied, { ...row, state: after.reversed > 0 ? 'refunded' : 'credited' }, refundedCents);
       return applied;
     }
   }

@@ -201,6 +201,50 @@ describe('card top-ups (Stripe Checkout)', () => {
     ]);
   });
 
+  it('refunds and a dispute together never take more than the credit, in either order', async () => {
+    const a = await account();
+    // 10.00 credited, 4.00 refunded, then the rest disputed: the hold is the 6.00 refunds left.
+    const lost = await stripeTopUp(a, 1000);
+    await w.stripe.pay(lost.sessionId);
+    await w.stripe.refund(lost.sessionId, 400);
+    await expectBalance(a, 600 * MICROS);
+    const disputeLost = await w.stripe.openDispute(lost.sessionId);
+    await expectBalance(a, 0);
+    await w.stripe.closeDispute(lost.sessionId, disputeLost, false);
+    await expectBalance(a, 0);
+    // The same, won: the 6.00 comes back.
+    const won = await stripeTopUp(a, 1000);
+    await w.stripe.pay(won.sessionId);
+    await w.stripe.refund(won.sessionId, 400);
+    const disputeWon = await w.stripe.openDispute(won.sessionId);
+    await expectBalance(a, 0);
+    await w.stripe.closeDispute(won.sessionId, disputeWon, true);
+    await expectBalance(a, 600 * MICROS);
+    expect((await w.topUps.get(a, won.topUpId)).state).toBe('refunded');
+    // A refund reported while a dispute holds the whole credit waits for the dispute, and is taken
+    // when the dispute is won; redelivered events change nothing.
+    const late = await stripeTopUp(a, 1000);
+    await w.stripe.pay(late.sessionId);
+    const disputeLate = await w.stripe.openDispute(late.sessionId);
+    await expectBalance(a, 600 * MICROS);
+    await w.stripe.refund(late.sessionId, 250);
+    await expectBalance(a, 600 * MICROS);
+    await w.stripe.closeDispute(late.sessionId, disputeLate, true);
+    await expectBalance(a, 600 * MICROS + 750 * MICROS);
+    for (const e of w.stripe.events.slice(-3)) await w.stripe.redeliver(String(e.id));
+    await expectBalance(a, 600 * MICROS + 750 * MICROS);
+    const timeline = (await w.topUps.get(a, late.topUpId)).timeline?.map((e) => e.kind);
+    expect(timeline).toEqual(expect.arrayContaining(['disputed', 'refund_deferred', 'dispute_won', 'refunded']));
+    // Every top-up's entries: never more taken back than credited.
+    const per = await w.db.query<{ reference: string; taken: number; credited: number }>(
+      `SELECT reference, -sum(amount) FILTER (WHERE kind IN ('reversal', 'dispute_hold', 'dispute_release'))::bigint AS taken,
+              sum(amount) FILTER (WHERE kind = 'top_up')::bigint AS credited
+         FROM ledger_entries WHERE account_id = $1 GROUP BY reference`,
+      [a],
+    );
+    for (const r of per.rows) expect(Number(r.taken), r.reference).toBeLessThanOrEqual(Number(r.credited));
+  });
+
   it('re-check asks Stripe and applies what it says; the catch-up applies events missed during an outage', async () => {
     const a = await account();
     const missed = await stripeTopUp(a, 1000);
