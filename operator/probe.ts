@@ -1,13 +1,14 @@
-// Upstream health probe: GET the upstream's model list with its credential, within a timeout.
-// An OpenAI-format base already ends in /v1 (GET {base}/models); an Anthropic-format base does not
-// (GET {base}/v1/models). The credential never appears in the result message.
+// Upstream health probe: GET the upstream's model list with its credential, within a timeout. Where
+// the list is and which headers a call needs come from the upstream's format module, as for the
+// gateway's own calls. The credential never appears in the result message.
+import { credentialHeaders, upstreamFormat, type CredentialsHeader } from '../src/upstream/formats/index.js';
 import type { WireFormat } from '../src/wire/format.js';
 
 export interface ProbeTarget {
   baseUrl: string;
   format: WireFormat;
   credential?: string;
-  credentialsHeader?: 'authorization' | 'x-api-key';
+  credentialsHeader?: CredentialsHeader;
 }
 
 export interface ProbeResult {
@@ -17,18 +18,16 @@ export interface ProbeResult {
 }
 
 export function modelsUrl(baseUrl: string, format: WireFormat): string {
-  const base = baseUrl.replace(/\/+$/, '');
-  return format === 'anthropic' ? `${base}/v1/models` : `${base}/models`;
+  return upstreamFormat(format).modelsPath(baseUrl.replace(/\/+$/, ''));
 }
 
 export function probeHeaders(target: ProbeTarget): Record<string, string> {
-  const headers: Record<string, string> = { accept: 'application/json' };
-  if (target.format === 'anthropic') headers['anthropic-version'] = '2023-06-01';
-  if (target.credential) {
-    const header = target.credentialsHeader ?? (target.format === 'anthropic' ? 'x-api-key' : 'authorization');
-    headers[header] = header === 'authorization' ? `Bearer ${target.credential}` : target.credential;
-  }
-  return headers;
+  const format = upstreamFormat(target.format);
+  return {
+    accept: 'application/json',
+    ...format.protocolHeaders(),
+    ...(target.credential ? credentialHeaders(target.credentialsHeader ?? format.defaultCredentialsHeader, target.credential) : {}),
+  };
 }
 
 export async function probeUpstream(target: ProbeTarget, timeoutMs: number): Promise<ProbeResult> {

@@ -1,5 +1,6 @@
 // Validated catalog specs -> one immutable CatalogSnapshot. All per-request work that can be done
 // once (price conversion, defaults, the id/alias index) happens here, at swap time.
+import { upstreamFormat } from '../upstream/formats/index.js';
 import { findDuplicateModelIds } from './manifest.js';
 import { usdPerMillionToMicros } from './price.js';
 import type { CatalogModel, CatalogSnapshot, CatalogUpstream, ModelPricing, UpstreamTimeouts } from './snapshot.js';
@@ -55,7 +56,7 @@ function buildUpstream(u: UpstreamSpec, healthy: boolean): CatalogUpstream {
     ...(u.credentialsSecretRef
       ? { credentialsSecretRef: Object.freeze({ name: u.credentialsSecretRef.name, key: u.credentialsSecretRef.key }) }
       : {}),
-    credentialsHeader: u.credentialsHeader ?? (u.format === 'anthropic' ? 'x-api-key' : 'authorization'),
+    credentialsHeader: u.credentialsHeader ?? upstreamFormat(u.format).defaultCredentialsHeader,
     weight: u.weight ?? DEFAULT_WEIGHT,
     timeouts: Object.freeze({ ...DEFAULT_TIMEOUTS, ...u.timeouts }),
     healthy,

@@ -1,5 +1,6 @@
 // Client and upstream speak different wire formats: the request, the reply and every stream event
 // go through the translation layer (src/wire/translate), which uses one internal representation.
+import { upstreamFormat } from '../upstream/formats/index.js';
 import { collectAnthropicContent } from './anthropic-pass-through.js';
 import { collectOpenAIChoice } from './openai-pass-through.js';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
@@ -62,7 +63,6 @@ export function toTokenUsage(u: NormalizedUsage): TokenUsage {
   return { input: u.input, output: u.output, cachedInput: Math.min(u.cachedInput, u.input), reasoning: Math.min(u.reasoning, u.output) };
 }
 
-const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 
 export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
   const contextFor = (upstream: CatalogUpstream): TranslationContext => ({
@@ -96,10 +96,8 @@ export function crossFormatPlan(req: CrossFormatRequest): CrossFormatPlan {
   return {
     upstreamRequest,
     upstreamBody: (upstream, outputLimit) => JSON.stringify(upstreamRequest(upstream, outputLimit)),
-    upstreamHeaders(upstream): Record<string, string> {
-      if (upstream.format !== 'anthropic') return {};
-      return { 'anthropic-version': req.clientHeaders['anthropic-version'] ?? DEFAULT_ANTHROPIC_VERSION };
-    },
+    // The client speaks another format: its own protocol headers are not this upstream's.
+    upstreamHeaders: (upstream) => upstreamFormat(upstream.format).protocolHeaders(),
     relay(upstream): Relay {
       const ctxBase = contextFor(upstream);
       if (req.responses !== undefined) return responsesRelay(req, upstream, req.responses);

@@ -1,6 +1,7 @@
 // The metered exchange every completion endpoint shares: reserve the worst case, call an upstream
 // (retrying and falling back while nothing has reached the client), relay, and settle exactly once
 // with the actual cost — whatever happens in between.
+import { credentialHeaders } from '../upstream/formats/index.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
 import type { LedgerHealth } from '../billing/ledger-health.js';
@@ -123,11 +124,11 @@ function upstreamMessage(body: string | undefined): string {
   return 'no details given.';
 }
 
-function credentialHeaders(upstream: CatalogUpstream, secrets: SecretResolver): Record<string, string> {
+function upstreamCredential(upstream: CatalogUpstream, secrets: SecretResolver): Record<string, string> {
   if (upstream.credentialsSecretRef === undefined) return {};
   const value = secrets.resolve(upstream.credentialsSecretRef);
   if (value === undefined) return {};
-  return upstream.credentialsHeader === 'x-api-key' ? { 'x-api-key': value } : { authorization: `Bearer ${value}` };
+  return credentialHeaders(upstream.credentialsHeader, value);
 }
 
 async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<TokenUsage> {
@@ -207,7 +208,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
         accept: plan.stream ? 'text/event-stream' : 'application/json',
         'x-request-id': requestId,
         ...plan.upstreamHeaders(upstream),
-        ...credentialHeaders(upstream, deps.secrets),
+        ...upstreamCredential(upstream, deps.secrets),
       };
       call.injectTraceHeaders(headers);
       // Built outside the transport try: a request the upstream's format cannot express is the

@@ -2,6 +2,7 @@
 // first use and reused by every request (the URL of an upstream is parsed once, not per request).
 import { Pool } from 'undici';
 import type { CatalogUpstream } from '../catalog/snapshot.js';
+import { upstreamFormat } from './formats/index.js';
 
 export interface UpstreamTarget {
   pool: Pool;
@@ -28,7 +29,7 @@ export class UpstreamDispatchers {
     if (target === undefined) {
       const url = new URL(upstream.baseUrl);
       const basePath = url.pathname.replace(/\/+$/, '');
-      const path = upstream.format === 'openai' ? `${basePath}/chat/completions` : `${basePath}/v1/messages`;
+      const path = upstreamFormat(upstream.format).chatPath(basePath);
       const poolKey = `${url.origin}|${upstream.timeouts.connectMs}`;
       let pool = this.pools.get(poolKey);
       if (pool === undefined) {

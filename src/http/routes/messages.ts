@@ -1,5 +1,6 @@
 // POST /v1/messages and /v1/messages/count_tokens (Anthropic format). Billing, vision checks and
 // request ids are those of every completion: the same exchange, not a copy.
+import { upstreamFormat } from '../../upstream/formats/index.js';
 import type { CatalogModel, CatalogSource, CatalogUpstream } from '../../catalog/snapshot.js';
 import { anthropicJsonRelay, anthropicStreamRelay } from '../../proxy/anthropic-pass-through.js';
 import { crossFormatPlan } from '../../proxy/cross-format.js';
@@ -28,8 +29,6 @@ function passThroughRequest(decoded: DecodedMessagesRequest, upstream: CatalogUp
  * and the footprint is measured on them (src/proxy/upstream-bodies.ts).
  */
 export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogModel, requestId: string, clientHeaders: Record<string, string>): ExchangePlan {
-  const version = clientHeaders['anthropic-version'];
-  const beta = clientHeaders['anthropic-beta'];
   const estimateInputTokens = (): Promise<number> => countPromptTokens(decoded.prompt);
   const translated = crossFormatPlan({
     clientFormat: 'anthropic',
@@ -51,8 +50,7 @@ export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogMode
     footprint: bodies.footprint,
     stream: decoded.stream,
     upstreamBody: bodies.body,
-    upstreamHeaders: (upstream) =>
-      upstream.format === 'anthropic' ? { 'anthropic-version': version ?? '2023-06-01', ...(beta === undefined ? {} : { 'anthropic-beta': beta }) } : translated.upstreamHeaders(upstream),
+    upstreamHeaders: (upstream) => (upstream.format === 'anthropic' ? upstreamFormat('anthropic').protocolHeaders(clientHeaders) : translated.upstreamHeaders(upstream)),
     relay: (upstream) => (upstream.format === 'anthropic' ? passThrough : translated.relay(upstream)),
     estimateInputTokens,
   };
