@@ -1,6 +1,7 @@
 // The bench's PostgreSQL of record: a fresh, migrated database on the server the tests use
 // (DATABASE_URL, the machine's on 127.0.0.1:5432, or a throwaway one), dropped after the run.
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { openPostgres } from '../src/record/database.js';
 import { migrate } from '../src/record/migrate.js';
@@ -8,6 +9,8 @@ import { findPostgres } from '../test/helpers/postgres-server.js';
 
 export interface BenchDatabase {
   url: string;
+  /** The server processes serving this database's connections now (Linux /proc), for their CPU time. */
+  backendPids(): number[];
   drop(): Promise<void>;
 }
 
@@ -19,6 +22,21 @@ async function admin(url: string, sql: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/** PostgreSQL backends name their database in their process title: `postgres: … <user> <db> <client> …`. */
+function serverProcessesOf(database: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (title.startsWith('postgres:') && title.includes(` ${database} `)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
 }
 
 export async function createBenchDatabase(): Promise<BenchDatabase> {
@@ -36,6 +54,7 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
   }
   return {
     url,
+    backendPids: () => serverProcessesOf(name),
     drop: async () => {
       await admin(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await server.stop();

@@ -3,7 +3,7 @@
 // proxy, Tollgate and (full runs, unless --no-peer) Portkey as the peer, each in its own process, drives
 // them on loopback and writes bench/results/latest.{md,json}. `--streams N` sets the memory benchmark's
 // open streams (1,000 by default).
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { countRedisPerRequest, ledgerPairs, type RedisPerRequest } from './ledger.js';
 import {
@@ -99,27 +99,33 @@ async function peerFor(): Promise<{ peer: Peer | undefined; status: string }> {
  * first, so none is measured while its code still compiles.
  */
 async function roundsOf<K extends string>(
-  targets: { name: K; url: string; shape: RequestShape; pid: number }[],
+  targets: { name: K; url: string; shape: RequestShape; pid: number; serverPids?: () => number[] }[],
   rounds: number,
   seconds: number,
   label: string,
 ): Promise<Map<K, MeasuredThroughput>> {
   if (plan.warmupSec > 0) for (const t of targets) await throughput(t.url, t.shape, plan.connections, plan.warmupSec);
-  const acc = new Map<K, { best: ThroughputResult; rounds: number[]; cpu: number; requests: number; non2xx: number; errors: number }>();
+  const acc = new Map<K, { best: ThroughputResult; rounds: number[]; cpu: number; serverCpu: number; requests: number; non2xx: number; errors: number }>();
+  // The same processes read before and after a round: a backend that left meanwhile counts nothing.
+  const cpuOf = (pids: readonly number[]): number => pids.reduce((sum, pid) => sum + (existsSync(`/proc/${pid}`) ? cpuSeconds(pid) : 0), 0);
   for (let round = 0; round < rounds; round++) {
     // The order rotates each round, so no target always runs right after the same one.
     const shift = round % targets.length;
     for (const t of [...targets.slice(shift), ...targets.slice(0, shift)]) {
       log(`${label}: ${t.name}${rounds > 1 ? ` (round ${round + 1} of ${rounds})` : ''}`);
+      const servers = t.serverPids?.() ?? [];
       const cpu0 = cpuSeconds(t.pid);
+      const serverCpu0 = cpuOf(servers);
       const tp = await throughput(t.url, t.shape, plan.connections, seconds);
       const cpu = cpuSeconds(t.pid) - cpu0;
+      const serverCpu = Math.max(0, cpuOf(servers) - serverCpu0);
       const a = acc.get(t.name);
-      if (!a) acc.set(t.name, { best: tp, rounds: [tp.requestsPerSec], cpu, requests: tp.requests, non2xx: tp.non2xx, errors: tp.errors });
+      if (!a) acc.set(t.name, { best: tp, rounds: [tp.requestsPerSec], cpu, serverCpu, requests: tp.requests, non2xx: tp.non2xx, errors: tp.errors });
       else {
         if (tp.requestsPerSec > a.best.requestsPerSec) a.best = tp;
         a.rounds.push(tp.requestsPerSec);
         a.cpu += cpu;
+        a.serverCpu += serverCpu;
         a.requests += tp.requests;
         a.non2xx += tp.non2xx;
         a.errors += tp.errors;
@@ -137,6 +143,7 @@ async function roundsOf<K extends string>(
       errors: a.errors,
       rounds: a.rounds,
       cpuUsPerRequest: a.requests > 0 ? Math.round((a.cpu * 1e6) / a.requests) : NaN,
+      ...(t.serverPids === undefined || a.requests === 0 ? {} : { serverCpuUsPerRequest: Math.round((a.serverCpu * 1e6) / a.requests) }),
     });
   }
   return out;
@@ -241,10 +248,10 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
     // outlives the count) and with the default 1 s key cache, whose refreshes add a share per request.
     // The journal to PostgreSQL against none, like tracing: fresh gateways, interleaved rounds.
     log('journal cost');
-    const journaled: { name: (typeof JOURNAL_MODES)[number]; url: string; shape: RequestShape; pid: number }[] = [];
+    const journaled: { name: (typeof JOURNAL_MODES)[number]; url: string; shape: RequestShape; pid: number; serverPids?: () => number[] }[] = [];
     for (const mode of JOURNAL_MODES) {
       const t = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `benchj${mode}`, tracing: 'off', ...(mode === 'on' ? { databaseUrl: record.url } : {}) });
-      journaled.push({ name: mode, url: t.url, shape: requestShape('openai', t.key), pid: t.pid });
+      journaled.push({ name: mode, url: t.url, shape: requestShape('openai', t.key), pid: t.pid, ...(mode === 'on' ? { serverPids: () => record.backendPids() } : {}) });
     }
     const byJournal = await roundsOf(journaled, plan.tracingRounds, plan.tracingSec, 'journal');
     const journal = JOURNAL_MODES.map((mode) => ({ mode, ...(byJournal.get(mode) as MeasuredThroughput) }));
