@@ -3,14 +3,35 @@ import { formatUsd } from '../billing/money.js';
 import { html, trusted, type Html } from './html.js';
 import type { KeyView, Session } from './service.js';
 
-const STYLE = `body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
-header{background:#1b1f24;color:#fff;padding:.6rem 1rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
-header a{color:#fff}header button{color:#fff;background:transparent;border:1px solid #fff;border-radius:3px}main{max-width:60rem;margin:1rem auto;padding:0 1rem}
-table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #d8dde3}
-form.inline{display:inline}label{display:block;margin:.4rem 0}input{font:inherit;padding:.3rem}
-button{font:inherit;padding:.3rem .8rem;cursor:pointer}.error{background:#fde8e8;color:#8a1010;padding:.5rem;border-left:4px solid #c01818}
-.secret{background:#fff8d6;padding:.8rem;border-left:4px solid #c9a000;word-break:break-all}
-.revoked{color:#6b7280}meter.bar{display:block;width:100%;max-width:12rem;height:.6rem}.rid{user-select:all;font-size:.85em}.refused{color:#8a1010}form.filters label{display:inline-block;margin-right:.6rem}select,textarea{font:inherit}nav a{margin-right:.5rem}.num{text-align:right;font-variant-numeric:tabular-nums}.ok{background:#e6f6ea;padding:.5rem;border-left:4px solid #1a7f37}.note{color:#4b5563}.card{background:#fff;padding:1rem;margin:1rem 0;border:1px solid #d8dde3;border-radius:6px}.big{font-size:2rem;font-weight:600}dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}@media(max-width:40rem){table{display:block;overflow-x:auto}main{padding:0 .5rem}header{gap:.5rem}}`;
+// One small stylesheet, inline (no build step, no CDN): a dark bar, white cards, quiet tables, one accent.
+const STYLE = `:root{--ink:#1b1f24;--muted:#5b6572;--line:#e2e6ea;--bg:#f5f6f8;--accent:#2456d6;--accent-ink:#fff}
+*{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:var(--ink);background:var(--bg)}
+a{color:var(--accent)}h1{font-size:1.6rem;margin:1.2rem 0 .8rem}h2{font-size:1.15rem;margin:1.6rem 0 .6rem}
+header{background:#111827;color:#fff;padding:.55rem 1.25rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+header strong{font-size:1.05rem;letter-spacing:.02em;margin-right:.5rem}header a{color:#d1d5db;text-decoration:none}header a:hover{color:#fff}
+header nav a{margin-right:.9rem}header span{margin-left:auto;color:#9ca3af;font-size:.9rem}
+header button{color:#e5e7eb;background:transparent;border:1px solid #4b5563;border-radius:6px;padding:.2rem .7rem;font-size:.85rem}header button:hover{border-color:#e5e7eb}
+main{max-width:66rem;margin:1rem auto 3rem;padding:0 1.25rem}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);border-radius:8px;overflow:hidden;font-size:.92rem}
+th,td{text-align:left;padding:.5rem .55rem;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:#fafbfc;color:var(--muted);font-weight:600;font-size:.72rem;text-transform:uppercase;letter-spacing:.03em}
+tr:last-child td{border-bottom:0}td time{white-space:nowrap}
+form.inline{display:inline}label{display:block;margin:.5rem 0;color:var(--ink)}
+input,select,textarea{font:inherit;padding:.35rem .5rem;border:1px solid #c9d0d8;border-radius:6px;background:#fff}
+input:focus,select:focus,textarea:focus{outline:2px solid var(--accent);outline-offset:0;border-color:var(--accent)}
+button{font:inherit;padding:.38rem .9rem;cursor:pointer;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:var(--accent-ink)}
+button:hover{filter:brightness(1.08)}
+.error{background:#fdecec;color:#8a1010;padding:.6rem .8rem;border-left:4px solid #c01818;border-radius:4px}
+.ok{background:#e7f6ec;padding:.6rem .8rem;border-left:4px solid #1a7f37;border-radius:4px}
+.secret{background:#fff8d6;padding:.8rem;border-left:4px solid #c9a000;border-radius:4px;word-break:break-all}
+.revoked{color:#8b95a1}meter.bar{display:block;width:100%;max-width:12rem;height:.6rem}
+.rid{user-select:all;font:.78em ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.refused{color:#8a1010}
+form.filters label{display:inline-block;margin-right:.8rem}nav a{margin-right:.5rem}
+.num{text-align:right;font-variant-numeric:tabular-nums}.note{color:var(--muted)}
+.card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px}
+.big{font-size:2rem;font-weight:650;letter-spacing:-.01em}
+dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
+@media(max-width:40rem){table{display:block;overflow-x:auto}main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}}`;
 
 export function layout(title: string, session: Session | undefined, body: Html): Html {
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
