@@ -68,7 +68,10 @@ const perRequest = (n: number, requests: number): number => Math.round((n / requ
  */
 export async function countRedisPerRequest(redisUrl: string, requests: number, drive: () => Promise<void>): Promise<RedisPerRequest> {
   const counter = new Redis(redisUrl);
-  const monitor = await new Redis(redisUrl).monitor();
+  const source = new Redis(redisUrl);
+  const monitor = await source.monitor();
+  // A line that trails the disconnect is of no interest, and must not crash the run (see finally).
+  monitor.on('error', () => undefined);
   const sent: Record<string, number> = {};
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
     const name = (args[0] ?? '').toLowerCase();
@@ -80,6 +83,8 @@ export async function countRedisPerRequest(redisUrl: string, requests: number, d
     await quiet(counter);
     const before = await redisCommandCount(counter);
     await drive();
+    // The last answers reach the client before their settlements; let those land before counting.
+    await new Promise((r) => setTimeout(r, 100));
     const after = await redisCommandCount(counter);
     // MONITOR lines trail the commands slightly; the last ones arrive within this.
     await new Promise((r) => setTimeout(r, 200));
@@ -93,7 +98,11 @@ export async function countRedisPerRequest(redisUrl: string, requests: number, d
       roundTrips: perRequest(after.reads - before.reads - 1, requests),
     };
   } finally {
+    // ioredis takes no QUIT in monitor mode, and a MONITOR line arriving after disconnect() reaches its
+    // command queue as a reply to nothing ("Command queue state error"): stop reading first.
+    monitor.stream.removeAllListeners('data');
     monitor.disconnect();
+    source.disconnect();
     await counter.quit();
   }
 }

@@ -68,6 +68,11 @@ export interface RunningGateway {
   metricsServer: MetricsServer | undefined;
   authenticator: KeyAuthenticator;
   logger: TollgateLogger;
+  /**
+   * Requests still being handled. A non-streaming answer and a stream both reach the client before
+   * their settlement, so this is how a caller knows every answered request is also settled.
+   */
+  inFlight(): number;
   close(): Promise<void>;
 }
 
@@ -221,6 +226,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     metricsServer,
     authenticator,
     logger,
+    inFlight: () => inFlight,
     close() {
       // Once: SIGTERM and SIGINT, or a test's own close after a drain, share one shutdown.
       closing ??= shutDown();

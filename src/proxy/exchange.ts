@@ -2,6 +2,7 @@
 // (retrying and falling back while nothing has reached the client), relay, and settle exactly once
 // with the actual cost — whatever happens in between.
 import { credentialHeaders } from '../upstream/formats/index.js';
+import { respondBeforeSettling } from './respond-first.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
 import type { LedgerHealth } from '../billing/ledger-health.js';
@@ -197,6 +198,8 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
   let outcome: RelayOutcome | undefined;
   let servedBy: CatalogUpstream | undefined;
+  /** The relay finished without error: the client's answer is complete and goes before the settlement. */
+  let relayed = false;
   const started = performance.now();
   try {
     let lastFailure: UpstreamFailure | undefined;
@@ -237,6 +240,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       try {
         outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers) });
         if (cancellation.cutByShutdown) outcome.endedByShutdown = true;
+        relayed = true;
       } catch (err) {
         const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
         outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
@@ -254,6 +258,8 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     if (cancellation.clientGone) ctx.state.clientClosed = true;
     cancellation.dispose();
     const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
+    // Respond first, settle after: the client's last byte does not wait on the ledger (streams are ended by their relay).
+    if (relayed && !plan.stream) respondBeforeSettling(ctx);
     await settle(ctx, deps, plan, final, started, servedBy, bound);
   }
 }

@@ -132,10 +132,12 @@ describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format ups
       ? 'a forged thinking signature is refused with 400 invalid_request_error, nothing charged'
       : 'an edited thinking block goes to an OpenAI-format upstream (no signature to check) and is charged';
   it(forgedTitle, async () => {
+    await h.settled();
     const before = (await h.backend.ledger.balance(h.accountId)).balance;
     const first = await client.messages.create({ model: REASONING, max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'Think about it' }] });
     const thinking = first.content.find((b) => b.type === 'thinking') as { thinking: string; signature: string };
     expect(thinking).toBeDefined();
+    await h.settled();
     const spent = (await h.backend.ledger.balance(h.accountId)).balance;
     expect(spent).toBeLessThan(before);
     const forged = { ...thinking, thinking: `${thinking.thinking} (edited)` };

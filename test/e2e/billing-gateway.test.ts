@@ -142,6 +142,7 @@ describe('a burst of 500 concurrent requests at one limit that admits exactly N 
       expect(Math.max(...refused.map((r) => r.at))).toBeLessThan(Math.min(...ok.map((r) => r.at)));
       expect(h.simulator.requests).toHaveLength(N);
 
+      await h.settled();
       const spend = await h.backend.ledger.keySpend(h.accountId, h.keyId);
       const bal = await h.backend.ledger.balance(h.accountId);
       expect(bal.held).toBe(0);

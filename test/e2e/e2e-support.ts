@@ -17,6 +17,8 @@ export interface Mark {
 }
 
 export async function mark(h: Harness): Promise<Mark> {
+  // Counted once everything answered so far is settled, or a late settlement would count as new.
+  await h.settled();
   return { simIndex: h.simulator.requests.length, usageCount: (await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 })).length };
 }
 
@@ -35,6 +37,7 @@ export function simulatorCost(h: Harness, r: SimulatedRequest): number {
 export async function expectChargesMatchSimulator(h: Harness, since: Mark, expectedCalls: number) {
   const calls = h.simulator.requests.slice(since.simIndex).filter((r) => COMPLETION_PATHS.has(r.path));
   expect(calls).toHaveLength(expectedCalls);
+  await h.settled();
   await vi.waitFor(async () => {
     const all = await h.backend.ledger.listUsage(h.accountId, { limit: 10_000 });
     expect(all.length - since.usageCount).toBe(expectedCalls);

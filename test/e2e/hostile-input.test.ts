@@ -132,6 +132,7 @@ describe('the key is checked before the body is read', () => {
 
 describe('a body trickled slower than the read deadline', () => {
   it('is cut with 408 in the OpenAI shape, and nothing is charged', async () => {
+    await h.settled();
     const before = await balance();
     const r = await raw(h.gateway.port, head('/v1/chat/completions', { ...bearer(h.key), 'content-length': '1000' }), {
       trickle: { piece: ' ', everyMs: 100, times: 50 },

@@ -81,10 +81,10 @@ describe('journal: a gateway killed right after settling', () => {
       expect(res.status, await res.clone().text()).toBe(200);
       const requestId = res.headers.get('x-request-id') ?? '';
       await res.text();
-      await victim.kill();
-
+      // The answer reaches the client before its settlement: killed once the settlement is applied.
       const stream = redisKeys(namespace).journal(accountId);
-      expect(await redis.xlen(stream), 'the settlement is in the Redis journal').toBe(1);
+      await waitFor('the settlement in the Redis journal', async () => (await redis.xlen(stream)) === 1, 5_000);
+      await victim.kill();
       expect(await usageRows(db, accountId), 'and not yet in PostgreSQL').toEqual([]);
       const spent = (await backend.ledger.keySpend(accountId, keyId)).lifetimeSpent;
       expect(spent).toBeGreaterThan(0);
@@ -170,7 +170,8 @@ describe('journal: PostgreSQL stopped under traffic', () => {
       const aBody = (await anthropic.json()) as { type: string; error: { type: string; message: string } };
       expect(aBody.type).toBe('error');
       expect(aBody.error.message).toMatch(/Usage records cannot be saved/);
-      expect((await backend.ledger.balance(accountId)).held, 'a refused request holds nothing').toBe(0);
+      // The last served answer may still be settling; a refused request must leave nothing held after it.
+      await waitFor('no hold left (a refused request holds nothing)', async () => (await backend.ledger.balance(accountId)).held === 0, 5_000);
 
       // PostgreSQL returns: the gateway catches up and serves again by itself.
       await server.resume();

@@ -48,6 +48,7 @@ describe('openai client end to end', () => {
     const sim = h.simulator.requests.at(-1);
     expect(sim?.body).toMatchObject({ model: 'sim-outlaw-1-xploded', max_tokens: 16384 });
     expect(res.data.usage?.prompt_tokens).toBe(sim?.inputTokens);
+    await h.settled();
     const [record] = await h.backend.ledger.listUsage(h.accountId, { limit: 1 });
     expect(record?.requestId).toBe(requestId);
     expect(record?.usage.output).toBe(res.data.usage?.completion_tokens);

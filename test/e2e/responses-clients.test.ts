@@ -13,7 +13,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
-import { until } from './e2e-support.js';
 
 const tdb = useTestDatabase('respclients');
 const MODEL = 'outlaw-1-xploded';
@@ -28,17 +27,19 @@ afterAll(async () => {
   await h?.close();
 });
 
-/** Every request the gateway served from `since` settled, and what they cost in all. */
-async function settledSince(since: number, count: number): Promise<number> {
-  const records = await until(
-    'settlements',
-    async () => {
-      const all = (await h.backend.ledger.listUsage(h.accountId, { limit: 500 })).filter((r) => r.time >= since);
-      return all.length >= count ? all : undefined;
-    },
-    10_000,
-  );
-  return records.reduce((t, r) => t + r.cost, 0);
+/** How many usage records the account has; counted once every answered request is settled. */
+async function usageCount(): Promise<number> {
+  await h.settled();
+  return (await h.backend.ledger.listUsage(h.accountId, { limit: 500 })).length;
+}
+
+/** The `count` requests served after `before` records settled, and what they cost in all. */
+async function settledSince(before: number, count: number): Promise<number> {
+  await h.settled();
+  const all = await h.backend.ledger.listUsage(h.accountId, { limit: 500 });
+  expect(all.length - before).toBe(count);
+  // Newest first.
+  return all.slice(0, count).reduce((t, r) => t + r.cost, 0);
 }
 
 describe('the Responses API from the clients default providers', () => {
@@ -69,7 +70,7 @@ describe('the Responses API from the clients default providers', () => {
 
   it('the AI SDK generates, streams, and continues a conversation through item references', async () => {
     const openai = createOpenAI({ apiKey: h.key, baseURL: `${h.baseUrl}/v1` });
-    const since = Date.now();
+    const since = await usageCount();
     const first = await generateText({ model: openai(MODEL), prompt: 'Say something short.', maxOutputTokens: 40 });
     expect(first.text.length).toBeGreaterThan(0);
     expect(first.finishReason).toBe('stop');

@@ -119,6 +119,7 @@ describe('every path forwards exactly the reserved output limit', () => {
     expect(limit).toBe(model.contextWindow);
     // The settled hold was for exactly that limit: the request's usage record says what was charged,
     // and nothing is left held.
+    await h.settled();
     expect((await h.backend.ledger.balance(h.accountId)).held).toBe(0);
   });
 });

@@ -125,6 +125,8 @@ describe('ledger outage', () => {
     await startRedisServer({ appendOnly: true, port: w.redis.port, dir: w.redis.dir });
     await until('ready again', async () => ((await readyz(w)) === 200 ? true : undefined), 15_000);
     expect((await chat(w)).status).toBe(200);
+    // Its answer comes before its settlement.
+    await until('settled', async () => ((await w.backend.ledger.audit(w.accountId)).holdsOutstanding === 0 ? true : undefined), 5_000);
     const audit = await w.backend.ledger.audit(w.accountId);
     expect(audit.difference).toBe(0);
     expect(audit.holdsOutstanding).toBe(0);

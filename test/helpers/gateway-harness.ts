@@ -85,6 +85,11 @@ export interface Harness {
   redisNamespace: string | undefined;
   /** The journal to the record (`record` only): flush() commits what the gateway settled so far. */
   journal: JournalWriter | undefined;
+  /**
+   * Resolves once every request the gateway has answered is settled too: answers (streams and JSON
+   * alike) reach the client before their settlement, so a test reads charges after this.
+   */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -169,6 +174,11 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     logLines,
     redisNamespace,
     journal,
+    async settled() {
+      for (const until = Date.now() + 10_000; gateway.inFlight() > 0; await new Promise((r) => setTimeout(r, 2))) {
+        if (Date.now() > until) throw new Error(`${gateway.inFlight()} requests still unsettled after 10 s`);
+      }
+    },
     async close() {
       await gateway.close();
       await simulator.close();

@@ -217,6 +217,7 @@ describe('dashboard keys', () => {
     expect(reply.choices[0]?.message).toBeDefined();
 
     // The spend shows against the key.
+    await harness.settled();
     const after = (await alice.api('GET', `/api/keys/${key.id}`)).json() as { key: { lifetime_spent_micro_usd: number; month_spent_micro_usd: number } };
     expect(after.key.lifetime_spent_micro_usd).toBeGreaterThan(0);
     expect(after.key.month_spent_micro_usd).toBe(after.key.lifetime_spent_micro_usd);
