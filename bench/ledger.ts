@@ -1,5 +1,7 @@
 // Ledger micro-benchmark: reserve+settle pairs per second straight against Redis, and the Redis
 // commands a gateway request costs, counted from INFO commandstats (not guessed).
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { createRedisBackend } from '../src/billing/backends.js';
 
@@ -68,26 +70,18 @@ const perRequest = (n: number, requests: number): number => Math.round((n / requ
  */
 export async function countRedisPerRequest(redisUrl: string, requests: number, drive: () => Promise<void>): Promise<RedisPerRequest> {
   const counter = new Redis(redisUrl);
-  const source = new Redis(redisUrl);
-  const monitor = await source.monitor();
-  // A line that trails the disconnect is of no interest, and must not crash the run (see finally).
-  monitor.on('error', () => undefined);
-  const sent: Record<string, number> = {};
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    const name = (args[0] ?? '').toLowerCase();
-    // The counter's own INFO calls and anything a script runs are not the gateway's commands.
-    if (source === 'lua' || name === 'info') return;
-    sent[name] = (sent[name] ?? 0) + 1;
-  });
+  const monitor = await watchCommands(redisUrl);
   try {
     await quiet(counter);
     const before = await redisCommandCount(counter);
+    monitor.reset();
     await drive();
     // The last answers reach the client before their settlements; let those land before counting.
     await new Promise((r) => setTimeout(r, 100));
     const after = await redisCommandCount(counter);
     // MONITOR lines trail the commands slightly; the last ones arrive within this.
     await new Promise((r) => setTimeout(r, 200));
+    const sent = monitor.sent;
     const sentTotal = Object.values(sent).reduce((a, b) => a + b, 0);
     return {
       total: perRequest(after.total - before.total, requests),
@@ -98,13 +92,51 @@ export async function countRedisPerRequest(redisUrl: string, requests: number, d
       roundTrips: perRequest(after.reads - before.reads - 1, requests),
     };
   } finally {
-    // ioredis takes no QUIT in monitor mode, and a MONITOR line arriving after disconnect() reaches its
-    // command queue as a reply to nothing ("Command queue state error"): stop reading first.
-    monitor.stream.removeAllListeners('data');
-    monitor.disconnect();
-    source.disconnect();
+    monitor.close();
     await counter.quit();
   }
+}
+
+/**
+ * Commands clients send, from MONITOR on a plain socket. Written here rather than with ioredis's
+ * monitor(): its monitor connection takes no QUIT, and a line arriving while it disconnects reaches
+ * its command queue as a reply to nothing and crashes the run ("Command queue state error").
+ */
+async function watchCommands(redisUrl: string): Promise<{ sent: Record<string, number>; reset(): void; close(): void }> {
+  const url = new URL(redisUrl);
+  const socket = connect({ host: url.hostname, port: Number(url.port || 6379) });
+  await once(socket, 'connect');
+  let sent: Record<string, number> = {};
+  let pending = '';
+  // One simple-string reply per command: +<time> [<db> <source>] "<command>" "<arg>"...
+  const line = /^\+\d+\.\d+ \[\d+ (\S+)\] "([^"]*)"/;
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    const lines = (pending + chunk).split('\r\n');
+    pending = lines.pop() ?? '';
+    for (const l of lines) {
+      const m = line.exec(l);
+      if (m === null) continue;
+      const [, source, command] = m;
+      const name = (command ?? '').toLowerCase();
+      // The counter's own INFO calls and anything a script runs are not the gateway's commands.
+      if (source === 'lua' || name === 'info') continue;
+      sent[name] = (sent[name] ?? 0) + 1;
+    }
+  });
+  socket.on('error', () => undefined);
+  socket.write('MONITOR\r\n');
+  return {
+    get sent() {
+      return sent;
+    },
+    reset() {
+      sent = {};
+    },
+    close() {
+      socket.destroy();
+    },
+  };
 }
 
 /**
