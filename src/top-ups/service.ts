@@ -291,7 +291,8 @@ async function takeBackRefunds(tx: Queryable, applied: Applied, row: TopUpRow, r
     // Keyed by the running total it brings the reversals to: a repeat computes nothing new to take.
     await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: `reversal:${id}:${reversed + delta}`, reference: id, memo: `refund of top-up ${id}` });
     await event(tx, id, 'refunded', refundedCents, `${formatCents(delta)} USD of credit taken back`);
-    if (row.state === 'credited') await tx.query(`UPDATE top_ups SET state = 'refunded', updated_at = now() WHERE id = $1`, [id]);
+    // From the row as it stands now (a won dispute has just set it back to credited).
+    await tx.query(`UPDATE top_ups SET state = 'refunded', updated_at = now() WHERE id = $1 AND state = 'credited'`, [id]);
   }
   if (delta < owed) await event(tx, id, 'refund_deferred', refundedCents, `${formatCents(owed - Math.max(0, delta))} USD waits: a dispute holds it; taken back if the dispute is won`);
 }
@@ -372,7 +373,7 @@ async function transition(tx: Queryable, row: TopUpRow, fact: PaymentFact): Prom
       // A refund reported while the dispute held the credit is taken now.
       const reported = await tx.query<{ cents: number }>(`SELECT COALESCE(max(amount_cents), 0)::bigint AS cents FROM top_up_events WHERE top_up_id = $1 AND kind IN ('refunded', 'refund_deferred')`, [id]);
       const refundedCents = Number(reported.rows[0]?.cents ?? 0);
-      if (refundedCents > 0) await takeBackRefunds(tx, applied, { ...row, state: after.reversed > 0 ? 'refunded' : 'credited' }, refundedCents);
+      if (refundedCents > 0) await takeBackRefunds(tx, applied, row, refundedCents);
       return applied;
     }
   }
