@@ -2,7 +2,7 @@
 // quote first: credit, fee and total are shown before any payment starts), the top-ups with their
 // state, and the statement of record with a running balance.
 import { formatUsd } from '../billing/money.js';
-import type { StatementPage } from '../record/statement.js';
+import type { StatementLine, StatementPage } from '../record/statement.js';
 import type { TopUpQuote } from '../top-ups/quote.js';
 import { formatCents } from '../top-ups/quote.js';
 import type { TopUpView } from '../top-ups/service.js';
@@ -36,7 +36,7 @@ const KIND_WORDS: Record<string, string> = {
   reversal: 'Top-up refunded to the payer',
   dispute_hold: 'Held for a payment dispute',
   dispute_release: 'Dispute won: released',
-  usage: 'Request',
+  usage: 'Usage',
   adjustment: 'Adjustment',
 };
 
@@ -55,10 +55,17 @@ function topUpRows(topUps: TopUpView[]): Html {
   )}</tbody></table>`;
 }
 
+/** A request's id; for a usage posting of many requests, how many, linked to the usage page. */
+function statementDetail(l: StatementLine): Html | string {
+  if (l.requestId !== null) return html` <code>${l.requestId}</code>`;
+  if (l.kind === 'usage' && l.memo !== null) return html` · <a href="/usage">${l.memo}</a>`;
+  return '';
+}
+
 function statementRows(page: StatementPage): Html {
   if (page.lines.length === 0) return html`<p class="note">Nothing yet: money added and every request's charge appear here.</p>`;
   return html`<table><thead><tr><th>When</th><th>What</th><th class="num">Amount</th><th class="num">Balance</th></tr></thead><tbody>${page.lines.map(
-    (l) => html`<tr><td>${when(l.createdAt)}</td><td>${KIND_WORDS[l.kind] ?? l.kind}${l.requestId === null ? '' : html` <code>${l.requestId}</code>`}</td><td class="num">${signed(l.amount)}</td><td class="num">${usd(l.balanceAfter)}</td></tr>`,
+    (l) => html`<tr><td>${when(l.createdAt)}</td><td>${KIND_WORDS[l.kind] ?? l.kind}${statementDetail(l)}</td><td class="num">${signed(l.amount)}</td><td class="num">${usd(l.balanceAfter)}</td></tr>`,
   )}</tbody></table>${page.nextCursor === undefined ? '' : html`<p><a href="/balance?cursor=${page.nextCursor}">Older entries</a></p>`}`;
 }
 

@@ -1,7 +1,9 @@
-// The journal's commit: settlements the hot path applied, written to PostgreSQL once each. A usage
-// record and (when something was charged) its 'usage' ledger entry go in one transaction, both keyed so
-// that a repeat (two writers, a retry after a lost COMMIT reply, a sweep of a dead pod's stream) is a
-// no-op: usage_records by request id, ledger_entries by `usage:<requestId>`.
+// The journal's commit: settlements the hot path applied, written to PostgreSQL once each. The usage
+// records, and one 'usage' ledger posting per account for what those records charged, go in one
+// statement. The records are keyed by request id, so a repeat (two writers, a retry after a lost COMMIT
+// reply, a sweep of a dead pod's stream) inserts none and its posting sums nothing: a record and its
+// share of a posting exist together or not at all. A posting's idempotency key names the transaction
+// that wrote it (`usage:<xid>:<account>`); a posting of one record also names its request.
 import type { Micros, RefusalReason, RequestOfRecord, SettlementOutcome, SettlementRequest } from '../billing/ledger.js';
 import type { Database } from './database.js';
 
@@ -72,7 +74,7 @@ interface JournalRow {
   rr: string | null;
 }
 
-// One statement: the placeholder accounts, the usage records, and the 'usage' ledger entries of the
+// One statement: the placeholder accounts, the usage records, and a 'usage' posting per account for the
 // records that were new. The batch travels as one JSON parameter: JSON.stringify is native, where
 // per-column arrays went through the driver's JavaScript serializer (most of the commit's CPU).
 const COMMIT_SQL = `
@@ -81,7 +83,8 @@ WITH batch AS (
                                                    c bigint, res bigint, st text, mo text, t bigint, lat bigint, rr text)
 ), acct AS (
   -- An account the record has not seen (created in Redis before PostgreSQL was the record) gets a row
-  -- named by its id, so its usage is never refused by the foreign key and held back forever.
+  -- named by its id, so its usage and its posting always have an account of record (the posting's
+  -- foreign key would otherwise refuse the batch and hold it back forever).
   INSERT INTO accounts (id, name) SELECT DISTINCT a, a FROM batch ORDER BY a ON CONFLICT (id) DO NOTHING
 ), rec AS (
   INSERT INTO usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens,
@@ -93,9 +96,13 @@ WITH batch AS (
   ON CONFLICT (request_id) DO NOTHING
   RETURNING request_id, account_id, cost
 ), led AS (
-  INSERT INTO ledger_entries (account_id, kind, amount, idempotency_key, request_id)
-  SELECT account_id, 'usage', -cost, 'usage:' || request_id, request_id FROM rec WHERE cost > 0 ORDER BY account_id, request_id
-  ON CONFLICT (idempotency_key) DO NOTHING
+  -- One posting per account: a ledger row per request doubled the record's size and cost for no
+  -- figure a statement needs (the requests are listed from usage_records).
+  INSERT INTO ledger_entries (account_id, kind, amount, idempotency_key, request_id, memo)
+  SELECT account_id, 'usage', -sum(cost), 'usage:' || pg_current_xact_id()::text || ':' || account_id,
+         CASE WHEN count(*) = 1 THEN min(request_id) END,
+         count(*) || CASE WHEN count(*) = 1 THEN ' request' ELSE ' requests' END
+    FROM rec WHERE cost > 0 GROUP BY account_id ORDER BY account_id
   RETURNING amount
 )
 SELECT (SELECT count(*) FROM rec)::int AS records, COALESCE((SELECT -sum(amount) FROM led), 0)::bigint AS charged,

@@ -93,8 +93,8 @@ describe('journal: a gateway killed right after settling', () => {
       const survivor = await startGatewayProcess({ ...base, TOLLGATE_TEST_JOURNAL_SWEEP_MS: '200', TOLLGATE_TEST_JOURNAL_GRACE_MS: '300' });
       await waitFor('the swept record', async () => (await usageRows(db, accountId)).length === 1 && (await redis.xlen(stream)) === 0, 10_000);
       expect(await usageRows(db, accountId)).toEqual([{ request_id: requestId, cost: spent }]);
-      const entries = await db.query<{ amount: number; idempotency_key: string }>(`SELECT amount, idempotency_key FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`, [accountId]);
-      expect(entries.rows).toEqual([{ amount: -spent, idempotency_key: `usage:${requestId}` }]);
+      const entries = await db.query<{ amount: number; request_id: string; memo: string }>(`SELECT amount, request_id, memo FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`, [accountId]);
+      expect(entries.rows).toEqual([{ amount: -spent, request_id: requestId, memo: '1 request' }]);
       // Sweeps go on; the record stays single.
       await new Promise((r) => setTimeout(r, 600));
       expect(await usageRows(db, accountId)).toHaveLength(1);
@@ -186,8 +186,12 @@ describe('journal: PostgreSQL stopped under traffic', () => {
       expect(rows.map((r) => r.request_id)).toEqual([...served].sort());
       const spend = await backend.ledger.keySpend(accountId, keyId);
       expect(rows.reduce((s, r) => s + r.cost, 0)).toBe(spend.lifetimeSpent);
-      const entries = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`, [accountId]);
-      expect(entries.rows[0]?.n).toBe(rows.filter((r) => r.cost > 0).length);
+      // The usage postings count every charged record once and sum to what was charged.
+      const entries = await db.query<{ n: number; total: number }>(
+        `SELECT COALESCE(sum(split_part(memo, ' ', 1)::int), 0)::int AS n, COALESCE(-sum(amount), 0)::bigint AS total FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`,
+        [accountId],
+      );
+      expect(entries.rows[0]).toEqual({ n: rows.filter((r) => r.cost > 0).length, total: spend.lifetimeSpent });
       const report = await reconcile(reconcileSources(db, backend, new RedisJournalStream(redis, redisKeys(namespace)), undefined), [accountId]);
       expect(report.differences).toEqual([]);
       await gw.kill();

@@ -107,7 +107,12 @@ async function checkRecord(db: Database, backend: Backend, accountId: string, ke
   );
   const expected = [...settled].sort((a, b) => (a.rid < b.rid ? -1 : 1)).map((s) => ({ request_id: s.rid, key_id: s.keyId, cost: s.charged, billing_month: s.month }));
   expect(rows.rows).toEqual(expected);
-  const usage = await db.query<{ n: number; total: number }>(`SELECT count(*)::int AS n, COALESCE(-sum(amount), 0)::bigint AS total FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`, [accountId]);
+  // Usage postings (one per account per commit) name how many requests they sum: together they count
+  // each charged settlement once and sum to exactly what was charged.
+  const usage = await db.query<{ n: number; total: number }>(
+    `SELECT COALESCE(sum(split_part(memo, ' ', 1)::int), 0)::int AS n, COALESCE(-sum(amount), 0)::bigint AS total FROM ledger_entries WHERE account_id = $1 AND kind = 'usage'`,
+    [accountId],
+  );
   const charged = settled.reduce((s, r) => s + r.charged, 0);
   expect(usage.rows[0]).toEqual({ n: settled.filter((s) => s.charged > 0).length, total: charged });
   const totals = await db.query<{ balance: number; charged: number }>('SELECT balance, charged FROM account_totals WHERE account_id = $1', [accountId]);

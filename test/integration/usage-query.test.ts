@@ -139,11 +139,12 @@ async function exerciseStatement(db: Database): Promise<void> {
   const lines = [];
   let cursor: string | undefined;
   do {
-    const page = await statementPage(db, { accountId: 'acct_s', limit: 37, ...(cursor === undefined ? {} : { cursor }) });
+    const page = await statementPage(db, { accountId: 'acct_s', limit: 4, ...(cursor === undefined ? {} : { cursor }) });
     lines.push(...page.lines);
     cursor = page.nextCursor;
   } while (cursor !== undefined);
-  expect(lines).toHaveLength(9 + 9 * 30 + 1);
+  // Each commit of 30 records is one usage posting.
+  expect(lines).toHaveLength(9 + 9 + 1);
   const totals = (await db.query<{ balance: number }>(`SELECT balance FROM account_totals WHERE account_id = 'acct_s'`)).rows[0]?.balance;
   expect(totals).toBe(expected);
   // Newest first; the newest line's balance is the account's, the oldest's is its own amount, and
@@ -158,7 +159,11 @@ async function exerciseStatement(db: Database): Promise<void> {
     expect(newer?.balanceAfter).toBe((older?.balanceAfter ?? NaN) + (newer?.amount ?? NaN));
     expect((newer?.entryId ?? 0) > (older?.entryId ?? 0)).toBe(true);
   }
-  expect(lines.filter((l) => l.kind === 'usage')).toHaveLength(270);
+  const postings = lines.filter((l) => l.kind === 'usage');
+  expect(postings).toHaveLength(9);
+  for (const [n, p] of postings.reverse().entries()) {
+    expect(p).toMatchObject({ memo: '30 requests', requestId: null, amount: -Array.from({ length: 30 }, (_, j) => 1_000 * (j + 1) + n).reduce((a, b) => a + b, 0) });
+  }
   await expect(statementPage(db, { accountId: 'acct_s', cursor: '12; DROP TABLE x' })).rejects.toThrow(UsageQueryError);
   expect(await statementPage(db, { accountId: 'acct_nobody' })).toEqual({ lines: [] });
 }
