@@ -303,7 +303,7 @@ export function renderMarkdown(r: BenchResults): string {
     const jOff = r.journal.find((t) => t.mode === 'off');
     out.push(
       '',
-      `## Journal cost (OpenAI format, ${r.plan.connections} connections, a fresh gateway each; ${r.plan.tracingRounds} interleaved rounds of ${r.plan.tracingSec} s)`,
+      `## Journal cost (OpenAI format, ${r.plan.connections} connections, a fresh gateway each; ${String(r.plan.journalRounds ?? r.plan.tracingRounds)} interleaved rounds of ${r.plan.tracingSec} s)`,
       '',
       'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone. PostgreSQL runs on the same cores as everything else here, so its CPU (the backends serving the bench database) comes out of the gateway\'s throughput; in production it is another machine.',
       '',

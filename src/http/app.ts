@@ -6,9 +6,9 @@ import { createResponse, deleteResponse, getResponse, listInputItems, type Respo
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { CatalogSource } from '../catalog/snapshot.js';
-import type { ExchangeDeps } from '../proxy/exchange.js';
-import { authenticate, type KeyAuthenticator } from './authenticate.js';
-import { jsonBody } from './json-body.js';
+import type { ExchangeDeps } from '../exchange/exchange.js';
+import { authenticate, type KeyAuthenticator } from '../authenticate/authenticate.js';
+import { jsonBody } from '../decode/json-body.js';
 import { refuseCrossOrigin } from './no-cross-origin.js';
 import { requestContext, type ErrorReporter } from './request-context.js';
 import { chatCompletions } from './routes/chat-completions.js';
@@ -57,11 +57,19 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
     ctx.state.route = route;
     await next();
   };
+  // The two completion endpoints carry nearly all traffic: an exact-path lookup reaches them without
+  // the general router's matching (see `completions` below); the router still lists them, for the
+  // route template of a request refused before it got here.
+  const completionRoutes = new Map<string, { route: string; handle: (ctx: GatewayContext) => Promise<void> }>();
+  const chat = { route: '/v1/chat/completions', handle: chatCompletions(deps.catalog, deps.exchange) };
+  const message = { route: '/v1/messages', handle: messages(deps.catalog, deps.exchange) };
   for (const prefix of ['/v1', '']) {
+    completionRoutes.set(`${prefix}/chat/completions`, chat);
+    completionRoutes.set(`${prefix}/messages`, message);
     api.get(`${prefix}/models`, routeName('/v1/models'), listModels(current));
     api.get(`${prefix}/models/:id`, routeName('/v1/models/:id'), getModel(current));
-    api.post(`${prefix}/chat/completions`, routeName('/v1/chat/completions'), chatCompletions(deps.catalog, deps.exchange));
-    api.post(`${prefix}/messages`, routeName('/v1/messages'), messages(deps.catalog, deps.exchange));
+    api.post(`${prefix}/chat/completions`, routeName(chat.route), chat.handle);
+    api.post(`${prefix}/messages`, routeName(message.route), message.handle);
     api.post(`${prefix}/messages/count_tokens`, routeName('/v1/messages/count_tokens'), countMessageTokens(deps.catalog));
     api.post(`${prefix}/responses`, routeName('/v1/responses'), createResponse(deps.catalog, deps.exchange, deps.responses));
     api.get(`${prefix}/responses/:id`, routeName('/v1/responses/:id'), getResponse(deps.responses));
@@ -102,6 +110,13 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
     await next();
   };
 
+  const completions = async (ctx: GatewayContext, next: Next): Promise<void> => {
+    const hit = ctx.method === 'POST' ? completionRoutes.get(ctx.path) : undefined;
+    if (hit === undefined) return next();
+    ctx.state.route = hit.route;
+    await hit.handle(ctx);
+  };
+
   app.use(finished);
   app.use(requestContext(deps.reportUnexpected));
   app.use(traceRequest);
@@ -109,6 +124,7 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
   app.use(refuseCrossOrigin);
   app.use(authenticate(deps.authenticator, deps.keyMarker));
   app.use(jsonBody({ limitBytes: deps.maxBodyBytes, readTimeoutMs: deps.bodyReadTimeoutMs }));
+  app.use(completions);
   app.use(api.routes());
   return app;
 }

@@ -30,5 +30,3 @@ export class GatewayError extends Error {
   }
 }
 
-export const badRequest = (message: string, param?: string, code = 'invalid_request'): GatewayError =>
-  new GatewayError(400, message, { code, ...(param === undefined ? {} : { param }) });

@@ -2,6 +2,7 @@
 // in that format. Nothing below it builds an error body by hand.
 import { randomUUID } from 'node:crypto';
 import type { Next } from 'koa';
+import { InvalidRequest } from '../decode/invalid-request.js';
 import { GatewayError } from './gateway-error.js';
 import { errorBody } from '../wire/error-body.js';
 import type { WireFormat } from '../wire/format.js';
@@ -48,10 +49,12 @@ export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected:
   const gatewayError =
     err instanceof GatewayError
       ? err
-      : new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, {
-          code: 'internal_error',
-        });
-  if (!(err instanceof GatewayError)) reportUnexpected(err, ctx);
+      : err instanceof InvalidRequest
+        ? new GatewayError(400, err.message, { code: err.code, ...(err.param === undefined ? {} : { param: err.param }) })
+        : new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, {
+            code: 'internal_error',
+          });
+  if (!(err instanceof GatewayError) && !(err instanceof InvalidRequest)) reportUnexpected(err, ctx);
   if (ctx.headerSent || !ctx.writable) return;
   // Refused before its body was read (a bad key, a body too large, too slow or too deep): close the
   // connection rather than read or wait for the rest.

@@ -2,7 +2,7 @@
 // input_items: the record (PostgreSQL or the local run's PGlite), per account, for RETENTION_DAYS.
 // Every lookup is by (account, id): another account's response answers exactly like a missing one.
 import type { Database } from '../record/database.js';
-import type { JsonObject } from '../wire/translate/json.js';
+import type { JsonObject } from '../translate/internal/json.js';
 
 export const RETENTION_DAYS = 30;
 

@@ -135,6 +135,22 @@ describe('upstream failures', () => {
     expect(after).toEqual(before);
   });
 
+  it.each(['openai', 'anthropic'] as const)("an %s upstream's 400 is the client's 400 with the upstream's own message, read by its format, without credentials", async (upstreamFormat) => {
+    const g = upstreamFormat === 'openai' ? h : await startHarness({ upstreamFormat });
+    try {
+      g.simulator.injectFault({ status: 400, message: 'max_tokens is too large (Bearer sk-live-abcdefghijklmnop)', times: 1, match: { model: 'sim-outlaw-1-xploded' } });
+      const res = await fetch(`${g.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { ...bearer(g.key), 'content-type': 'application/json' }, body: JSON.stringify(chat) });
+      g.simulator.clearFaults();
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('upstream_rejected');
+      expect(body.error.message).toContain('rejected the request: max_tokens is too large');
+      expect(body.error.message).not.toContain('sk-live-abcdefghijklmnop');
+    } finally {
+      if (g !== h) await g.close();
+    }
+  });
+
   it('an upstream that does not answer in time is a 504', async () => {
     const slow = await startHarness({ models: (models) => models.map((m) => ({ ...m, upstreams: m.upstreams.map((u) => ({ ...u, timeouts: { firstByteMs: 300 } })) })) });
     try {

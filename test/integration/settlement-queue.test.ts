@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createMemoryBackend } from '../../src/billing/backends.js';
 import type { Ledger, SettlementRequest } from '../../src/billing/ledger.js';
-import { SettlementQueue } from '../../src/billing/settlement-queue.js';
+import { SettlementQueue } from '../../src/settle/settlement-queue.js';
 
 /** A real ledger behind a switch: while `down`, calls fail; `lostReply` applies the call, then fails it. */
 function flaky(ledger: Ledger) {

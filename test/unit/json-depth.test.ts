@@ -2,7 +2,7 @@
 // included) never count, and a chunk boundary anywhere (even inside an escape) changes nothing.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { JsonDepthGauge } from '../../src/http/json-body.js';
+import { JsonDepthGauge } from '../../src/decode/json-body.js';
 
 function depthOf(v: unknown): number {
   if (Array.isArray(v)) return 1 + Math.max(0, ...v.map(depthOf));

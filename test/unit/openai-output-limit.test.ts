@@ -4,9 +4,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../../src/catalog/snapshot.js';
-import { worstCase } from '../../src/billing/worst-case.js';
-import { decodeChatRequest } from '../../src/wire/openai/chat-request.js';
-import { openaiChatUpstreamBody } from '../../src/wire/openai/chat-upstream.js';
+import { worstCase } from '../../src/reserve/worst-case.js';
+import { decodeChatRequest } from '../../src/decode/chat-request.js';
+import { openaiChatUpstreamRequest } from '../../src/translate/pairs/openai-to-openai.js';
 
 const MODEL: CatalogModel = {
   id: 'm', displayName: 'M', kind: 'Abliterated', contextWindow: 100_000, contextDisplay: '100K',
@@ -21,7 +21,7 @@ type Body = Record<string, unknown>;
 function reserveAndForward(extra: Body): { reserved: number; amount: number; upstream: Body } {
   const decoded = decodeChatRequest({ model: 'm', messages: [{ role: 'user', content: 'hello' }], ...extra });
   const bound = worstCase(decoded.footprint, MODEL);
-  const upstream = JSON.parse(openaiChatUpstreamBody(decoded, 'upstream-m', bound.outputTokens)) as Body;
+  const upstream = openaiChatUpstreamRequest(decoded, 'upstream-m', bound.outputTokens) as Body;
   return { reserved: bound.outputTokens, amount: bound.amount, upstream };
 }
 
@@ -103,8 +103,8 @@ describe('chat-completions output limit: reserved = forwarded', () => {
   it('the upstream body is the same on a retry to a second upstream', () => {
     const decoded = decodeChatRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_completion_tokens: 50, max_tokens: 60 });
     const bound = worstCase(decoded.footprint, MODEL);
-    const first = JSON.parse(openaiChatUpstreamBody(decoded, 'a', bound.outputTokens)) as Body;
-    const second = JSON.parse(openaiChatUpstreamBody(decoded, 'b', bound.outputTokens)) as Body;
+    const first = openaiChatUpstreamRequest(decoded, 'a', bound.outputTokens) as Body;
+    const second = openaiChatUpstreamRequest(decoded, 'b', bound.outputTokens) as Body;
     expect(first).toEqual({ ...second, model: 'a' });
     expect(second.max_completion_tokens).toBe(50);
   });

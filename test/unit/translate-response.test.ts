@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   translateResponse, usageFromAnthropic, usageFromOpenAI, usageToAnthropic, usageToOpenAI, type TranslationContext,
-} from '../../src/wire/translate/index.js';
+} from '../../src/translate/internal/index.js';
 
 const ctx: TranslationContext = { upstreamModel: 'up', clientModel: 'client-model', supportsReasoning: true, defaultMaxOutputTokens: 4096, requestId: 'req_resp' };
 type Obj = Record<string, unknown>;

@@ -4,9 +4,9 @@
 import fc from 'fast-check';
 import { encode } from 'gpt-tokenizer/encoding/o200k_base';
 import { describe, expect, it } from 'vitest';
-import { inputTokenBound, TOKENS_PER_IMAGE_ALLOWANCE } from '../../src/billing/worst-case.js';
+import { inputTokenBound, TOKENS_PER_IMAGE_ALLOWANCE } from '../../src/reserve/worst-case.js';
 import type { CatalogModel, CatalogUpstream } from '../../src/catalog/snapshot.js';
-import { buildUpstreamBodies, measureUpstreamBody } from '../../src/proxy/upstream-bodies.js';
+import { buildUpstreamBodies, measureUpstreamBody } from '../../src/reserve/upstream-bodies.js';
 import type { JsonObject } from '../../src/wire/json-shape.js';
 
 function model(upstreams: CatalogUpstream[] = []): CatalogModel {

@@ -36,4 +36,15 @@ describe('upstream formats', () => {
     expect(probeHeaders({ baseUrl: 'https://o/v1', format: 'openai', credential: 'k' })).toEqual({ accept: 'application/json', authorization: 'Bearer k' });
     expect(probeHeaders({ baseUrl: 'https://o/v1', format: 'openai', credential: 'k', credentialsHeader: 'x-api-key' })).toEqual({ accept: 'application/json', 'x-api-key': 'k' });
   });
+
+  it('read the message of each format\'s own error body, and nothing from a body that is not one', () => {
+    expect(upstreamFormat('openai').errorMessage(JSON.stringify({ error: { message: 'Invalid value for max_tokens', type: 'invalid_request_error', param: 'max_tokens', code: null } }))).toBe('Invalid value for max_tokens');
+    expect(upstreamFormat('anthropic').errorMessage(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'max_tokens: too large' } }))).toBe('max_tokens: too large');
+    for (const format of ['openai', 'anthropic'] as const) {
+      expect(upstreamFormat(format).errorMessage('<html>Bad Gateway</html>')).toBeUndefined();
+      expect(upstreamFormat(format).errorMessage('null')).toBeUndefined();
+      expect(upstreamFormat(format).errorMessage(JSON.stringify({ error: 'plain string' }))).toBeUndefined();
+      expect(upstreamFormat(format).errorMessage(JSON.stringify({ error: { message: 42 } }))).toBeUndefined();
+    }
+  });
 });

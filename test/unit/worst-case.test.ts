@@ -9,7 +9,7 @@ import {
   TOKENS_PER_MESSAGE_ALLOWANCE,
   TOKENS_PER_REQUEST_ALLOWANCE,
   worstCase,
-} from '../../src/billing/worst-case.js';
+} from '../../src/reserve/worst-case.js';
 
 function model(p: { input: number; output: number; reasoning?: number }, contextWindow = 1_000_000, defaultMaxOutputTokens = 8192): CatalogModel {
   return {

@@ -3,7 +3,7 @@
 import type { CatalogModel, CatalogSnapshot } from '../../catalog/snapshot.js';
 import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
-import { redactCredentials } from '../../wire/translate/error-translate.js';
+import { redactCredentials } from '../../upstream/upstream-message.js';
 
 interface RenderedModels {
   openaiList: string;

@@ -5,17 +5,17 @@
 // byte that will be sent.
 import { createHash } from 'node:crypto';
 import type { CatalogSource } from '../../catalog/snapshot.js';
-import { crossFormatPlan } from '../../proxy/cross-format.js';
-import { runExchange, type ExchangeDeps, type ExchangePlan } from '../../proxy/exchange.js';
-import { buildUpstreamBodies } from '../../proxy/upstream-bodies.js';
+import { runExchange, type ExchangeDeps } from '../../exchange/exchange.js';
+import { exchangePlan } from '../../exchange/exchange-plan.js';
+import { responsesPairs } from '../../translate/index.js';
 import type { ResponsesStore } from '../../responses/store.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
-import { decodeResponsesRequest, type DecodedResponsesRequest } from '../../wire/responses/request.js';
-import type { ResponseResult, ResponsesEncodeContext } from '../../wire/responses/response.js';
+import { decodeResponsesRequest, type DecodedResponsesRequest } from '../../decode/responses-request.js';
+import type { ResponseResult, ResponsesEncodeContext } from '../../translate/internal/responses-response.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import { TranslationError } from '../../wire/translate/errors.js';
-import { isRecord, type JsonObject } from '../../wire/translate/json.js';
-import { encodeOpenAIRequest } from '../../wire/translate/openai-request.js';
+import { TranslationError } from '../../translate/internal/errors.js';
+import { isRecord, type JsonObject } from '../../translate/internal/json.js';
+import { encodeOpenAIRequest } from '../../translate/internal/openai-request.js';
 import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
 import { modelForRequest } from './models.js';
@@ -85,30 +85,15 @@ export function createResponse(catalog: CatalogSource, exchange: ExchangeDeps, d
         .catch((err: unknown) => deps.onStoreError?.(err));
     };
     const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(encodeOpenAIRequest(internal, { supportsReasoning: model.supportsReasoning })));
-    const translated = crossFormatPlan({
-      clientFormat: 'responses',
-      body,
-      internal,
-      stream: internal.stream,
-      includeUsage: true,
-      model,
-      requestId,
-      clientHeaders: {},
-      estimateInputTokens,
-      responses: { ctx: encodeCtx, onFinal },
-    });
-    const bodies = buildUpstreamBodies(model, internal.maxOutputTokens, (upstream, outputLimit) => translated.upstreamRequest(upstream, outputLimit));
-    const plan: ExchangePlan = {
+    const plan = exchangePlan({
       clientFormat: 'responses',
       outputLimitField: 'max_output_tokens',
       model,
-      footprint: bodies.footprint,
       stream: internal.stream,
-      upstreamBody: bodies.body,
-      upstreamHeaders: (upstream) => translated.upstreamHeaders(upstream),
-      relay: (upstream) => translated.relay(upstream),
+      maxOutputTokens: internal.maxOutputTokens,
+      pairs: responsesPairs({ internal, model, requestId, estimateInputTokens, encode: encodeCtx, onFinal }),
       estimateInputTokens,
-    };
+    });
     await runExchange(ctx, exchange, plan);
   };
 }

@@ -1,0 +1,74 @@
+// Authenticates the key of every request. Lookups are cached for a short TTL so the hot path
+// usually makes no Redis round trip, while a revocation still takes effect within the TTL
+// on every gateway process (the reserve script also refuses revoked keys at once).
+import type { Next } from 'koa';
+import type { AccountStore, ApiKeyRecord } from '../accounts/account-store.js';
+import { describeMalformedKey, hashApiKey } from '../accounts/api-key.js';
+import { findCredential } from './credentials.js';
+import { GatewayError } from '../http/gateway-error.js';
+import type { GatewayContext } from '../http/state.js';
+
+interface CacheEntry {
+  record: ApiKeyRecord | undefined;
+  expiresAt: number;
+}
+
+const MAX_CACHE_ENTRIES = 100_000;
+
+/** Wraps each store read (cache misses only), e.g. to time it as the ledger `lookup` operation. */
+export type LookupTimer = (read: () => Promise<ApiKeyRecord | undefined>) => Promise<ApiKeyRecord | undefined>;
+
+const untimed: LookupTimer = (read) => read();
+
+export class KeyAuthenticator {
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly inFlight = new Map<string, Promise<ApiKeyRecord | undefined>>();
+
+  constructor(
+    private readonly accounts: AccountStore,
+    private readonly ttlMs: number,
+    private readonly timeLookup: LookupTimer = untimed,
+  ) {}
+
+  async lookup(secret: string): Promise<ApiKeyRecord | undefined> {
+    const hash = hashApiKey(secret);
+    const now = Date.now();
+    const cached = this.cache.get(hash);
+    if (cached !== undefined && cached.expiresAt > now) return cached.record;
+    // Coalesce concurrent lookups of one key into one store read.
+    let pending = this.inFlight.get(hash);
+    if (pending === undefined) {
+      pending = this.timeLookup(() => this.accounts.findKeyByHash(hash)).finally(() => this.inFlight.delete(hash));
+      this.inFlight.set(hash, pending);
+    }
+    const record = await pending;
+    if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
+    this.cache.set(hash, { record, expiresAt: now + this.ttlMs });
+    return record;
+  }
+
+  /** Drops cached lookups (the admin API calls it after a revocation in this process). */
+  forget(): void {
+    this.cache.clear();
+  }
+}
+
+export function authenticate(authenticator: KeyAuthenticator, keyMarker: string) {
+  const keyPrefix = `sk-${keyMarker}-`;
+  return async function authenticateMiddleware(ctx: GatewayContext, next: Next): Promise<void> {
+    const credential = findCredential(ctx.headers, ctx.url, keyPrefix, ctx.req.rawHeaders);
+    if (!credential.ok) throw new GatewayError(401, credential.message, { code: credential.code });
+    const malformed = describeMalformedKey(credential.secret, keyMarker);
+    if (malformed !== undefined) throw new GatewayError(401, `The API key was not accepted: ${malformed}`, { code: 'invalid_api_key' });
+    const record = await authenticator.lookup(credential.secret);
+    if (record === undefined) {
+      throw new GatewayError(401, 'The API key is not recognised: check it was copied whole and not mistyped, or create a new key in the dashboard.', { code: 'invalid_api_key' });
+    }
+    if (record.revokedAt !== undefined) {
+      // No hint of the key itself: no part of a key appears in any message. The dashboard lists keys by name.
+      throw new GatewayError(401, `This API key was revoked on ${new Date(record.revokedAt).toISOString()}; create a new key in the dashboard.`, { code: 'revoked_api_key' });
+    }
+    ctx.state.key = record;
+    await next();
+  };
+}

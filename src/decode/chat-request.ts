@@ -1,0 +1,146 @@
+// Validates an OpenAI chat-completions request just enough to bill and route it, and measures
+// its footprint (the input of the worst-case cost). Every other field passes through unchanged.
+import { invalidRequest } from './invalid-request.js';
+import type { RequestFootprint } from '../reserve/worst-case.js';
+import { isObject, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
+
+export interface DecodedChatRequest {
+  body: JsonObject;
+  model: string;
+  stream: boolean;
+  /** The client asked for the usage chunk (stream_options.include_usage). */
+  includeUsage: boolean;
+  footprint: RequestFootprint;
+  hasImages: boolean;
+  /**
+   * The field that set `footprint.maxOutputTokens`; undefined when the client gave no limit. When a
+   * client sends both, max_completion_tokens wins (max_tokens is its deprecated predecessor) and is
+   * the only one forwarded: OpenAI refuses the pair, and compatible servers disagree on which wins.
+   */
+  outputLimitField: OutputLimitField | undefined;
+}
+
+export type OutputLimitField = 'max_completion_tokens' | 'max_tokens';
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
+
+function positiveInt(body: JsonObject, field: string): number | undefined {
+  const v = body[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
+    throw invalidRequest(`\`${field}\` must be a positive integer, got ${JSON.stringify(v)}.`, field, 'invalid_value');
+  }
+  return v;
+}
+
+interface Tally {
+  textBytes: number;
+  images: number;
+}
+
+function tallyContent(content: unknown, path: string, role: string, tally: Tally): void {
+  if (typeof content === 'string') {
+    tally.textBytes += utf8Bytes(content);
+    return;
+  }
+  if (content === null || content === undefined) {
+    if (role === 'assistant') return;
+    throw invalidRequest(`\`${path}\` is required for ${role} messages: a string or an array of content parts.`, path);
+  }
+  if (!Array.isArray(content)) {
+    throw invalidRequest(`\`${path}\` must be a string or an array of content parts, got ${typeof content}.`, path);
+  }
+  content.forEach((part: unknown, i) => {
+    const partPath = `${path}[${i}]`;
+    if (!isObject(part) || typeof part.type !== 'string') {
+      throw invalidRequest(`\`${partPath}\` must be an object with a \`type\` (text, image_url, input_audio or file).`, partPath);
+    }
+    switch (part.type) {
+      case 'text':
+      case 'refusal': {
+        const text = part.type === 'text' ? part.text : part.refusal;
+        if (typeof text !== 'string') throw invalidRequest(`\`${partPath}.${part.type}\` must be a string.`, `${partPath}.${part.type}`);
+        tally.textBytes += utf8Bytes(text);
+        return;
+      }
+      case 'image_url': {
+        const image = part.image_url;
+        if (!isObject(image) || typeof image.url !== 'string' || image.url === '') {
+          throw invalidRequest(`\`${partPath}.image_url.url\` must be an http(s) or data: URL.`, `${partPath}.image_url.url`);
+        }
+        if (role !== 'user') throw invalidRequest(`\`${partPath}\`: images are only allowed in user messages.`, partPath);
+        tally.images += 1;
+        return;
+      }
+      default:
+        // Audio, files and future part types: their encoded size bounds their tokens.
+        tally.textBytes += jsonBytes(part);
+    }
+  });
+}
+
+export function decodeChatRequest(raw: unknown): DecodedChatRequest {
+  if (!isObject(raw)) throw invalidRequest('The request body must be a JSON object with `model` and `messages`.');
+  const body = raw;
+  const model = body.model;
+  if (typeof model !== 'string' || model === '') {
+    throw invalidRequest('`model` is required: a model id from GET /v1/models.', 'model');
+  }
+  const messages = body.messages;
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw invalidRequest('`messages` is required: a non-empty array of {role, content} objects.', 'messages');
+  }
+  const stream = body.stream;
+  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') {
+    throw invalidRequest('`stream` must be a boolean.', 'stream');
+  }
+  const streamOptions = body.stream_options;
+  if (streamOptions !== undefined && streamOptions !== null) {
+    if (stream !== true) throw invalidRequest('`stream_options` is only allowed when `stream` is true.', 'stream_options');
+    if (!isObject(streamOptions)) throw invalidRequest('`stream_options` must be an object.', 'stream_options');
+  }
+  const n = body.n;
+  if (n !== undefined && n !== null && n !== 1) {
+    throw invalidRequest('`n` must be 1: Tollgate returns one choice per request (send several requests for several choices).', 'n', 'invalid_value');
+  }
+  const tally: Tally = { textBytes: 0, images: 0 };
+  messages.forEach((message: unknown, i) => {
+    const path = `messages[${i}]`;
+    if (!isObject(message)) throw invalidRequest(`\`${path}\` must be an object with \`role\` and \`content\`.`, path);
+    const role = message.role;
+    if (typeof role !== 'string' || !ROLES.has(role)) {
+      throw invalidRequest(`\`${path}.role\` must be one of system, developer, user, assistant, tool; got ${JSON.stringify(role)}.`, `${path}.role`);
+    }
+    if (role === 'tool' && typeof message.tool_call_id !== 'string') {
+      throw invalidRequest(`\`${path}.tool_call_id\` is required on tool messages: the id of the tool call this answers.`, `${path}.tool_call_id`);
+    }
+    const hasToolCalls = Array.isArray(message.tool_calls) && message.tool_calls.length > 0;
+    tallyContent(message.content, `${path}.content`, hasToolCalls || message.function_call ? 'assistant' : role, tally);
+    if (message.tool_calls !== undefined) tally.textBytes += jsonBytes(message.tool_calls);
+    if (message.function_call !== undefined) tally.textBytes += jsonBytes(message.function_call);
+    if (typeof message.name === 'string') tally.textBytes += utf8Bytes(message.name);
+  });
+  if (body.tools !== undefined && body.tools !== null) {
+    if (!Array.isArray(body.tools)) throw invalidRequest('`tools` must be an array of tool definitions.', 'tools');
+    tally.textBytes += jsonBytes(body.tools);
+  }
+  if (body.functions !== undefined) tally.textBytes += jsonBytes(body.functions);
+  if (body.response_format !== undefined) tally.textBytes += jsonBytes(body.response_format);
+  const maxCompletion = positiveInt(body, 'max_completion_tokens');
+  const maxTokens = positiveInt(body, 'max_tokens');
+  return {
+    body,
+    model,
+    stream: stream === true,
+    includeUsage: isObject(streamOptions) && streamOptions.include_usage === true,
+    footprint: {
+      textBytes: tally.textBytes,
+      messages: messages.length,
+      images: tally.images,
+      maxOutputTokens: maxCompletion ?? maxTokens,
+    },
+    hasImages: tally.images > 0,
+    outputLimitField: maxCompletion !== undefined ? 'max_completion_tokens' : maxTokens !== undefined ? 'max_tokens' : undefined,
+  };
+}
+

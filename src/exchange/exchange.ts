@@ -1,0 +1,306 @@
+// The metered exchange every completion endpoint shares: reserve the worst case, call an upstream
+// (retrying and falling back while nothing has reached the client), relay, and settle exactly once
+// with the actual cost — whatever happens in between.
+import { credentialHeaders } from '../upstream/formats/index.js';
+import { respondBeforeSettling } from '../settle/respond-first.js';
+import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
+import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
+import type { LedgerHealth } from '../billing/ledger-health.js';
+import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
+import type { SettlementQueue } from '../settle/settlement-queue.js';
+import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
+import { GatewayError } from '../http/gateway-error.js';
+import { JournalBehindError } from '../record/journaled-ledger.js';
+import type { GatewayContext } from '../http/state.js';
+import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
+import type { UpstreamRouter } from '../upstream/router.js';
+import { countTokens } from '../wire/token-count.js';
+import type { ClientFormat } from '../wire/format.js';
+import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { ExchangeCancellation, type ShutdownSignal } from '../relay/client-stream.js';
+import type { Relay, RelayOutcome } from '../relay/relay.js';
+import { UpstreamFailure, classifyTransportError, sendUpstream, withoutSecrets } from '../upstream/upstream-request.js';
+import type { ExchangeObserver } from './observer.js';
+
+export interface ExchangeDeps {
+  ledger: Ledger;
+  /** Refuses at once (503) while the ledger is down; turns ledger failures into that 503. */
+  health: LedgerHealth;
+  /** Settlement with retries that never drop one. */
+  settlements: SettlementQueue;
+  router: UpstreamRouter;
+  dispatchers: UpstreamDispatchers;
+  secrets: SecretResolver;
+  observer: ExchangeObserver;
+  requestTimeoutMs: number;
+  holdMarginMs: number;
+  /** Longest a stream write may wait for a client that stopped reading before the response is cut. */
+  clientWriteTimeoutMs?: number;
+  /** Silence after which a stream gets a keep-alive comment. */
+  streamKeepAliveMs?: number;
+  log: (event: string, fields: Record<string, unknown>) => void;
+  /** The gateway's shutdown: past the drain bound it cuts the exchanges still open. */
+  shutdown?: ShutdownSignal;
+  /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
+  journal?: { behind(): boolean };
+}
+
+export interface ExchangePlan {
+  clientFormat: ClientFormat;
+  /** The request field that limits output, named in a 402's advice (max_tokens unless said). */
+  outputLimitField?: string;
+  model: CatalogModel;
+  footprint: RequestFootprint;
+  stream: boolean;
+  /** The upstream request body for one upstream, with the output limit the reservation covers. */
+  upstreamBody(upstream: CatalogUpstream, outputLimit: number): string;
+  /** Extra headers for an upstream (anthropic-version, anthropic-beta, ...). */
+  upstreamHeaders(upstream: CatalogUpstream): Record<string, string>;
+  relay(upstream: CatalogUpstream): Relay;
+  /** Prompt tokens by our own count, for when the upstream never reported usage. */
+  estimateInputTokens(): Promise<number>;
+}
+
+const REFUSAL_TEXT: Record<string, string> = {
+  insufficient_balance: 'The account balance is too low for this request',
+  key_lifetime_cap_reached: "This key's lifetime spending cap is too close to be reached for this request",
+  key_monthly_cap_reached: "This key's monthly spending cap is too close to be reached for this request",
+  key_revoked: 'This API key was revoked',
+  unknown_key: 'This API key no longer exists',
+};
+
+function refusalError(plan: ExchangePlan, reason: string, needed: number, available: number, availableOverall: number, inputTokenBound: number): GatewayError {
+  if (reason === 'key_revoked' || reason === 'unknown_key') {
+    return new GatewayError(401, `${REFUSAL_TEXT[reason]}; create a new key in the dashboard.`, { code: reason === 'key_revoked' ? 'revoked_api_key' : 'invalid_api_key' });
+  }
+  const hint = largestAffordableMaxTokens(availableOverall, inputTokenBound, plan.model);
+  const outputGiven = plan.footprint.maxOutputTokens !== undefined;
+  let advice: string;
+  if (hint > 0) {
+    advice = ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.`;
+  } else if (reason === 'insufficient_balance') {
+    advice = ' Top up the balance in the dashboard.';
+  } else {
+    advice = ' Raise or clear the cap in the dashboard, or use another key.';
+  }
+  const base = `${REFUSAL_TEXT[reason] ?? 'Refused'}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
+  return new GatewayError(402, base + advice, {
+    code: reason,
+    details: {
+      needed_micro_usd: needed,
+      available_micro_usd: available,
+      needed_usd: formatUsd(needed),
+      available_usd: formatUsd(available),
+      ...(hint > 0 ? { [`${plan.outputLimitField ?? 'max_tokens'}_hint`]: hint } : {}),
+    },
+  });
+}
+
+function failureToClientError(f: UpstreamFailure, model: CatalogModel, clientFormat: ClientFormat): GatewayError {
+  if (f.kind === 'timeout') return new GatewayError(504, `The upstream of ${model.id} did not answer in time; try again.`, { code: 'upstream_timeout' });
+  if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
+  const s = f.upstreamStatus ?? 502;
+  if (s === 429) return new GatewayError(429, `The upstream of ${model.id} is rate limiting; retry after a moment.`, { code: 'upstream_rate_limited', retryAfterSeconds: Number(f.retryAfter) > 0 ? Number(f.retryAfter) : 1 });
+  // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (wire-formats B.5,
+  // C.10): that is what each SDK raises as its overload error and retries.
+  if (s === 503 || s === 529) return new GatewayError(clientFormat === 'anthropic' ? 529 : 503, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
+  if (s >= 500) return new GatewayError(502, `The upstream of ${model.id} failed (HTTP ${s}); try again.`, { code: 'upstream_error' });
+  if (s === 401 || s === 403) {
+    // The upstream refused *our* credential: not the client's fault, and never the client's key.
+    return new GatewayError(502, `The upstream of ${model.id} refused the gateway's credentials; this is a gateway configuration problem, please contact support.`, { code: 'upstream_auth_failed' });
+  }
+  return new GatewayError(s === 404 ? 400 : s, `The upstream of ${model.id} rejected the request: ${upstreamMessage(f.upstreamMessage)}`, { code: 'upstream_rejected' });
+}
+
+/** The upstream's own error message, short and without credentials. */
+function upstreamMessage(message: string | undefined): string {
+  return message === undefined || message === '' ? 'no details given.' : relayableUpstreamMessage(message).slice(0, 500);
+}
+
+function upstreamCredential(upstream: CatalogUpstream, secrets: SecretResolver): Record<string, string> {
+  if (upstream.credentialsSecretRef === undefined) return {};
+  const value = secrets.resolve(upstream.credentialsSecretRef);
+  if (value === undefined) return {};
+  return credentialHeaders(upstream.credentialsHeader, value);
+}
+
+async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<TokenUsage> {
+  if (outcome.usage !== undefined) return outcome.usage;
+  const produced = outcome.generated.length > 0;
+  if (!produced && outcome.status !== 'completed') return { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  const [input, output, reasoning] = await Promise.all([
+    outcome.reportedInputTokens !== undefined ? Promise.resolve(outcome.reportedInputTokens) : plan.estimateInputTokens(),
+    countTokens(outcome.generated),
+    countTokens(outcome.reasoningGenerated),
+  ]);
+  return { input, output, cachedInput: 0, reasoning: Math.min(reasoning, output) };
+}
+
+const usageRecordsUnavailable = (): GatewayError =>
+  new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
+
+const shuttingDown = (): GatewayError =>
+  new GatewayError(503, 'The gateway is restarting and could not finish this request in time; retry it.', { code: 'gateway_shutting_down', retryAfterSeconds: 1 });
+
+export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
+  const key = ctx.state.key;
+  if (key === undefined) throw new Error('runExchange needs an authenticated key');
+  const { requestId } = ctx.state;
+  const { model } = plan;
+  const bound = worstCase(plan.footprint, model);
+  // Fail closed: money the gateway could not record is money it must not serve.
+  if (deps.journal?.behind() === true) throw usageRecordsUnavailable();
+  // Whether the reservation will really be sent (a ledger known to be down refuses without sending).
+  const attempted = deps.health.up;
+  const reservation = await deps.observer.timeLedger('reserve', () =>
+    deps.health.run(() => deps.ledger.reserve({
+      requestId,
+      accountId: key.accountId,
+      keyId: key.id,
+      amount: bound.amount,
+      holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
+      model: model.id,
+    })),
+  ).catch((err: unknown) => {
+    // The journal fell behind between the check above and the reservation.
+    if (err instanceof JournalBehindError) throw usageRecordsUnavailable();
+    // A reservation that was sent but whose answer was lost may have placed a hold. It is released
+    // now (a zero settlement, retried until the ledger answers) rather than left to the reaper for
+    // the whole hold life; if no hold was placed the settlement finds nothing and changes nothing.
+    if (attempted && err instanceof GatewayError && err.code === 'ledger_unavailable') {
+      void deps.settlements.settle({
+        requestId,
+        accountId: key.accountId,
+        keyId: key.id,
+        model: model.id,
+        usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
+        cost: 0,
+        status: 'refused',
+        latencyMs: 0,
+      });
+    }
+    throw err;
+  });
+  if (!reservation.admitted) {
+    deps.observer.reservation(ctx, reservation.reason);
+    throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);
+  }
+  deps.observer.reservation(ctx, 'admitted');
+
+  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
+  let outcome: RelayOutcome | undefined;
+  let servedBy: CatalogUpstream | undefined;
+  /** The relay finished without error: the client's answer is complete and goes before the settlement. */
+  let relayed = false;
+  const started = performance.now();
+  try {
+    let lastFailure: UpstreamFailure | undefined;
+    for (const upstream of deps.router.candidates(model)) {
+      const target = deps.dispatchers.target(upstream);
+      const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens, plan.stream);
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        accept: plan.stream ? 'text/event-stream' : 'application/json',
+        'x-request-id': requestId,
+        ...plan.upstreamHeaders(upstream),
+        ...upstreamCredential(upstream, deps.secrets),
+      };
+      call.injectTraceHeaders(headers);
+      // Built outside the transport try: a request the upstream's format cannot express is the
+      // client's error (a GatewayError), not an upstream failure to retry.
+      const body = plan.upstreamBody(upstream, bound.outputTokens);
+      let response;
+      try {
+        response = await sendUpstream(target, upstream, body, headers, cancellation);
+      } catch (err) {
+        const failure = classifyTransportError(err);
+        call.failed(failure);
+        if (failure.kind === 'aborted') {
+          outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'client_cancelled', finishReason: undefined, firstTokenAt: undefined };
+          if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
+          if (cancellation.cutByShutdown) throw shuttingDown();
+          return;
+        }
+        deps.router.recordFailure(model, upstream);
+        lastFailure = failure;
+        if (failure.retryable) continue;
+        break;
+      }
+      deps.router.recordSuccess(model, upstream);
+      servedBy = upstream;
+      call.relayStarted(plan.stream);
+      try {
+        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers) });
+        if (cancellation.cutByShutdown) outcome.endedByShutdown = true;
+        relayed = true;
+      } catch (err) {
+        const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
+        outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
+        call.finished(outcome);
+        if (err instanceof GatewayError) throw err;
+        if (cancellation.cutByShutdown) throw shuttingDown();
+        throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
+      }
+      call.finished(outcome);
+      return;
+    }
+    outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
+    throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
+  } finally {
+    if (cancellation.clientGone) ctx.state.clientClosed = true;
+    cancellation.dispose();
+    const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
+    // Respond first, settle after: the client's last byte does not wait on the ledger (streams are ended by their relay).
+    if (relayed && !plan.stream) respondBeforeSettling(ctx);
+    await settle(ctx, deps, plan, final, started, servedBy, bound);
+  }
+}
+
+async function settle(
+  ctx: GatewayContext,
+  deps: ExchangeDeps,
+  plan: ExchangePlan,
+  outcome: RelayOutcome,
+  started: number,
+  servedBy: CatalogUpstream | undefined,
+  bound: { inputTokenBound: number; outputTokens: number },
+): Promise<void> {
+  const key = ctx.state.key as NonNullable<GatewayContext['state']['key']>;
+  let usage: TokenUsage = { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  try {
+    usage = await settleUsage(plan, outcome);
+  } catch (err) {
+    deps.log('usage_estimate_failed', { requestId: ctx.state.requestId, error: String(err) });
+  }
+  usage = recordableUsage(usage);
+  // More than the reservation allowed for: the upstream ignored the output limit or misreports. The
+  // charge stays capped at the hold; the report is flagged for whoever looks after that upstream.
+  if (usage.output > bound.outputTokens || usage.input > bound.inputTokenBound) {
+    deps.log('usage_oversized', {
+      requestId: ctx.state.requestId,
+      model: plan.model.id,
+      upstream: servedBy?.name,
+      inputTokens: usage.input,
+      outputTokens: usage.output,
+      inputTokenBound: bound.inputTokenBound,
+      outputTokenLimit: bound.outputTokens,
+    });
+  }
+  const cost = costMicros(usage, plan.model.pricing);
+  const request = {
+    requestId: ctx.state.requestId,
+    accountId: key.accountId,
+    keyId: key.id,
+    model: plan.model.id,
+    usage,
+    cost,
+    status: outcome.status,
+    latencyMs: Math.round(performance.now() - started),
+  };
+  // One attempt here; a failure is kept and retried by the queue, off the response path, until it
+  // succeeds (late, after the reaper, it still charges exactly once). The metrics follow when it does.
+  await deps.settlements.settle(request, (result) => {
+    deps.observer.settled(ctx, plan.model, servedBy, usage, result.charged, outcome);
+    ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
+  });
+}

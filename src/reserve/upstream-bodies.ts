@@ -1,0 +1,111 @@
+// The upstream request bodies of one client request, built before the reservation, and the footprint
+// the worst case is computed from. The footprint is measured on the bytes that are actually sent, not
+// on the fields a decoder knows: any field an upstream bills as input (a document's title, a response
+// schema, an assistant's reasoning_content, whatever a client adds next) is in those bytes, so it can
+// never slip past the reservation. A model with several upstreams (of different formats) reserves for
+// the largest of its bodies, since any of them may serve.
+import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
+import { reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
+import type { WireFormat } from '../wire/format.js';
+import { isObject, jsonBytes, type JsonObject } from '../wire/json-shape.js';
+
+/** Builds the request object for one upstream with the output limit the reservation covers. */
+export type UpstreamRequestBuilder = (upstream: CatalogUpstream, outputLimit: number) => JsonObject;
+
+export interface UpstreamBodies {
+  /** The footprint of the largest body (the one with the highest input bound). */
+  footprint: RequestFootprint;
+  /** The body text for `upstream`; built once, here, for the reserved output limit. */
+  body(upstream: CatalogUpstream, outputLimit: number): string;
+}
+
+interface ImageTally {
+  images: number;
+  /** Bytes of the image payloads (base64 data, URLs) as they appear in the JSON text. */
+  bytes: number;
+}
+
+/** An image where the upstream reads one: an OpenAI image_url part, an Anthropic image block. */
+function tallyImage(part: unknown, tally: ImageTally): void {
+  if (!isObject(part)) return;
+  if (part.type === 'image_url' && isObject(part.image_url) && typeof part.image_url.url === 'string') {
+    tally.images += 1;
+    tally.bytes += jsonBytes(part.image_url.url);
+  } else if (part.type === 'image' && isObject(part.source)) {
+    const payload = typeof part.source.data === 'string' ? part.source.data : typeof part.source.url === 'string' ? part.source.url : undefined;
+    tally.images += 1;
+    if (payload !== undefined) tally.bytes += jsonBytes(payload);
+  } else if (part.type === 'tool_result' && Array.isArray(part.content)) {
+    // Anthropic tool results may return images.
+    for (const inner of part.content) tallyImage(inner, tally);
+  }
+}
+
+/**
+ * The footprint of one upstream body: every byte of its JSON text, except image payloads, which are
+ * counted as images (their tokens come from the model's tiling, not their bytes). Only the positions
+ * where an upstream reads an image are looked at: an image-shaped object anywhere else (inside a tool
+ * argument, say) is text to the model, and its bytes stay counted.
+ */
+export function measureUpstreamBody(request: JsonObject, text: string, format: WireFormat, maxOutputTokens: number | undefined): RequestFootprint {
+  const tally: ImageTally = { images: 0, bytes: 0 };
+  const messages = Array.isArray(request.messages) ? request.messages : [];
+  for (const m of messages) {
+    if (isObject(m) && Array.isArray(m.content)) for (const part of m.content) tallyImage(part, tally);
+  }
+  const system = format === 'anthropic' && request.system !== undefined && request.system !== null ? 1 : 0;
+  return {
+    textBytes: Buffer.byteLength(text, 'utf8') - tally.bytes,
+    messages: messages.length + system,
+    images: tally.images,
+    maxOutputTokens,
+  };
+}
+
+/**
+ * Builds the body of every upstream of `model` for the reserved output limit, and measures them. A body
+ * that cannot be built (a request one upstream's format cannot express) is left out of the footprint;
+ * asking for it later throws the same error, as it did before. When none can be built, the first
+ * error is thrown now: the request is refused before anything is reserved.
+ */
+export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number | undefined, build: UpstreamRequestBuilder): UpstreamBodies {
+  const outputLimit = reservedOutputTokens(maxOutputTokens, model);
+  const built = new Map<CatalogUpstream, string>();
+  const failed = new Map<CatalogUpstream, unknown>();
+  let footprint: RequestFootprint | undefined;
+  let largest = -1;
+  for (const upstream of model.upstreams) {
+    let request: JsonObject;
+    try {
+      request = build(upstream, outputLimit);
+    } catch (err) {
+      failed.set(upstream, err);
+      continue;
+    }
+    const text = JSON.stringify(request);
+    built.set(upstream, text);
+    const fp = measureUpstreamBody(request, text, upstream.format, maxOutputTokens);
+    const bound = inputTokenBound(fp, model);
+    if (bound > largest) {
+      largest = bound;
+      footprint = fp;
+    }
+  }
+  if (footprint === undefined) {
+    if (failed.size > 0) throw failed.values().next().value;
+    // A model without upstreams: nothing will be sent, and the exchange reports it.
+    footprint = { textBytes: 0, messages: 0, images: 0, maxOutputTokens };
+  }
+  return {
+    footprint,
+    body(upstream, limit) {
+      const error = failed.get(upstream);
+      if (error !== undefined) throw error;
+      const text = limit === outputLimit ? built.get(upstream) : undefined;
+      // Handed over once: the exchange tries each upstream once, and a large body should not stay
+      // referenced for the whole of a long stream.
+      built.delete(upstream);
+      return text ?? JSON.stringify(build(upstream, limit));
+    },
+  };
+}

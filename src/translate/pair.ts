@@ -1,0 +1,42 @@
+// The translate step: one translator per (client format, upstream format) pair, all behind this
+// interface. The exchange asks the pair of the upstream it is about to call for the request, the
+// headers and the relay; it never looks at either format itself. Same-format pairs pass the client's
+// body through with the model and output limit set; cross-format pairs go through the internal
+// representation (src/translate/internal).
+import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
+import type { Relay } from '../relay/relay.js';
+import type { WireFormat } from '../wire/format.js';
+import type { JsonObject } from '../wire/json-shape.js';
+
+export interface FormatPair {
+  /** The upstream request, with exactly `outputLimit` as its output limit (measured for the reservation before it is sent). */
+  request(upstream: CatalogUpstream, outputLimit: number): JsonObject;
+  /** The protocol headers this upstream gets (anthropic-version, anthropic-beta, ...). */
+  headers(upstream: CatalogUpstream): Record<string, string>;
+  /** How the upstream's reply reaches the client, with the usage billing needs. */
+  relay(upstream: CatalogUpstream): Relay;
+}
+
+/** What every pair of one client request shares. */
+export interface PairRequest {
+  model: CatalogModel;
+  requestId: string;
+  /** Our count of the prompt, for when an upstream reports no usage (and Anthropic's message_start). */
+  estimateInputTokens(): Promise<number>;
+}
+
+/** The pair for each upstream format a model's upstreams may speak. */
+export type FormatPairs = (upstream: WireFormat) => FormatPair;
+
+/** Builds each pair once, when an upstream of its format is first asked for. */
+export function pairsOf(build: Record<WireFormat, () => FormatPair>): FormatPairs {
+  const built = new Map<WireFormat, FormatPair>();
+  return (upstream) => {
+    let pair = built.get(upstream);
+    if (pair === undefined) {
+      pair = build[upstream]();
+      built.set(upstream, pair);
+    }
+    return pair;
+  };
+}
