@@ -112,15 +112,25 @@ describe('load with faults', () => {
     // Read after a full collection: between collections the heap holds up to ~80 MB of garbage (a
     // sawtooth that single readings of RSS mistook for growth), only what is kept survives one.
     const warm = await w.gateway.memoryAfterGc();
-    await run(16_000);
-    const end = await w.gateway.memoryAfterGc();
+    // Then 16,000 more in eight rounds, reading memory after each.
+    const readings = [warm];
+    for (let round = 0; round < 8; round++) {
+      await run(2000);
+      readings.push(await w.gateway.memoryAfterGc());
+    }
+    const end = readings[readings.length - 1] as typeof warm;
     const mb = (n: number): number => Math.round(n / 1e5) / 10;
-    const seen = `after warm-up ${mb(warm.kept)} MB kept, RSS ${mb(warm.rss)} MB; at the end ${mb(end.kept)} MB kept, RSS ${mb(end.rss)} MB`;
-    // Flat: 16,000 requests leaking even 1 KB each would keep 16 MB.
+    const seen = `kept ${readings.map((r) => mb(r.kept)).join(', ')} MB; outside the heap ${readings.map((r) => mb(r.outsideHeap)).join(', ')} MB`;
     process.stdout.write(`soak: 20,000 requests; ${seen}\n`);
+    // Flat: 16,000 requests leaking even 1 KB each would keep 16 MB.
     expect(end.kept - warm.kept, seen).toBeLessThan(8 * 1024 * 1024);
-    // Resident memory moves with the allocator's and the collector's timing; a wide bound catches a native leak.
-    expect(end.rss - warm.rss, seen).toBeLessThan(32 * 1024 * 1024);
+    // A native leak grows the resident memory outside V8's heap. One reading against another is not a
+    // measure of it: the allocator keeps and returns pages by its own timing, and readings here swing
+    // by 40-70 MB with no trend (CI once saw RSS +47 MB with the kept heap flat). A leak raises the
+    // floor, so the lowest reading of the last half is held to the lowest of the first: leaking 4 KB a
+    // request (32 MB over the ~8,000 requests between the halves) fails.
+    const floor = (rs: typeof readings): number => Math.min(...rs.map((r) => r.outsideHeap));
+    expect(floor(readings.slice(5)) - floor(readings.slice(0, 4)), seen).toBeLessThan(32 * 1024 * 1024);
     await until('settled', async () => ((await w.backend.ledger.audit(w.accountId)).holdsOutstanding === 0 ? true : undefined), 20_000);
     const audit = await w.backend.ledger.audit(w.accountId);
     expect(audit.difference).toBe(0);

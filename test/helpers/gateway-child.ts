@@ -84,13 +84,14 @@ process.once('SIGTERM', () => {
 });
 
 // A leak check asks for a full collection first (SIGUSR2): garbage the collector has not reached yet
-// would otherwise count as kept. Answers with one line: {"afterGc": {"rss": bytes, "kept": bytes}}, kept
-// being the V8 heap in use plus the memory of Buffers and other objects outside it.
+// would otherwise count as kept. Answers with one line: {"afterGc": {"rss": bytes, "kept": bytes,
+// "outsideHeap": bytes}}, kept being the V8 heap in use plus the memory of Buffers and other objects
+// outside it, outsideHeap the resident memory V8's heap does not account for (native allocations).
 const collect = (globalThis as { gc?: () => void }).gc;
 if (collect !== undefined) {
   process.on('SIGUSR2', () => {
     collect();
-    const { rss, heapUsed, external } = process.memoryUsage();
-    process.stdout.write(`${JSON.stringify({ afterGc: { rss, kept: heapUsed + external } })}\n`);
+    const { rss, heapUsed, heapTotal, external } = process.memoryUsage();
+    process.stdout.write(`${JSON.stringify({ afterGc: { rss, kept: heapUsed + external, outsideHeap: rss - heapTotal } })}\n`);
   });
 }

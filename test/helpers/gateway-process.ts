@@ -9,7 +9,7 @@ export interface GatewayProcess {
   /** Everything the child wrote to stdout after its URL line (its JSON log lines). */
   output: string[];
   /** The child's resident set, and its heap in use plus memory outside the heap, right after a full collection. */
-  memoryAfterGc(): Promise<{ rss: number; kept: number }>;
+  memoryAfterGc(): Promise<{ rss: number; kept: number; outsideHeap: number }>;
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -44,7 +44,7 @@ export async function startGatewayProcess(env: Record<string, string>): Promise<
       child.kill('SIGUSR2');
       for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 20))) {
         const line = output.slice(seen).find((l) => l.startsWith('{"afterGc"'));
-        if (line !== undefined) return (JSON.parse(line) as { afterGc: { rss: number; kept: number } }).afterGc;
+        if (line !== undefined) return (JSON.parse(line) as { afterGc: { rss: number; kept: number; outsideHeap: number } }).afterGc;
       }
       throw new Error('the child gateway did not report its memory after a collection');
     },
