@@ -17,41 +17,91 @@ export interface JsonBodyOptions {
   maxDepth?: number;
 }
 
+/** Where one top-level member (`"key": value`) of the body's object sits, in bytes. */
+export interface MemberSpan {
+  start: number;
+  /** Just past the value (and any whitespace after it), before the `,` or `}`. */
+  end: number;
+}
+
 /**
- * Tracks the nesting depth of JSON text fed to it in chunks, outside strings. Linear and allocation
- * free, run on each chunk as it arrives, so a too-deep body is refused before the rest is read.
+ * Tracks the nesting depth of JSON text fed to it in chunks, outside strings, and where each member of
+ * the top-level object sits (same-format pairs edit those members in the client's bytes). Linear,
+ * allocation free and run on each chunk as it arrives, so a too-deep body is refused before the rest
+ * is read.
  */
 export class JsonDepthGauge {
   private depth = 0;
   private inString = false;
   private escaped = false;
+  /** Bytes fed before the current chunk. */
+  private offset = 0;
+  /** At depth 1 after `{` or `,`: the next quote opens a key. */
+  private expectKey = false;
+  private memberStart = -1;
+  /** The top-level object's members, in order (meaningful once the whole body is fed and parses). */
+  readonly members: MemberSpan[] = [];
   constructor(private readonly max: number) {}
 
   /** False once the nesting passes the maximum. */
   feed(chunk: Uint8Array): boolean {
-    let { depth, inString, escaped } = this;
+    let { depth, inString } = this;
     const max = this.max;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i] as number;
+    const n = chunk.length;
+    let i = 0;
+    // The byte after a backslash that ended the last chunk is escaped, whatever it is.
+    if (this.escaped && n > 0) {
+      this.escaped = false;
+      i = 1;
+    }
+    while (i < n) {
       if (inString) {
-        if (escaped) escaped = false;
-        else if (b === 0x5c) escaped = true;
-        else if (b === 0x22) inString = false;
-      } else if (b === 0x22) {
+        // Most of a request is string content: jump to the next quote natively, then look back for
+        // the backslashes that would escape it (an odd run does). Counting stops at i, so a
+        // backslash escaped across the chunk boundary is never counted again.
+        const q = chunk.indexOf(0x22, i);
+        const end = q < 0 ? n : q;
+        let run = 0;
+        while (end - run - 1 >= i && chunk[end - run - 1] === 0x5c) run++;
+        if (q < 0) {
+          this.escaped = run % 2 === 1;
+          break;
+        }
+        if (run % 2 === 0) inString = false;
+        i = q + 1;
+        continue;
+      }
+      const b = chunk[i] as number;
+      if (b === 0x22) {
         inString = true;
+        if (depth === 1 && this.expectKey) {
+          this.expectKey = false;
+          this.memberStart = this.offset + i;
+        }
       } else if (b === 0x7b || b === 0x5b) {
         if (++depth > max) {
           this.depth = depth;
           return false;
         }
+        if (depth === 1) this.expectKey = b === 0x7b;
       } else if (b === 0x7d || b === 0x5d) {
-        depth--;
+        if (depth-- === 1) this.closeMember(this.offset + i);
+      } else if (b === 0x2c && depth === 1) {
+        this.closeMember(this.offset + i);
+        this.expectKey = true;
       }
+      i++;
     }
+    this.offset += n;
     this.depth = depth;
     this.inString = inString;
-    this.escaped = escaped;
     return true;
+  }
+
+  private closeMember(end: number): void {
+    if (this.memberStart < 0) return;
+    this.members.push({ start: this.memberStart, end });
+    this.memberStart = -1;
   }
 }
 
@@ -125,8 +175,9 @@ export function jsonBody(opts: JsonBodyOptions) {
   return async function jsonBodyMiddleware(ctx: GatewayContext, next: Next): Promise<void> {
     if (ctx.method !== 'POST') return next();
     let raw: Buffer;
+    const gauge = new JsonDepthGauge(maxDepth);
     try {
-      raw = await readBody(ctx.req, ctx.res, opts.limitBytes, opts.readTimeoutMs, new JsonDepthGauge(maxDepth));
+      raw = await readBody(ctx.req, ctx.res, opts.limitBytes, opts.readTimeoutMs, gauge);
     } catch (err) {
       if (err instanceof BodyReadError) throw refusal(err.reason, opts, maxDepth);
       throw err;
@@ -143,7 +194,7 @@ export function jsonBody(opts: JsonBodyOptions) {
       const where = position === undefined ? '' : ` (parsing stopped at byte ${position})`;
       throw new GatewayError(400, `Request body is not valid JSON${where}; send a JSON object with Content-Type: application/json.`, { code: 'invalid_json' });
     }
-    ctx.state.rawBody = raw;
+    ctx.state.rawBody = { bytes: raw, members: gauge.members };
     ctx.state.body = body;
     return next();
   };

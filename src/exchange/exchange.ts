@@ -53,7 +53,7 @@ export interface ExchangePlan {
   footprint: RequestFootprint;
   stream: boolean;
   /** The upstream request body for one upstream, with the output limit the reservation covers. */
-  upstreamBody(upstream: CatalogUpstream, outputLimit: number): string;
+  upstreamBody(upstream: CatalogUpstream, outputLimit: number): string | Buffer;
   /** Extra headers for an upstream (anthropic-version, anthropic-beta, ...). */
   upstreamHeaders(upstream: CatalogUpstream): Record<string, string>;
   relay(upstream: CatalogUpstream): Relay;

@@ -3,6 +3,7 @@ import type { ParameterizedContext } from 'koa';
 import type { WireFormat } from '../wire/format.js';
 import type { ApiKeyRecord } from '../accounts/account-store.js';
 import type { RequestSpan } from '../telemetry/tracing.js';
+import type { ClientBody } from '../translate/body-edit.js';
 
 /** The route of a request no route template matched (an unknown path or method). */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -15,8 +16,8 @@ export interface GatewayState {
   startedAt: number;
   /** Parsed JSON body of POST routes. */
   body?: unknown;
-  /** The raw body bytes (for pass-through size accounting). */
-  rawBody?: Buffer;
+  /** The body's bytes as received, and where its top-level members sit (same-format pairs edit them). */
+  rawBody?: ClientBody;
   key?: ApiKeyRecord;
   /** The model id the client asked for, once known (logs and metrics). */
   modelId?: string;

@@ -5,18 +5,19 @@
 // never slip past the reservation. A model with several upstreams (of different formats) reserves for
 // the largest of its bodies, since any of them may serve.
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
+import type { UpstreamBody } from '../translate/pair.js';
 import { reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
 import type { WireFormat } from '../wire/format.js';
 import { isObject, jsonBytes, type JsonObject } from '../wire/json-shape.js';
 
-/** Builds the request object for one upstream with the output limit the reservation covers. */
-export type UpstreamRequestBuilder = (upstream: CatalogUpstream, outputLimit: number) => JsonObject;
+/** Builds the request for one upstream with the output limit the reservation covers. */
+export type UpstreamRequestBuilder = (upstream: CatalogUpstream, outputLimit: number) => UpstreamBody;
 
 export interface UpstreamBodies {
   /** The footprint of the largest body (the one with the highest input bound). */
   footprint: RequestFootprint;
-  /** The body text for `upstream`; built once, here, for the reserved output limit. */
-  body(upstream: CatalogUpstream, outputLimit: number): string;
+  /** The body sent to `upstream`; built once, here, for the reserved output limit. */
+  body(upstream: CatalogUpstream, outputLimit: number): string | Buffer;
 }
 
 interface ImageTally {
@@ -47,7 +48,7 @@ function tallyImage(part: unknown, tally: ImageTally): void {
  * where an upstream reads an image are looked at: an image-shaped object anywhere else (inside a tool
  * argument, say) is text to the model, and its bytes stay counted.
  */
-export function measureUpstreamBody(request: JsonObject, text: string, format: WireFormat, maxOutputTokens: number | undefined): RequestFootprint {
+export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, format: WireFormat, maxOutputTokens: number | undefined): RequestFootprint {
   const tally: ImageTally = { images: 0, bytes: 0 };
   const messages = Array.isArray(request.messages) ? request.messages : [];
   for (const m of messages) {
@@ -55,7 +56,7 @@ export function measureUpstreamBody(request: JsonObject, text: string, format: W
   }
   const system = format === 'anthropic' && request.system !== undefined && request.system !== null ? 1 : 0;
   return {
-    textBytes: Buffer.byteLength(text, 'utf8') - tally.bytes,
+    textBytes: Buffer.byteLength(sent, 'utf8') - tally.bytes,
     messages: messages.length + system,
     images: tally.images,
     maxOutputTokens,
@@ -70,21 +71,20 @@ export function measureUpstreamBody(request: JsonObject, text: string, format: W
  */
 export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number | undefined, build: UpstreamRequestBuilder): UpstreamBodies {
   const outputLimit = reservedOutputTokens(maxOutputTokens, model);
-  const built = new Map<CatalogUpstream, string>();
+  const built = new Map<CatalogUpstream, string | Buffer>();
   const failed = new Map<CatalogUpstream, unknown>();
   let footprint: RequestFootprint | undefined;
   let largest = -1;
   for (const upstream of model.upstreams) {
-    let request: JsonObject;
+    let request: UpstreamBody;
     try {
       request = build(upstream, outputLimit);
     } catch (err) {
       failed.set(upstream, err);
       continue;
     }
-    const text = JSON.stringify(request);
-    built.set(upstream, text);
-    const fp = measureUpstreamBody(request, text, upstream.format, maxOutputTokens);
+    built.set(upstream, request.sent);
+    const fp = measureUpstreamBody(request.json, request.sent, upstream.format, maxOutputTokens);
     const bound = inputTokenBound(fp, model);
     if (bound > largest) {
       largest = bound;
@@ -101,11 +101,11 @@ export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number
     body(upstream, limit) {
       const error = failed.get(upstream);
       if (error !== undefined) throw error;
-      const text = limit === outputLimit ? built.get(upstream) : undefined;
+      const sent = limit === outputLimit ? built.get(upstream) : undefined;
       // Handed over once: the exchange tries each upstream once, and a large body should not stay
       // referenced for the whole of a long stream.
       built.delete(upstream);
-      return text ?? JSON.stringify(build(upstream, limit));
+      return sent ?? build(upstream, limit).sent;
     },
   };
 }

@@ -2,6 +2,7 @@
 import type { ClientProtocolHeaders } from '../upstream/formats/index.js';
 import type { DecodedMessagesRequest } from '../decode/messages-request.js';
 import type { DecodedChatRequest } from '../decode/chat-request.js';
+import type { ClientBody } from './body-edit.js';
 import { pairsOf, type FormatPairs, type PairRequest } from './pair.js';
 import { anthropicToAnthropic } from './pairs/anthropic-to-anthropic.js';
 import { anthropicToOpenai } from './pairs/anthropic-to-openai.js';
@@ -12,11 +13,16 @@ import { responsesToAnthropic, responsesToOpenai, type ResponsesPairRequest } fr
 export type { FormatPair, FormatPairs, PairRequest } from './pair.js';
 export type { ResponsesPairRequest } from './pairs/responses-to-upstream.js';
 
-export function chatCompletionPairs(req: PairRequest & { decoded: DecodedChatRequest }): FormatPairs {
+/** The client's body as received, for the same-format pair to edit; without it, that pair serialises `decoded.body`. */
+interface ClientBytes {
+  clientBody?: ClientBody | undefined;
+}
+
+export function chatCompletionPairs(req: PairRequest & ClientBytes & { decoded: DecodedChatRequest }): FormatPairs {
   return pairsOf({ openai: () => openaiToOpenai(req), anthropic: () => openaiToAnthropic(req) });
 }
 
-export function messagesPairs(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders }): FormatPairs {
+export function messagesPairs(req: PairRequest & ClientBytes & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders }): FormatPairs {
   return pairsOf({ anthropic: () => anthropicToAnthropic(req), openai: () => anthropicToOpenai(req) });
 }
 

@@ -1,16 +1,28 @@
 // The translate step: one translator per (client format, upstream format) pair, all behind this
 // interface. The exchange asks the pair of the upstream it is about to call for the request, the
-// headers and the relay; it never looks at either format itself. Same-format pairs pass the client's
-// body through with the model and output limit set; cross-format pairs go through the internal
-// representation (src/translate/internal).
+// headers and the relay; it never looks at either format itself. Same-format pairs send the client's
+// bytes with the model and output limit replaced in place (body-edit.ts); cross-format pairs go
+// through the internal representation (src/translate/internal).
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { Relay } from '../relay/relay.js';
 import type { WireFormat } from '../wire/format.js';
 import type { JsonObject } from '../wire/json-shape.js';
 
+/** One upstream request body: the bytes sent, and the request as a value (where images are counted). */
+export interface UpstreamBody {
+  /** The client's bytes edited (same-format pairs) or the translation serialised (cross-format). */
+  sent: string | Buffer;
+  /** The request as a value; for same-format pairs, the client's parsed body (the same messages). */
+  json: JsonObject;
+}
+
+export function serialised(json: JsonObject): UpstreamBody {
+  return { sent: JSON.stringify(json), json };
+}
+
 export interface FormatPair {
   /** The upstream request, with exactly `outputLimit` as its output limit (measured for the reservation before it is sent). */
-  request(upstream: CatalogUpstream, outputLimit: number): JsonObject;
+  request(upstream: CatalogUpstream, outputLimit: number): UpstreamBody;
   /** The protocol headers this upstream gets (anthropic-version, anthropic-beta, ...). */
   headers(upstream: CatalogUpstream): Record<string, string>;
   /** How the upstream's reply reaches the client, with the usage billing needs. */

@@ -28,7 +28,7 @@ import { GatewayError } from '../http/gateway-error.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from '../relay/client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from '../relay/relay.js';
 import { pumpUpstreamEvents } from '../relay/upstream-events.js';
-import type { FormatPair } from './pair.js';
+import { serialised, type FormatPair } from './pair.js';
 import { billableUsage } from './internal/usage.js';
 
 export interface CrossFormatRequest {
@@ -78,7 +78,7 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
     return translated;
   };
   return {
-    request,
+    request: (upstream, outputLimit) => serialised(request(upstream, outputLimit)),
     // The client speaks another format: its own protocol headers are not this upstream's.
     headers: () => upstreamFormat(req.upstreamFormat).protocolHeaders(),
     relay(upstream): Relay {

@@ -53,7 +53,7 @@ export function withoutSecrets(text: string, headers: Record<string, string>): s
 export async function sendUpstream(
   target: UpstreamTarget,
   upstream: CatalogUpstream,
-  body: string,
+  body: string | Buffer,
   headers: Record<string, string>,
   signal: NonNullable<Dispatcher.RequestOptions['signal']>,
 ): Promise<Dispatcher.ResponseData> {

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { inputTokenBound, TOKENS_PER_IMAGE_ALLOWANCE } from '../../src/reserve/worst-case.js';
 import type { CatalogModel, CatalogUpstream } from '../../src/catalog/snapshot.js';
 import { buildUpstreamBodies, measureUpstreamBody } from '../../src/reserve/upstream-bodies.js';
+import { serialised } from '../../src/translate/pair.js';
 import type { JsonObject } from '../../src/wire/json-shape.js';
 
 function model(upstreams: CatalogUpstream[] = []): CatalogModel {
@@ -72,11 +73,11 @@ describe('buildUpstreamBodies', () => {
     const bodies = buildUpstreamBodies(model([a, b, c]), 50, (u, limit) => {
       builds++;
       if (u === c) throw new Error('cannot express');
-      return { model: u.upstreamModel, max_tokens: limit, messages: [{ role: 'user', content: u === b ? 'y'.repeat(5000) : 'hi' }] };
+      return serialised({ model: u.upstreamModel, max_tokens: limit, messages: [{ role: 'user', content: u === b ? 'y'.repeat(5000) : 'hi' }] });
     });
     expect(builds).toBe(3);
     expect(bodies.footprint.textBytes).toBeGreaterThan(5000);
-    expect(JSON.parse(bodies.body(a, 50))).toMatchObject({ max_tokens: 50 });
+    expect(JSON.parse(bodies.body(a, 50).toString())).toMatchObject({ max_tokens: 50 });
     expect(builds).toBe(3);
     expect(() => bodies.body(c, 50)).toThrow('cannot express');
   });

@@ -7,17 +7,18 @@ import { chatCompletionPairs } from '../../translate/index.js';
 import { decodeChatRequest, type DecodedChatRequest } from '../../decode/chat-request.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
 import { countPromptTokens } from '../../wire/token-count.js';
+import type { ClientBody } from '../../translate/body-edit.js';
 import type { GatewayContext } from '../state.js';
 import { modelForRequest } from './models.js';
 
-export function chatCompletionPlan(decoded: DecodedChatRequest, model: CatalogModel, requestId: string): ExchangePlan {
+export function chatCompletionPlan(decoded: DecodedChatRequest, model: CatalogModel, requestId: string, clientBody?: ClientBody): ExchangePlan {
   const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(decoded.body));
   return exchangePlan({
     clientFormat: 'openai',
     model,
     stream: decoded.stream,
     maxOutputTokens: decoded.footprint.maxOutputTokens,
-    pairs: chatCompletionPairs({ decoded, model, requestId, estimateInputTokens }),
+    pairs: chatCompletionPairs({ decoded, clientBody, model, requestId, estimateInputTokens }),
     estimateInputTokens,
   });
 }
@@ -27,6 +28,6 @@ export function chatCompletions(catalog: CatalogSource, deps: ExchangeDeps) {
     const decoded = decodeChatRequest(ctx.state.body);
     ctx.state.modelId = decoded.model;
     const model = modelForRequest(catalog.current(), decoded.model, decoded.hasImages, 'parts');
-    await runExchange(ctx, deps, chatCompletionPlan(decoded, model, ctx.state.requestId));
+    await runExchange(ctx, deps, chatCompletionPlan(decoded, model, ctx.state.requestId, ctx.state.rawBody));
   };
 }

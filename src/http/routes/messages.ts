@@ -7,17 +7,18 @@ import { messagesPairs } from '../../translate/index.js';
 import type { ClientProtocolHeaders } from '../../upstream/formats/index.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../decode/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
+import type { ClientBody } from '../../translate/body-edit.js';
 import type { GatewayContext } from '../state.js';
 import { modelForRequest, modelNotFound } from './models.js';
 
-export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogModel, requestId: string, clientHeaders: ClientProtocolHeaders): ExchangePlan {
+export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogModel, requestId: string, clientHeaders: ClientProtocolHeaders, clientBody?: ClientBody): ExchangePlan {
   const estimateInputTokens = (): Promise<number> => countPromptTokens(decoded.prompt);
   return exchangePlan({
     clientFormat: 'anthropic',
     model,
     stream: decoded.stream,
     maxOutputTokens: decoded.footprint.maxOutputTokens,
-    pairs: messagesPairs({ decoded, model, requestId, clientHeaders, estimateInputTokens }),
+    pairs: messagesPairs({ decoded, clientBody, model, requestId, clientHeaders, estimateInputTokens }),
     estimateInputTokens,
   });
 }
@@ -37,7 +38,7 @@ export function messages(catalog: CatalogSource, deps: ExchangeDeps) {
     const beta = header(ctx, 'anthropic-beta');
     if (version !== undefined) clientHeaders['anthropic-version'] = version;
     if (beta !== undefined) clientHeaders['anthropic-beta'] = beta;
-    await runExchange(ctx, deps, messagesPlan(decoded, model, ctx.state.requestId, clientHeaders));
+    await runExchange(ctx, deps, messagesPlan(decoded, model, ctx.state.requestId, clientHeaders, ctx.state.rawBody));
   };
 }
 

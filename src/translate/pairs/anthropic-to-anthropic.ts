@@ -1,24 +1,26 @@
-// Anthropic client, Anthropic-format upstream: the client's body with the upstream's model name and the
-// reserved output limit, its own anthropic-version and beta flags; the reply relayed as it comes.
+// Anthropic client, Anthropic-format upstream: the client's bytes with the upstream's model name and
+// the reserved output limit, its own anthropic-version and beta flags; the reply relayed as it comes.
 import { upstreamFormat, type ClientProtocolHeaders } from '../../upstream/formats/index.js';
 import { anthropicJsonRelay, anthropicStreamRelay } from '../../relay/anthropic-relay.js';
 import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
 import { stripGatewayThinking } from '../internal/index.js';
-import type { FormatPair, PairRequest } from '../pair.js';
+import { editTopLevel, type ClientBody } from '../body-edit.js';
+import { serialised, type FormatPair, type PairRequest } from '../pair.js';
 
-export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders }): FormatPair {
-  const { decoded } = req;
+export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders; clientBody?: ClientBody | undefined }): FormatPair {
+  const { decoded, clientBody } = req;
   const relay = decoded.stream ? anthropicStreamRelay({ clientModel: req.model.id }) : anthropicJsonRelay({ clientModel: req.model.id });
+  // Thinking blocks we signed (or unsigned ones) came from an OpenAI-format upstream; a real Anthropic
+  // server rejects them, so they are removed, and that body is serialised anew. Genuine signed blocks
+  // pass untouched, and without any the client's bytes are edited in place.
+  const body = stripGatewayThinking(decoded.body);
+  const editable = body === decoded.body ? clientBody : undefined;
   return {
     request: (upstream, outputLimit) => {
-      // Thinking blocks we signed (or unsigned ones) came from an OpenAI-format upstream; a real
-      // Anthropic server rejects them, so they are removed. Genuine signed blocks pass untouched.
-      // A shallow copy, so one upstream's fields never leak into another's body.
-      const body = { ...stripGatewayThinking(decoded.body) };
-      body.model = upstream.upstreamModel;
       // Exactly the output limit the reservation covers (the client's, capped by the context window).
-      body.max_tokens = outputLimit;
-      return body;
+      const fields = { model: upstream.upstreamModel, max_tokens: outputLimit };
+      // A shallow copy, so one upstream's fields never leak into another's body.
+      return editable === undefined ? serialised({ ...body, ...fields }) : { sent: editTopLevel(editable, fields), json: body };
     },
     headers: () => upstreamFormat('anthropic').protocolHeaders(req.clientHeaders),
     relay: () => relay,
