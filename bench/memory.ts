@@ -5,7 +5,7 @@ import { Agent, request } from 'undici';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape } from './load.js';
 import { memoryModel } from './serve.js';
-import { procStats, startTarget, type Target } from './targets.js';
+import { procStats, startTarget, type Target, type TargetEntry } from './targets.js';
 
 export interface MemoryOptions {
   streams: number;
@@ -16,6 +16,8 @@ export interface MemoryOptions {
   /** Longest the opening phase may take in all; what is open by then is measured. */
   totalTimeoutMs?: number;
   log?: (m: string) => void;
+  /** What the gateway and simulator processes run (default: the sources under tsx). */
+  entry?: TargetEntry;
 }
 
 export interface MemorySample {
@@ -93,7 +95,7 @@ export async function memoryBench(redisUrl: string, opts: MemoryOptions): Promis
   // The first token comes at once (the stream is live end to end), the next ones every 30 s: slow
   // streams that stay open for the whole measurement and cost the simulator one timer each. 30 s is
   // well inside the gateway's 120 s idle timeout for upstreams.
-  const sim = await startTarget({ role: 'simulator', firstTokenDelayMs: 0, tokenDelayMs: 30_000, replyTokens: 64, listeners: origins });
+  const sim = await startTarget({ role: 'simulator', firstTokenDelayMs: 0, tokenDelayMs: 30_000, replyTokens: 64, listeners: origins }, [], opts.entry);
   let gw: Target | undefined;
   const agent = new Agent({ connections: null, pipelining: 1, connectTimeout: perStreamTimeoutMs, headersTimeout: 0, bodyTimeout: 0 });
   const open: AbortController[] = [];
@@ -105,7 +107,7 @@ export async function memoryBench(redisUrl: string, opts: MemoryOptions): Promis
       namespace: `benchmem${Date.now()}`,
       tracing: 'off',
       spread: sim.urls,
-    });
+    }, [], opts.entry);
     const target = gw;
     const base = requestShape('openai', target.key, true);
     const bodies = sim.urls.map((_, i) => {

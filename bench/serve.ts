@@ -1,10 +1,10 @@
 // One benchmark target in its own process (forked with IPC), so the load generator does not share
 // its event loop and its memory can be measured alone. BENCH_SERVE_SPEC is a JSON ServeSpec; the process
 // answers {type:'ready', url, key?} once listening, {type:'memory', ...} on request, and exits on 'stop'.
-import { AlwaysOnSampler, BatchSpanProcessor, TraceIdRatioBasedSampler, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { ExportResult } from '@opentelemetry/core';
 import { Redis } from 'ioredis';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { createRedisBackend } from '../src/billing/backends.js';
 import { redisKeys } from '../src/billing/redis-keys.js';
@@ -54,7 +54,10 @@ export const BENCH_MODELS = { openai: 'bench-openai', anthropic: 'bench-anthropi
 export const memoryModel = (i: number): string => `bench-mem-${i}`;
 
 function benchCatalog(upstream: string, spread: string[]): ModelCatalogSpec {
-  const example = (parse(readFileSync(new URL('../examples/catalog.yaml', import.meta.url), 'utf8')) as { spec: ModelCatalogSpec }).spec
+  // From bench/ in the sources, or .bench-build/bench/ in the build (bench/build.ts).
+  const here = new URL('../examples/catalog.yaml', import.meta.url);
+  const file = existsSync(here) ? here : new URL('../../examples/catalog.yaml', import.meta.url);
+  const example = (parse(readFileSync(file, 'utf8')) as { spec: ModelCatalogSpec }).spec
     .models[0] as ModelSpec;
   const model = (id: string, format: 'openai' | 'anthropic'): ModelSpec => ({
     ...example,
@@ -71,17 +74,21 @@ function benchCatalog(upstream: string, spread: string[]): ModelCatalogSpec {
 
 /** An exporter that drops spans: the cost measured is the SDK's, not a collector's. */
 class DiscardExporter implements SpanExporter {
+  constructor(private readonly success: ExportResult['code']) {}
   export(_spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    done({ code: ExportResultCode.SUCCESS });
+    done({ code: this.success });
   }
   async shutdown(): Promise<void> {}
 }
 
-function tracingFor(mode: TracingMode): Tracing {
+/** The SDK is loaded only when tracing is on, as the gateway does: a baseline without tracing holds none of it. */
+async function tracingFor(mode: TracingMode): Promise<Tracing> {
   if (mode === 'off') return DISABLED_TRACING;
+  const { AlwaysOnSampler, BatchSpanProcessor, TraceIdRatioBasedSampler } = await import('@opentelemetry/sdk-trace-base');
+  const { ExportResultCode } = await import('@opentelemetry/core');
   return initTracing({
     env: {},
-    spanProcessors: [new BatchSpanProcessor(new DiscardExporter())],
+    spanProcessors: [new BatchSpanProcessor(new DiscardExporter(ExportResultCode.SUCCESS))],
     sampler: mode === 'sampled-0' ? new TraceIdRatioBasedSampler(0) : new AlwaysOnSampler(),
   });
 }
@@ -128,7 +135,7 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const { secret } = await backend.accounts.createKey(account.id, { name: 'bench' });
   const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
-  const tracing = tracingFor(spec.tracing);
+  const tracing = await tracingFor(spec.tracing);
   const db = spec.databaseUrl === undefined ? undefined : await openPostgres(spec.databaseUrl, { max: 4 });
   if (db !== undefined) await db.query('INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING', [account.id, 'bench']);
   const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });

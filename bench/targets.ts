@@ -41,12 +41,22 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-const SERVE = new URL('./serve.ts', import.meta.url).pathname;
+/** What a target process runs: bench/serve.ts under tsx, or its build (bench/build.ts). */
+export interface TargetEntry {
+  path: string;
+  execArgv: string[];
+}
 
-export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = []): Promise<Target> {
-  const child: ChildProcess = fork(SERVE, [], {
+export const SOURCE_ENTRY: TargetEntry = { path: new URL('./serve.ts', import.meta.url).pathname, execArgv: ['--import', 'tsx'] };
+
+export function builtEntry(servePath: string): TargetEntry {
+  return { path: servePath, execArgv: [] };
+}
+
+export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [], entry: TargetEntry = SOURCE_ENTRY): Promise<Target> {
+  const child: ChildProcess = fork(entry.path, [], {
     env: { ...process.env, BENCH_SERVE_SPEC: JSON.stringify(spec) },
-    execArgv: ['--import', 'tsx', '--expose-gc', ...extraNodeArgs],
+    execArgv: [...entry.execArgv, '--expose-gc', ...extraNodeArgs],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   const ready = await new Promise<Extract<ServeMessage, { type: 'ready' }>>((resolve, reject) => {
