@@ -5,10 +5,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countTokens } from '../../src/wire/token-count.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 
 const MODEL = 'outlaw-1-xploded';
 const received: string[] = [];
+/** The OpenAI stream's text pieces, and whether it ends with a usage chunk. */
+const stream = { pieces: ['ok'], usage: true };
 
 /** An upstream of both formats that keeps every body it is sent, byte for byte. */
 async function startRecordingUpstream(): Promise<{ server: Server; url: string }> {
@@ -23,9 +26,14 @@ async function startRecordingUpstream(): Promise<{ server: Server; url: string }
         const base = { id: 'up-1', created: 1, model: body.model };
         if (body.stream === true) {
           res.setHeader('content-type', 'text/event-stream');
+          const chunk = (delta: object, finish: string | null): string =>
+            `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
           res.end(
-            `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'ok' }, finish_reason: 'stop' }] })}\n\n` +
-              `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } })}\n\ndata: [DONE]\n\n`,
+            chunk({ role: 'assistant', content: '' }, null) +
+              stream.pieces.map((p) => chunk({ content: p }, null)).join('') +
+              chunk({}, 'stop') +
+              (stream.usage ? `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } })}\n\n` : '') +
+              'data: [DONE]\n\n',
           );
           return;
         }
@@ -83,6 +91,41 @@ for (const format of ['openai', 'anthropic'] as const) {
         const sent = await send(`{"stream":true,"stream_options":{"include_usage":false,"x":1},"model":"${MODEL}","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"max_completion_tokens":16}`);
         // max_completion_tokens wins and is the only limit forwarded.
         expect(sent).toBe(`{"stream":true,"stream_options":{"include_usage":true,"x":1},"model":"rec-${MODEL}","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":16}`);
+      });
+
+      it('relays text chunks unparsed, billing the reported usage, or the relayed text when none comes', async () => {
+        const pieces = ['Tollgate', ' relays', ' these', ' chunks', ' as', ' text', ' with', ' "quotes"', ' and \\ backslashes.'];
+        const run = async (usage: boolean): Promise<{ text: string; output: number }> => {
+          Object.assign(stream, { pieces, usage });
+          const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
+          });
+          const body = await res.text();
+          expect(res.status, body).toBe(200);
+          await h.settled();
+          const id = res.headers.get('x-request-id');
+          const record = (await h.backend.ledger.listUsage(h.accountId, { limit: 100 })).find((u) => u.requestId === id);
+          const chunks = body
+            .split('\n')
+            .filter((l) => l.startsWith('data: {'))
+            .map((l) => JSON.parse(l.slice(6)) as { id: string; model: string; choices: Array<{ delta?: { content?: string } }> });
+          for (const c of chunks) expect([c.id, c.model]).toEqual([`chatcmpl-${id ?? ''}`, MODEL]);
+          const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+          return { text, output: record?.usage.output ?? -1 };
+        };
+        try {
+          // The client reads every piece, ids and model rewritten, whether or not they were parsed.
+          const reported = await run(true);
+          expect(reported).toEqual({ text: pieces.join(''), output: 1 });
+          // No usage from the upstream: the held chunks are read, and the charge counts their text.
+          const estimated = await run(false);
+          expect(estimated.text).toBe(pieces.join(''));
+          expect(estimated.output).toBe(await countTokens(pieces));
+        } finally {
+          Object.assign(stream, { pieces: ['ok'], usage: true });
+        }
       });
     } else {
       it('serialises the body anew when a thinking block must be removed from it', async () => {

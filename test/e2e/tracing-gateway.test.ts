@@ -420,6 +420,8 @@ describe('prompt and completion on the client span with TOLLGATE_TRACE_CONTENT=o
 
   const cases: Array<[WireFormat, WireFormat, boolean, string]> = [
     ['openai', 'openai', false, 'stop'],
+    // Same-format stream chunks are relayed unparsed; the trace still gets their text.
+    ['openai', 'openai', true, 'stop'],
     ['openai', 'anthropic', true, 'stop'],
     ['anthropic', 'anthropic', true, 'end_turn'],
     ['anthropic', 'openai', false, 'end_turn'],
