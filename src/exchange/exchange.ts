@@ -230,7 +230,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       servedBy = upstream;
       call.relayStarted(plan.stream);
       try {
-        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers), keepText: call.wantsText });
+        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers) });
         if (cancellation.cutByShutdown) outcome.endedByShutdown = true;
         relayed = true;
       } catch (err) {

@@ -15,8 +15,6 @@ export interface UpstreamCallObservation {
   /** The upstream answered 2xx and relaying begins. */
   relayStarted(stream: boolean): void;
   finished(outcome: RelayOutcome): void;
-  /** The call's trace records the generated text, so the relay must read it (see RelayInput.keepText). */
-  readonly wantsText: boolean;
 }
 
 export interface ExchangeObserver {
@@ -32,7 +30,6 @@ const quietCall: UpstreamCallObservation = {
   failed: () => undefined,
   relayStarted: () => undefined,
   finished: () => undefined,
-  wantsText: false,
 };
 
 export const quietObserver: ExchangeObserver = {

@@ -50,7 +50,6 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
       const t0 = performance.now();
       let streaming = false;
       return {
-        wantsText: span !== undefined && tracing.contentEnabled,
         injectTraceHeaders(headers) {
           span?.injectHeaders(headers);
         },

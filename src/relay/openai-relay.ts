@@ -1,7 +1,7 @@
-// OpenAI client, OpenAI-format upstream: the reply is relayed with a tap that reads usage. Chunks are
-// forwarded as received, with only the id and model rewritten in the text; only those that carry a
-// usage, an error or a finish reason are parsed. The usage chunk the gateway asked for is dropped
-// again when the client did not ask for it.
+// OpenAI client, OpenAI-format upstream: the body goes through as it came (model renamed), and the
+// reply is relayed with a tap that reads usage. Chunks are forwarded as received, with only the id
+// and model rewritten in place; the usage chunk the gateway asked for is dropped again when the
+// client did not ask for it.
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
@@ -85,18 +85,8 @@ export function inBandOpenAIError(message: string, type = 'server_error', code: 
   return `data: ${JSON.stringify({ error: { message, type, param: null, code } })}\n\n`;
 }
 
-/**
- * A chunk whose text names a usage, an error or a finish reason with a value (not null): it is parsed
- * and acted on. Inside a JSON string every quote is escaped, so `"usage"` followed by `:` is a key.
- */
-const ACTS_ON = /"(?:usage|error|finish_reason)"\s*:\s*[^n\s]/;
-/** A chunk that carries generated text: a non-empty content, reasoning, tool name or arguments. */
-const PRODUCES = /"(?:content|reasoning_content|reasoning|name|arguments)"\s*:\s*"[^"]/;
-/** Chunk text held unread past this many characters is read and folded into the outcome. */
-const HELD_CHARS = 1 << 20;
-
 export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
-  return async ({ ctx, response, cancellation, redact = unredacted, keepText = false }) => {
+  return async ({ ctx, response, cancellation, redact = unredacted }) => {
     const out = emptyOutcome('completed');
     const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs, cancellation.keepAliveMs);
     ctx.respond = false;
@@ -109,46 +99,10 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
     const modelTo = fieldText('model', opts.clientModel);
     const pending: string[] = [];
 
-    // Chunks with only text in them go out without being parsed. Their text feeds the estimate when an
-    // upstream reports no usage (and the trace's content), so each is held, in order, and read once the
-    // stream ends, only if that is needed; parsed chunks are held as values.
-    const held: Array<string | JsonObject> = [];
-    let heldChars = 0;
-    const readHeld = (): void => {
-      for (const entry of held) {
-        let chunk: unknown = entry;
-        if (typeof entry === 'string') {
-          try {
-            chunk = JSON.parse(entry);
-          } catch {
-            continue;
-          }
-        }
-        if (isObject(chunk) && Array.isArray(chunk.choices)) for (const c of chunk.choices) collectOpenAIChoice(c, out);
-      }
-      held.length = 0;
-      heldChars = 0;
-    };
-    const hold = (entry: string | JsonObject): void => {
-      held.push(entry);
-      if (typeof entry === 'string') heldChars += entry.length;
-      if (heldChars > HELD_CHARS) readHeld();
-    };
-    const outcome = (): RelayOutcome => {
-      if (keepText || out.usage === undefined) readHeld();
-      return out;
-    };
-
     const onEvent = (event: EventSourceMessage): void => {
       const data = event.data;
       if (data === '[DONE]') {
         sawDone = true;
-        return;
-      }
-      if (out.firstTokenAt === undefined && PRODUCES.test(data)) out.firstTokenAt = performance.now();
-      if (idFrom !== undefined && modelFrom !== undefined && !ACTS_ON.test(data) && data.includes(idFrom) && data.includes(modelFrom)) {
-        hold(data);
-        pending.push(`data: ${data.replace(idFrom, idTo).replace(modelFrom, modelTo)}\n\n`);
         return;
       }
       let chunk: unknown;
@@ -167,14 +121,15 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       const usage: TokenUsage | undefined = reported ? billableUsage(usageFromOpenAI(chunk.usage)) : undefined;
       if (usage !== undefined) out.usage = usage;
       const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-      for (const c of choices) if (isObject(c) && typeof c.finish_reason === 'string') out.finishReason = c.finish_reason;
-      hold(chunk);
+      let produced = false;
+      for (const c of choices) produced = collectOpenAIChoice(c, out) || produced;
+      if (produced && out.firstTokenAt === undefined) out.firstTokenAt = performance.now();
       if (reported && !opts.includeUsage) {
         if (choices.length === 0) return;
-        // A copy: the held value keeps its choices for the text.
-        const forwarded: JsonObject = { ...chunk, id: opts.completionId, model: opts.clientModel };
-        delete forwarded.usage;
-        pending.push(`data: ${JSON.stringify(forwarded)}\n\n`);
+        delete (chunk as JsonObject).usage;
+        chunk.id = opts.completionId;
+        chunk.model = opts.clientModel;
+        pending.push(`data: ${JSON.stringify(chunk)}\n\n`);
         return;
       }
       if (idFrom === undefined) {
@@ -186,7 +141,9 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       if (text.includes(idFrom) && modelFrom !== undefined && text.includes(modelFrom)) {
         text = text.replace(idFrom, idTo).replace(modelFrom, modelTo);
       } else {
-        text = JSON.stringify({ ...chunk, id: opts.completionId, model: opts.clientModel });
+        chunk.id = opts.completionId;
+        chunk.model = opts.clientModel;
+        text = JSON.stringify(chunk);
       }
       pending.push(`data: ${text}\n\n`);
     };
@@ -203,22 +160,22 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
     });
     if (cancellation.clientGone || !client.open) {
       out.status = 'client_cancelled';
-      return outcome();
+      return out;
     }
     if (cut && cancellation.cutByShutdown === true) {
       // Typed as the translated streams type it (openai-stream-encoder's 'overloaded'): retryable.
       out.status = 'upstream_failed';
       client.end(inBandOpenAIError(SHUTDOWN_CUT_MESSAGE, 'service_unavailable_error', 'server_is_overloaded'));
-      return outcome();
+      return out;
     }
     if (cut) failed = IN_BAND_CUT;
     if (failed === undefined && !sawDone && out.finishReason === undefined) failed = IN_BAND_CUT;
     if (failed !== undefined) {
       out.status = 'upstream_failed';
       client.end(inBandOpenAIError(failed));
-      return outcome();
+      return out;
     }
     client.end('data: [DONE]\n\n');
-    return outcome();
+    return out;
   };
 }

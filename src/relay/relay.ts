@@ -33,11 +33,6 @@ export interface RelayInput {
    * upstream's in-band error may echo them, in a form no pattern recognises. Default: unchanged.
    */
   redact?: (text: string) => string;
-  /**
-   * The generated text is wanted even when the upstream reports usage (the trace records content).
-   * Otherwise a relay may skip reading it when usage arrives, since it only feeds the estimate.
-   */
-  keepText?: boolean;
 }
 
 export const unredacted = (text: string): string => text;

@@ -93,7 +93,7 @@ for (const format of ['openai', 'anthropic'] as const) {
         expect(sent).toBe(`{"stream":true,"stream_options":{"include_usage":true,"x":1},"model":"rec-${MODEL}","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":16}`);
       });
 
-      it('relays text chunks unparsed, billing the reported usage, or the relayed text when none comes', async () => {
+      it('relays stream chunks with ids and model rewritten, billing the reported usage, or the relayed text when none comes', async () => {
         const pieces = ['Tollgate', ' relays', ' these', ' chunks', ' as', ' text', ' with', ' "quotes"', ' and \\ backslashes.'];
         const run = async (usage: boolean): Promise<{ text: string; output: number }> => {
           Object.assign(stream, { pieces, usage });
@@ -119,7 +119,7 @@ for (const format of ['openai', 'anthropic'] as const) {
           // The client reads every piece, ids and model rewritten, whether or not they were parsed.
           const reported = await run(true);
           expect(reported).toEqual({ text: pieces.join(''), output: 1 });
-          // No usage from the upstream: the held chunks are read, and the charge counts their text.
+          // No usage from the upstream: the charge counts the text that was relayed.
           const estimated = await run(false);
           expect(estimated.text).toBe(pieces.join(''));
           expect(estimated.output).toBe(await countTokens(pieces));

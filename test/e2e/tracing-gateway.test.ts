@@ -420,7 +420,7 @@ describe('prompt and completion on the client span with TOLLGATE_TRACE_CONTENT=o
 
   const cases: Array<[WireFormat, WireFormat, boolean, string]> = [
     ['openai', 'openai', false, 'stop'],
-    // Same-format stream chunks are relayed unparsed; the trace still gets their text.
+    // Same-format stream chunks go out as text, ids rewritten in place; the trace still gets their text.
     ['openai', 'openai', true, 'stop'],
     ['openai', 'anthropic', true, 'stop'],
     ['anthropic', 'anthropic', true, 'end_turn'],
