@@ -11,7 +11,7 @@ import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 const MODEL = 'outlaw-1-xploded';
 const received: string[] = [];
 /** The OpenAI stream's text pieces, and whether it ends with a usage chunk. */
-const stream = { pieces: ['ok'], usage: true };
+const stream = { pieces: ['ok'], usage: true, malformed: false };
 
 /** An upstream of both formats that keeps every body it is sent, byte for byte. */
 async function startRecordingUpstream(): Promise<{ server: Server; url: string }> {
@@ -31,6 +31,8 @@ async function startRecordingUpstream(): Promise<{ server: Server; url: string }
           res.end(
             chunk({ role: 'assistant', content: '' }, null) +
               stream.pieces.map((p) => chunk({ content: p }, null)).join('') +
+              // A whole SSE event whose JSON is cut short, with the id and model text intact.
+              (stream.malformed ? `${chunk({ content: 'broken' }, null).slice(0, -6)}\n\n` : '') +
               chunk({}, 'stop') +
               (stream.usage ? `data: ${JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } })}\n\n` : '') +
               'data: [DONE]\n\n',
@@ -125,6 +127,26 @@ for (const format of ['openai', 'anthropic'] as const) {
           expect(estimated.output).toBe(await countTokens(pieces));
         } finally {
           Object.assign(stream, { pieces: ['ok'], usage: true });
+        }
+      });
+
+      it('drops a malformed chunk from the upstream instead of passing it to the client parser', async () => {
+        Object.assign(stream, { pieces: ['before', ' after'], malformed: true });
+        try {
+          const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
+          });
+          const body = await res.text();
+          expect(res.status).toBe(200);
+          const data = body.split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]');
+          // Every event the client gets parses; the broken one is not among them.
+          const texts = data.map((l) => (JSON.parse(l.slice(6)) as { choices: Array<{ delta?: { content?: string } }> }).choices[0]?.delta?.content ?? '');
+          expect(texts.join('')).toBe('before after');
+          expect(body).not.toContain('broken');
+        } finally {
+          Object.assign(stream, { pieces: ['ok'], malformed: false });
         }
       });
     } else {
