@@ -19,7 +19,10 @@ export interface JsonBodyOptions {
 
 /** Where one top-level member (`"key": value`) of the body's object sits, in bytes. */
 export interface MemberSpan {
+  /** The key's opening quote. */
   start: number;
+  /** The key's closing quote. */
+  keyEnd: number;
   /** Just past the value (and any whitespace after it), before the `,` or `}`. */
   end: number;
 }
@@ -39,6 +42,7 @@ export class JsonDepthGauge {
   /** At depth 1 after `{` or `,`: the next quote opens a key. */
   private expectKey = false;
   private memberStart = -1;
+  private keyEnd = -1;
   /** The top-level object's members, in order (meaningful once the whole body is fed and parses). */
   readonly members: MemberSpan[] = [];
   constructor(private readonly max: number) {}
@@ -67,7 +71,11 @@ export class JsonDepthGauge {
           this.escaped = run % 2 === 1;
           break;
         }
-        if (run % 2 === 0) inString = false;
+        if (run % 2 === 0) {
+          inString = false;
+          // The first string of a top-level member is its key.
+          if (depth === 1 && this.memberStart >= 0 && this.keyEnd < 0) this.keyEnd = this.offset + q;
+        }
         i = q + 1;
         continue;
       }
@@ -100,8 +108,9 @@ export class JsonDepthGauge {
 
   private closeMember(end: number): void {
     if (this.memberStart < 0) return;
-    this.members.push({ start: this.memberStart, end });
+    this.members.push({ start: this.memberStart, keyEnd: this.keyEnd, end });
     this.memberStart = -1;
+    this.keyEnd = -1;
   }
 }
 

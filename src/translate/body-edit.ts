@@ -4,7 +4,7 @@
 // (decode/json-body.ts), so editing touches only those few members. Hand-written because no JSON
 // library edits text in place, and what is needed is narrow: the top-level members of a body
 // JSON.parse has already accepted.
-import { JsonDepthGauge, type MemberSpan } from '../decode/json-body.js';
+import type { MemberSpan } from '../decode/json-body.js';
 
 /** A request body as the client sent it. */
 export interface ClientBody {
@@ -13,31 +13,14 @@ export interface ClientBody {
   members: readonly MemberSpan[];
 }
 
-const QUOTE = 0x22;
 const OPEN = Buffer.from('{');
 const CLOSE = Buffer.from('}');
 const COMMA = Buffer.from(',');
 
-/** The key of a member span (`"key": value`), as JSON.parse reads it. */
+/** The key of a member span, as JSON.parse reads it. */
 function keyOf(bytes: Buffer, span: MemberSpan): string {
-  let end = span.start + 1;
-  for (;;) {
-    end = bytes.indexOf(QUOTE, end);
-    // An escaped quote has an odd run of backslashes before it.
-    let backslashes = 0;
-    for (let b = end - 1; bytes[b] === 0x5c; b--) backslashes++;
-    if (backslashes % 2 === 0) break;
-    end++;
-  }
-  const raw = bytes.toString('utf8', span.start + 1, end);
+  const raw = bytes.toString('utf8', span.start + 1, span.keyEnd);
   return raw.includes('\\') ? (JSON.parse(`"${raw}"`) as string) : raw;
-}
-
-/** Finds the members of a whole JSON object text, for a body that was not read through the gauge. */
-export function locateMembers(bytes: Buffer): ClientBody {
-  const gauge = new JsonDepthGauge(Number.MAX_SAFE_INTEGER);
-  gauge.feed(bytes);
-  return { bytes, members: gauge.members };
 }
 
 /**
