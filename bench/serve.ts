@@ -72,23 +72,19 @@ function benchCatalog(upstream: string, spread: string[]): ModelCatalogSpec {
   return { models: [model(BENCH_MODELS.openai, 'openai'), model(BENCH_MODELS.anthropic, 'anthropic'), ...spreadModels] };
 }
 
-/** An exporter that drops spans: the cost measured is the SDK's, not a collector's. */
-class DiscardExporter implements SpanExporter {
-  constructor(private readonly success: ExportResult['code']) {}
-  export(_spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    done({ code: this.success });
-  }
-  async shutdown(): Promise<void> {}
-}
-
 /** The SDK is loaded only when tracing is on, as the gateway does: a baseline without tracing holds none of it. */
 async function tracingFor(mode: TracingMode): Promise<Tracing> {
   if (mode === 'off') return DISABLED_TRACING;
   const { AlwaysOnSampler, BatchSpanProcessor, TraceIdRatioBasedSampler } = await import('@opentelemetry/sdk-trace-base');
   const { ExportResultCode } = await import('@opentelemetry/core');
+  /** An exporter that drops spans: the cost measured is the SDK's, not a collector's. */
+  const discard: SpanExporter = {
+    export: (_spans: ReadableSpan[], done: (result: ExportResult) => void) => done({ code: ExportResultCode.SUCCESS }),
+    shutdown: async () => undefined,
+  };
   return initTracing({
     env: {},
-    spanProcessors: [new BatchSpanProcessor(new DiscardExporter(ExportResultCode.SUCCESS))],
+    spanProcessors: [new BatchSpanProcessor(discard)],
     sampler: mode === 'sampled-0' ? new TraceIdRatioBasedSampler(0) : new AlwaysOnSampler(),
   });
 }
