@@ -4,6 +4,7 @@ import type {
   AccountBalance,
   AuditReport,
   HoldsSummary,
+  JournalingLedger,
   KeySpend,
   Ledger,
   Micros,
@@ -15,9 +16,15 @@ import type {
   SettlementRequest,
   UsageRecord,
 } from './ledger.js';
+import { isJournalingLedger } from './ledger.js';
 
-export class DelegatingLedger implements Ledger {
+export class DelegatingLedger implements Ledger, JournalingLedger {
   constructor(protected readonly inner: Ledger) {}
+
+  /** Passed on to the hot path below, when it keeps journal copies (see JournalingLedger). */
+  journalSettlements(): void {
+    if (isJournalingLedger(this.inner)) this.inner.journalSettlements();
+  }
 
   reserve(req: ReservationRequest): Promise<ReservationOutcome> {
     return this.inner.reserve(req);

@@ -232,6 +232,18 @@ export function isSeededLedger(ledger: object): ledger is SeededLedger {
   return typeof l.seedAccount === 'function' && typeof l.requireSeeding === 'function';
 }
 
+/**
+ * A hot path that keeps a copy of each settlement until a journal writer has taken it to the record (the
+ * Redis ledger's journal stream). Off until asked: without a writer the copies would never be removed.
+ */
+export interface JournalingLedger {
+  journalSettlements(): void;
+}
+
+export function isJournalingLedger(ledger: object): ledger is JournalingLedger {
+  return typeof (ledger as Partial<JournalingLedger>).journalSettlements === 'function';
+}
+
 /** A movement of money the record (PostgreSQL) committed first, as the hot path applies it. */
 export interface HotMovement {
   accountId: string;

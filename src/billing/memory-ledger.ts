@@ -7,6 +7,7 @@ import type {
   HotMovement,
   HotPathMovements,
   KeySpend,
+  JournalingLedger,
   Ledger,
   ReapResult,
   RefundOutcome,
@@ -32,11 +33,18 @@ export interface MemoryLedgerOptions {
   now: () => number;
 }
 
-export class MemoryLedger implements Ledger, HotPathMovements {
+export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements {
+  /** Like the Redis ledger: a settlement's journal mark is returned once a journal writer takes them. */
+  private journaling = false;
+
   constructor(
     private readonly state: MemoryState,
     private readonly opts: MemoryLedgerOptions,
   ) {}
+
+  journalSettlements(): void {
+    this.journaling = true;
+  }
 
   async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
     checkReservation(req);
@@ -142,7 +150,7 @@ export class MemoryLedger implements Ledger, HotPathMovements {
       },
     });
     this.trim(acct);
-    return { charged: charge, released, duplicate: false, late, journal: { month, reserved, time } };
+    return { charged: charge, released, duplicate: false, late, ...(this.journaling ? { journal: { month, reserved, time } } : {}) };
   }
 
   private trim(acct: MemoryAccount): void {

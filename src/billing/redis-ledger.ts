@@ -12,6 +12,7 @@ import type {
   AccountBalance,
   AuditReport,
   HoldsSummary,
+  JournalingLedger,
   KeySpend,
   Ledger,
   ReapResult,
@@ -52,7 +53,7 @@ const USAGE_PAGE = 500;
 /** Reaper-index entries per ZSCAN step when summing outstanding holds. */
 const HOLDS_SCAN_PAGE = 500;
 
-export class RedisLedger implements Ledger, SeededLedger, HotPathMovements {
+export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotPathMovements {
   private readonly redis: RedisClient;
   private readonly k: RedisKeys;
   private readonly scripts: ScriptRunner;
@@ -60,6 +61,8 @@ export class RedisLedger implements Ledger, SeededLedger, HotPathMovements {
   private passes = 0;
   /** Accounts' money comes from the record: scripts refuse an account that was not seeded. */
   private seeding = false;
+  /** A journal writer takes every settlement to the record: the settle script appends its journal entry. */
+  private journaling = false;
 
   constructor(opts: RedisLedgerOptions) {
     this.opts = opts;
@@ -74,6 +77,10 @@ export class RedisLedger implements Ledger, SeededLedger, HotPathMovements {
 
   requireSeeding(): void {
     this.seeding = true;
+  }
+
+  journalSettlements(): void {
+    this.journaling = true;
   }
 
   /** One script: loads the account's money unless it has a generation already. */
@@ -171,6 +178,7 @@ export class RedisLedger implements Ledger, SeededLedger, HotPathMovements {
         this.seeding ? '1' : '',
         req.generation ?? '',
         String(req.reserved ?? 0),
+        this.journaling ? '1' : '',
       ],
     );
     if (r[0] === -1) throw new AccountNotSeededError(a);

@@ -30,6 +30,8 @@ export class JournaledLedger extends DelegatingLedger {
     readonly writer: JournalWriter,
   ) {
     super(inner);
+    // The hot path appends each settlement's copy (the Redis journal stream) only once a writer takes them.
+    this.journalSettlements();
   }
 
   override async reserve(req: ReservationRequest): Promise<ReservationOutcome> {

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
 import { createMemoryBackend, createRedisBackend, type HotBackend } from '../../src/billing/backends.js';
-import type { Ledger } from '../../src/billing/ledger.js';
+import { isJournalingLedger, type Ledger } from '../../src/billing/ledger.js';
 import { commitJournal, journalEntryOf } from '../../src/record/journal.js';
 import { recordedBackend } from '../../src/record/recorded-backend.js';
 import { RecordedLedger } from '../../src/record/recorded-ledger.js';
@@ -53,6 +53,8 @@ let requestCounter = 0;
 /** A request reserved, settled on the hot path and journaled to the record, as the gateway does it. */
 async function settledRequest(ledger: Ledger, accountId: string, keyId: string, cost: number): Promise<string> {
   const requestId = `req_mv_${process.pid}_${requestCounter++}`;
+  // The gateway's JournaledLedger asks the same of the hot path: settlements come back with their journal mark.
+  if (isJournalingLedger(ledger)) ledger.journalSettlements();
   const reserved = await ledger.reserve({ requestId, accountId, keyId, amount: cost + 500, holdTtlMs: 60_000 });
   expect(reserved.admitted).toBe(true);
   const req = { requestId, accountId, keyId, model: 'm', usage: { input: 10, output: 5, cachedInput: 0, reasoning: 0 }, cost, status: 'completed' as const, latencyMs: 3 };

@@ -1,11 +1,13 @@
 -- Settle one request exactly once: charge min(cost, held), release the rest, append the usage record.
 -- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream,
---       8 journal stream (what PostgreSQL has yet to commit; the writer deletes an entry after COMMIT)
+--       8 journal stream (when journaled: what PostgreSQL has yet to commit; the writer deletes an entry
+--       after COMMIT)
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold,
 --       15 '1' when the account's money comes from the record, 16 the generation the hold was reserved in,
---       17 the amount it reserved
--- Returns {charged, released, duplicate (0/1), late (0/1), journal entry id, month, reserved, generation},
+--       17 the amount it reserved, 18 '1' when a journal writer takes the settlements to the record
+-- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
+-- journal entry id, month, reserved and generation;
 -- or {-1} when the account's money is not in this Redis (wiped): the gateway seeds it and settles again.
 
 local cost = tonumber(ARGV[1])
@@ -75,14 +77,23 @@ redis.call('HINCRBY', KEYS[2], 'lifetimeSpent', s(charge))
 redis.call('HINCRBY', KEYS[2], 'ms:' .. month, s(charge))
 redis.call('HSET', KEYS[5], 'charged', s(charge), 'keyId', ARGV[3])
 redis.call('EXPIRE', KEYS[5], ARGV[12])
+if ARGV[18] == '1' then
+  -- Journaled, usage history lives in PostgreSQL: the journal stream is this Redis's only copy of the
+  -- settlement, held until PostgreSQL commits it, and the books count the charge as archived at once. A
+  -- second copy in the usage stream would double the append and hold a history nobody reads here.
+  redis.call('HINCRBY', KEYS[1], 'usageArchived', s(charge))
+  -- Appended in this same script, so a settlement Redis applied is never without its entry.
+  local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
+    'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
+    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month)
+  return {charge, released, 0, late, jid, month, reserved, gen}
+end
+
+-- Not journaled (no record): the usage stream is the history; a journal stream would never be read or
+-- trimmed.
 redis.call('XADD', KEYS[7], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
   'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge),
   'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11])
--- The journal: appended in this same script, so a settlement Redis applied is never without its entry.
-local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
-  'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
-  'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month)
-
 -- Keep the stream bounded without losing the books: the cost of what is trimmed moves to a counter.
 local len = redis.call('XLEN', KEYS[7])
 if len > tonumber(ARGV[14]) then
@@ -92,4 +103,4 @@ if len > tonumber(ARGV[14]) then
   redis.call('XTRIM', KEYS[7], 'MAXLEN', ARGV[13])
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
 end
-return {charge, released, 0, late, jid, month, reserved, gen}
+return {charge, released, 0, late}
