@@ -58,7 +58,8 @@ interface AutocannonResult {
 type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-export async function throughput(url: string, shape: RequestShape, connections: number, durationSec: number): Promise<ThroughputResult> {
+/** As many requests as `connections` can carry for `durationSec`, or at most `rate` per second when given. */
+export async function throughput(url: string, shape: RequestShape, connections: number, durationSec: number, rate?: number): Promise<ThroughputResult> {
   const r = await autocannon({
     url: url + shape.path,
     method: 'POST',
@@ -66,6 +67,7 @@ export async function throughput(url: string, shape: RequestShape, connections: 
     body: shape.body,
     connections,
     duration: durationSec,
+    ...(rate === undefined ? {} : { overallRate: rate }),
   });
   return {
     requestsPerSec: Math.round(r.requests.total / r.duration),

@@ -318,9 +318,9 @@ export function renderMarkdown(r: BenchResults): string {
     const jOff = r.journal.find((t) => t.mode === 'off');
     out.push(
       '',
-      `## Journal cost (OpenAI format, ${r.plan.connections} connections, a fresh gateway each; ${String(r.plan.journalRounds ?? r.plan.tracingRounds)} interleaved rounds of ${r.plan.tracingSec} s)`,
+      `## Journal cost (OpenAI format, ${r.plan.connections} connections, one gateway process with its journal switched between rounds; ${String(r.plan.journalRounds ?? r.plan.tracingRounds)} interleaved rounds of ${r.plan.tracingSec} s)`,
       '',
-      'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone. PostgreSQL runs on the same cores as everything else here, so its CPU (the backends serving the bench database) comes out of the gateway\'s throughput; in production it is another machine.',
+      'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone, after the writer has committed what it held. One process runs both modes because fresh processes of the same code differ by up to 15% in CPU per request. PostgreSQL runs on the same cores as everything else here, so its CPU (the backends serving the bench database) comes out of the gateway\'s throughput; in production it is another machine.',
       '',
       '| journal | req/s (best) | × off (best of each) | × off (median of rounds) | gateway CPU µs/request | PostgreSQL CPU µs/request | rounds req/s | p99 ms |',
       '|---|---:|---:|---:|---:|---:|---|---:|',

@@ -47,7 +47,7 @@ const plan = {
   tracingSec: smoke ? 1 : 2,
   tracingRounds: smoke ? 2 : 6,
   // The journal's cost is a few per cent, inside one round's noise here: more pairs steady the median.
-  journalRounds: smoke ? 2 : 10,
+  journalRounds: smoke ? 2 : 14,
   memoryStreams,
   ledgerMs: smoke ? 500 : 4000,
   countedRequests: smoke ? 50 : 1000,
@@ -102,12 +102,17 @@ async function peerFor(): Promise<{ peer: Peer | undefined; status: string }> {
  * first, so none is measured while its code still compiles.
  */
 async function roundsOf<K extends string>(
-  targets: { name: K; url: string; shape: RequestShape; pid: number; serverPids?: () => number[] }[],
+  targets: { name: K; url: string; shape: RequestShape; pid: number; serverPids?: () => number[]; before?: () => Promise<void> }[],
   rounds: number,
   seconds: number,
   label: string,
 ): Promise<Map<K, MeasuredThroughput>> {
-  if (plan.warmupSec > 0) for (const t of targets) await throughput(t.url, t.shape, plan.connections, plan.warmupSec);
+  if (plan.warmupSec > 0) {
+    for (const t of targets) {
+      await t.before?.();
+      await throughput(t.url, t.shape, plan.connections, plan.warmupSec);
+    }
+  }
   const acc = new Map<K, { best: ThroughputResult; rounds: number[]; cpu: number; serverCpu: number; requests: number; non2xx: number; errors: number }>();
   // The same processes read before and after a round: a backend that left meanwhile counts nothing.
   const cpuOf = (pids: readonly number[]): number => pids.reduce((sum, pid) => sum + (existsSync(`/proc/${pid}`) ? cpuSeconds(pid) : 0), 0);
@@ -116,6 +121,7 @@ async function roundsOf<K extends string>(
     const shift = round % targets.length;
     for (const t of [...targets.slice(shift), ...targets.slice(0, shift)]) {
       log(`${label}: ${t.name}${rounds > 1 ? ` (round ${round + 1} of ${rounds})` : ''}`);
+      await t.before?.();
       const servers = t.serverPids?.() ?? [];
       const cpu0 = cpuSeconds(t.pid);
       const serverCpu0 = cpuOf(servers);
@@ -251,13 +257,19 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
 
     // Counted twice per format: on the common path (the key already cached, a gateway whose cache
     // outlives the count) and with the default 1 s key cache, whose refreshes add a share per request.
-    // The journal to PostgreSQL against none, like tracing: fresh gateways, interleaved rounds.
+    // The journal to PostgreSQL against none, in interleaved rounds of one gateway process whose journal is
+    // switched between them (see SwitchedJournal in bench/serve.ts): two fresh processes of the same code
+    // differ by more than the journal costs.
     log('journal cost');
-    const journaled: { name: (typeof JOURNAL_MODES)[number]; url: string; shape: RequestShape; pid: number; serverPids?: () => number[] }[] = [];
-    for (const mode of JOURNAL_MODES) {
-      const t = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `benchj${mode}`, tracing: 'off', ...(mode === 'on' ? { databaseUrl: record.url } : {}) });
-      journaled.push({ name: mode, url: t.url, shape: requestShape('openai', t.key), pid: t.pid, ...(mode === 'on' ? { serverPids: () => record.backendPids() } : {}) });
-    }
+    const switchable = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchj', tracing: 'off', databaseUrl: record.url, journalSwitch: true });
+    const journaled = JOURNAL_MODES.map((mode) => ({
+      name: mode,
+      url: switchable.url,
+      shape: requestShape('openai', switchable.key),
+      pid: switchable.pid,
+      before: () => switchable.switchJournal(mode === 'on'),
+      ...(mode === 'on' ? { serverPids: () => record.backendPids() } : {}),
+    }));
     const byJournal = await roundsOf(journaled, plan.journalRounds, plan.tracingSec, 'journal');
     const journal = JOURNAL_MODES.map((mode) => ({ mode, ...(byJournal.get(mode) as MeasuredThroughput) }));
 

@@ -16,6 +16,9 @@ import { readConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { openPostgres } from '../src/record/database.js';
 import { JournalWriter } from '../src/record/journal-writer.js';
+import { JournaledLedger } from '../src/record/journaled-ledger.js';
+import { DelegatingLedger } from '../src/billing/delegating-ledger.js';
+import type { Ledger, ReservationOutcome, ReservationRequest, SettlementOutcome, SettlementRequest } from '../src/billing/ledger.js';
 import type { Simulator } from '../src/simulator/server.js';
 import { GatewayMetrics } from '../src/telemetry/metrics.js';
 import { DISABLED_TRACING, initTracing, type Tracing } from '../src/telemetry/tracing.js';
@@ -41,11 +44,17 @@ export type ServeSpec =
       keyCacheTtlMs?: number;
       /** Journal every settlement to this PostgreSQL (the production set-up); without it, none. */
       databaseUrl?: string;
+      /**
+       * With databaseUrl: the journal can be turned off and on between rounds ('journal-off' and
+       * 'journal-on' messages, answered by {type:'journal'}), so both modes are measured in one process.
+       */
+      journalSwitch?: boolean;
     };
 
 export type ServeMessage =
   | { type: 'ready'; url: string; urls: string[]; key?: string }
-  | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number };
+  | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number }
+  | { type: 'journal'; on: boolean };
 
 /** Model ids the bench sends: one per upstream wire format, so each format is a pass-through. */
 export const BENCH_MODELS = { openai: 'bench-openai', anthropic: 'bench-anthropic' } as const;
@@ -94,6 +103,44 @@ interface Running {
   urls: string[];
   key?: string;
   close(): Promise<void>;
+  /** A gateway started with journalSwitch: turns the journal off (after committing what it holds) or on. */
+  switchJournal?: (on: boolean) => Promise<void>;
+}
+
+/**
+ * The journal on or off in one gateway process: fresh processes of the same code differ by up to 15% in
+ * CPU per request (placement, JIT, heap sizing), more than the journal's cost, so the bench compares the
+ * modes within one process. Off, settlements go to a Redis ledger that journals nothing.
+ */
+class SwitchedJournal extends DelegatingLedger {
+  private readonly journaled: JournaledLedger;
+  private on = true;
+
+  constructor(
+    journalingHot: Ledger,
+    private readonly plainHot: Ledger,
+    private readonly writer: JournalWriter,
+  ) {
+    super(journalingHot);
+    this.journaled = new JournaledLedger(journalingHot, writer);
+  }
+
+  /** Off: what the writer holds is committed and removed from Redis first, so none of it runs in an off round. */
+  async turn(on: boolean): Promise<void> {
+    this.on = on;
+    if (!on) {
+      while (this.writer.lag().count > 0) await this.writer.flush();
+      await this.writer.trim();
+    }
+  }
+
+  override reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    return this.on ? this.journaled.reserve(req) : this.plainHot.reserve(req);
+  }
+
+  override settle(req: SettlementRequest): Promise<SettlementOutcome> {
+    return this.on ? this.journaled.settle(req) : this.plainHot.settle(req);
+  }
 }
 
 async function serve(spec: ServeSpec): Promise<Running> {
@@ -135,6 +182,10 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const db = spec.databaseUrl === undefined ? undefined : await openPostgres(spec.databaseUrl, { max: 4 });
   if (db !== undefined) await db.query('INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING', [account.id, 'bench']);
   const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
+  // The switch: the gateway's own composition (a JournaledLedger over a journaling Redis ledger) beside a
+  // second Redis ledger on the same keys that journals nothing, and each request goes through the one
+  // the bench has chosen.
+  const switched = journal === undefined || spec.journalSwitch !== true ? undefined : new SwitchedJournal(backend.ledger, createRedisBackend({ redis, namespace: spec.namespace }).ledger, journal);
   const gateway = await startGateway({
     // The reaper is slowed so Redis command counts are the requests' own.
     config: {
@@ -145,18 +196,21 @@ async function serve(spec: ServeSpec): Promise<Running> {
       ...(spec.keyCacheTtlMs === undefined ? {} : { keyCacheTtlMs: spec.keyCacheTtlMs }),
     },
     catalog,
-    backend,
+    backend: switched === undefined ? backend : { ...backend, ledger: switched },
     secrets: { resolve: () => undefined },
     metrics: new GatewayMetrics(),
     tracing,
-    ...(journal === undefined ? {} : { journal }),
+    ...(journal === undefined || switched !== undefined ? {} : { journal }),
   });
   return {
     url: gateway.url,
     urls: [gateway.url],
     key: secret,
+    ...(switched === undefined ? {} : { switchJournal: (on: boolean) => switched.turn(on) }),
     async close() {
       await gateway.close();
+      // The gateway closes a journal it was given; a switched one is the bench's own.
+      if (switched !== undefined) await journal?.close();
       await db?.close();
       await tracing.shutdown();
       await backend.ledger.close();
@@ -176,6 +230,9 @@ process.on('message', (m: unknown) => {
     global.gc?.();
     const u = process.memoryUsage();
     send({ type: 'memory', rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers });
+  } else if ((m === 'journal-on' || m === 'journal-off') && running.switchJournal !== undefined) {
+    const on = m === 'journal-on';
+    void running.switchJournal(on).then(() => send({ type: 'journal', on }));
   } else if (m === 'stop') {
     // A close that stalls (a flush, a lingering socket) must not stall the benchmark.
     setTimeout(() => process.exit(0), 2_000).unref();

@@ -15,6 +15,8 @@ export interface Target {
   stop(): Promise<void>;
   /** Kills at once; for the watchdog, when an orderly stop may itself hang. */
   kill(): void;
+  /** A gateway started with journalSwitch: turns its journal on or off, resolved once done. */
+  switchJournal(on: boolean): Promise<void>;
 }
 
 export interface ProcStats {
@@ -94,6 +96,19 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
         };
         child.on('message', onMessage);
         child.send('memory');
+      }),
+    switchJournal: (on) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${spec.role} did not switch its journal within 30 s`)), 30_000);
+        const onMessage = (m: ServeMessage): void => {
+          if (m.type === 'journal' && m.on === on) {
+            clearTimeout(timer);
+            child.off('message', onMessage);
+            resolve();
+          }
+        };
+        child.on('message', onMessage);
+        child.send(on ? 'journal-on' : 'journal-off');
       }),
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
