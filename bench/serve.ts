@@ -6,7 +6,8 @@ import type { ExportResult } from '@opentelemetry/core';
 import { Redis } from 'ioredis';
 import { existsSync, readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { createRedisBackend } from '../src/billing/backends.js';
+import { createRedisBackend, DEFAULT_KEY_MARKER } from '../src/billing/backends.js';
+import { recordedBackend } from '../src/record/recorded-backend.js';
 import { redisKeys } from '../src/billing/redis-keys.js';
 import { RedisJournalStream } from '../src/billing/redis-journal-stream.js';
 import { buildSnapshot } from '../src/catalog/build-snapshot.js';
@@ -171,7 +172,11 @@ async function serve(spec: ServeSpec): Promise<Running> {
     return { ...floor, urls: [floor.url] };
   }
   const redis = new Redis(spec.redisUrl, { enableAutoPipelining: true });
-  const backend = createRedisBackend({ redis, namespace: spec.namespace });
+  const hot = createRedisBackend({ redis, namespace: spec.namespace });
+  const db = spec.databaseUrl === undefined ? undefined : await openPostgres(spec.databaseUrl, { max: 4 });
+  // With a database, the production composition: accounts, keys and credits commit to PostgreSQL first,
+  // and the Redis ledger loads each account's money from it (seeded, with a generation).
+  const backend = db === undefined ? hot : recordedBackend(hot, db, DEFAULT_KEY_MARKER);
   const account = await backend.accounts.createAccount('bench');
   // A balance no run can exhaust (1,000,000 USD), in integer micro-USD.
   await backend.ledger.credit(account.id, 1_000_000_000_000, `bench-${spec.namespace}`);
@@ -179,8 +184,6 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
   const tracing = await tracingFor(spec.tracing);
-  const db = spec.databaseUrl === undefined ? undefined : await openPostgres(spec.databaseUrl, { max: 4 });
-  if (db !== undefined) await db.query('INSERT INTO accounts (id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING', [account.id, 'bench']);
   const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
   // The switch: the gateway's own composition (a JournaledLedger over a journaling Redis ledger) beside a
   // second Redis ledger on the same keys that journals nothing, and each request goes through the one

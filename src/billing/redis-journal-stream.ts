@@ -54,8 +54,18 @@ export class RedisJournalStream implements JournalStream {
     await Promise.all([...byAccount].map(([a, list]) => this.catchUp(a, list)));
   }
 
-  private catchUp(accountId: string, entries: readonly JournalEntry[]): Promise<number> {
+  /**
+   * Usually one short call: the ids and the generations their charges were applied in. Only when one of
+   * those is not this Redis's generation (it was wiped and seeded again since) are the charged entries
+   * sent, for the script to apply what the seed did not count.
+   */
+  private async catchUp(accountId: string, entries: readonly JournalEntry[]): Promise<number> {
+    const ids = entries.map((e) => e.streamId ?? '');
+    const generations = new Set<string>();
+    for (const e of entries) if (e.generation !== undefined && e.cost > 0) generations.add(e.generation);
     const keys = [this.keys.account(accountId), this.keys.journal(accountId)];
+    const short = await this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, 'gens', ...generations]);
+    if (short !== -1) return short;
     const keyAt = new Map<string, number>();
     const checks: string[] = [];
     for (const e of entries) {
@@ -68,7 +78,6 @@ export class RedisJournalStream implements JournalStream {
       }
       checks.push(e.generation, e.requestId, String(at), e.month, String(e.cost), e.recordTx ?? '');
     }
-    const ids = entries.map((e) => e.streamId ?? '');
     return this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, ...checks]);
   }
 

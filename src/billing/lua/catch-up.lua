@@ -3,10 +3,27 @@
 -- did not count it (its commit is not in the seed's snapshot), it is applied to this generation now,
 -- once. In the normal case (same generation) this is the XDEL it replaces.
 -- KEYS: 1 account, 2 journal stream, 3.. key hashes named by the entries below
--- ARGV: 1 number of stream ids N, 2..(N+1) stream ids, then per charged entry: generation, request id,
---       key index (into KEYS), month, charged, record transaction of its commit (xid8 text)
--- Returns the amount applied to this generation.
+-- ARGV: 1 number of stream ids N, 2..(N+1) stream ids, then either
+--       'gens' and the generations the charged entries were applied in (the common, short form), or
+--       per charged entry: generation, request id, key index (into KEYS), month, charged, record
+--       transaction of its commit (xid8 text)
+-- Returns the amount applied to this generation, or -1 (nothing done) when the short form names a
+-- generation other than this Redis's: the caller sends the entries themselves.
 local n = tonumber(ARGV[1])
+if ARGV[n + 2] == 'gens' then
+  local current = redis.call('HGET', KEYS[1], 'gen')
+  if current then
+    for i = n + 3, #ARGV do
+      if ARGV[i] ~= '' and ARGV[i] ~= current then return -1 end
+    end
+  end
+  for i = 2, n + 1, 1000 do
+    local last = i + 999
+    if last > n + 1 then last = n + 1 end
+    redis.call('XDEL', KEYS[2], unpack(ARGV, i, last))
+  end
+  return 0
+end
 -- XDEL in slices: unpack has a stack limit.
 for i = 2, n + 1, 1000 do
   local last = i + 999
