@@ -10,6 +10,14 @@
 -- Returns the amount applied to this generation, or -1 (nothing done) when the short form names a
 -- generation other than this Redis's: the caller sends the entries themselves.
 local n = tonumber(ARGV[1])
+-- Deletes the N stream ids, in slices: unpack has a stack limit.
+local function deleteCopies()
+  for i = 2, n + 1, 1000 do
+    local last = i + 999
+    if last > n + 1 then last = n + 1 end
+    redis.call('XDEL', KEYS[2], unpack(ARGV, i, last))
+  end
+end
 if ARGV[n + 2] == 'gens' then
   local current = redis.call('HGET', KEYS[1], 'gen')
   if current then
@@ -17,19 +25,10 @@ if ARGV[n + 2] == 'gens' then
       if ARGV[i] ~= '' and ARGV[i] ~= current then return -1 end
     end
   end
-  for i = 2, n + 1, 1000 do
-    local last = i + 999
-    if last > n + 1 then last = n + 1 end
-    redis.call('XDEL', KEYS[2], unpack(ARGV, i, last))
-  end
+  deleteCopies()
   return 0
 end
--- XDEL in slices: unpack has a stack limit.
-for i = 2, n + 1, 1000 do
-  local last = i + 999
-  if last > n + 1 then last = n + 1 end
-  redis.call('XDEL', KEYS[2], unpack(ARGV, i, last))
-end
+deleteCopies()
 local a = redis.call('HMGET', KEYS[1], 'gen', 'snap')
 -- Not seeded: the next seed reads the record, which has these entries already.
 if not a[1] then return 0 end
