@@ -5,6 +5,7 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { ExportResult } from '@opentelemetry/core';
 import { Redis } from 'ioredis';
 import { existsSync, readFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { parse } from 'yaml';
 import { createRedisBackend, DEFAULT_KEY_MARKER } from '../src/billing/backends.js';
 import { recordedBackend } from '../src/record/recorded-backend.js';
@@ -55,7 +56,9 @@ export type ServeSpec =
 export type ServeMessage =
   | { type: 'ready'; url: string; urls: string[]; key?: string }
   | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number }
-  | { type: 'journal'; on: boolean };
+  | { type: 'journal'; on: boolean }
+  /** Answers 'profile-stop': the V8 CPU profile taken since 'profile-start' (bench/journal.ts --profile). */
+  | { type: 'profile'; profile: object };
 
 /** Model ids the bench sends: one per upstream wire format, so each format is a pass-through. */
 export const BENCH_MODELS = { openai: 'bench-openai', anthropic: 'bench-anthropic' } as const;
@@ -184,7 +187,7 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
   const tracing = await tracingFor(spec.tracing);
-  const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
+    const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
   // The switch: the gateway's own composition (a JournaledLedger over a journaling Redis ledger) beside a
   // second Redis ledger on the same keys that journals nothing, and each request goes through the one
   // the bench has chosen.
@@ -222,6 +225,19 @@ async function serve(spec: ServeSpec): Promise<Running> {
   };
 }
 
+let inspector: Promise<Session> | undefined;
+/** The process's own V8 profiler, connected on first use (a target that is never profiled loads none of it). */
+function profiler(): Promise<Session> {
+  inspector ??= (async () => {
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 100 });
+    return session;
+  })();
+  return inspector;
+}
+
 const send = (m: ServeMessage): void => {
   process.send?.(m);
 };
@@ -236,6 +252,12 @@ process.on('message', (m: unknown) => {
   } else if ((m === 'journal-on' || m === 'journal-off') && running.switchJournal !== undefined) {
     const on = m === 'journal-on';
     void running.switchJournal(on).then(() => send({ type: 'journal', on }));
+  } else if (m === 'profile-start') {
+    void profiler().then((p) => p.post('Profiler.start'));
+  } else if (m === 'profile-stop') {
+    void profiler()
+      .then((p) => p.post('Profiler.stop'))
+      .then((r) => send({ type: 'profile', profile: r.profile }));
   } else if (m === 'stop') {
     // A close that stalls (a flush, a lingering socket) must not stall the benchmark.
     setTimeout(() => process.exit(0), 2_000).unref();

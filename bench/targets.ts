@@ -15,6 +15,9 @@ export interface Target {
   stop(): Promise<void>;
   /** Kills at once; for the watchdog, when an orderly stop may itself hang. */
   kill(): void;
+  /** Starts the target's own CPU profiler; `stopProfile` returns the profile taken since. */
+  startProfile(): void;
+  stopProfile(): Promise<object>;
   /** A gateway started with journalSwitch: turns its journal on or off, resolved once done. */
   switchJournal(on: boolean): Promise<void>;
 }
@@ -96,6 +99,20 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
         };
         child.on('message', onMessage);
         child.send('memory');
+      }),
+    startProfile: () => child.send('profile-start'),
+    stopProfile: () =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${spec.role} did not send its profile within 30 s`)), 30_000);
+        const onMessage = (m: ServeMessage): void => {
+          if (m.type === 'profile') {
+            clearTimeout(timer);
+            child.off('message', onMessage);
+            resolve(m.profile);
+          }
+        };
+        child.on('message', onMessage);
+        child.send('profile-stop');
       }),
     switchJournal: (on) =>
       new Promise((resolve, reject) => {

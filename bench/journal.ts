@@ -1,0 +1,183 @@
+// The journal's cost alone: `npm run bench:journal [-- --rounds 10 --seconds 2]`. The full bench's
+// "journal cost" step without the rest of the run (about a minute): one built gateway in the production
+// composition whose journal is switched off and on between interleaved rounds, the median of the paired
+// rounds' ratios, and the CPU per request of the gateway and of PostgreSQL's backends.
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { startRedisServer } from '../test/helpers/redis-server.js';
+import { buildTargets } from './build.js';
+import { requestShape, throughput } from './load.js';
+import { createBenchDatabase } from './record-db.js';
+import { builtEntry, cpuSeconds, startTarget } from './targets.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string, fallback: number): number => {
+  const i = args.indexOf(`--${name}`);
+  const n = i >= 0 ? Number(args[i + 1]) : fallback;
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
+  return n;
+};
+const rounds = flag('rounds', 10);
+// `--pin`: the gateway gets core 0 to itself and everything else shares core 1, as in production, where
+// the gateway's pod has its own CPU and PostgreSQL its own machine.
+const pin = args.includes('--pin');
+// `--profile`: the gateway's own CPU profile of each round, and where the journal's extra time goes.
+const profile = args.includes('--profile');
+
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  samples: number[];
+  timeDeltas: number[];
+}
+/** µs of self time by function (name, file, line), added into `into`. */
+function selfTimes(p: CpuProfile, into: Map<string, number>): void {
+  const site = new Map<number, string>();
+  for (const n of p.nodes) {
+    const where = n.callFrame.url.replace(/^.*\/(node_modules\/|src\/|bench\/)/, '$1');
+    site.set(n.id, `${n.callFrame.functionName || '(anonymous)'} ${where}:${n.callFrame.lineNumber + 1}`);
+  }
+  p.samples.forEach((id, i) => {
+    const k = site.get(id) ?? '?';
+    into.set(k, (into.get(k) ?? 0) + (p.timeDeltas[i] ?? 0));
+  });
+}
+const seconds = flag('seconds', 2);
+const connections = 50;
+
+const cpuOf = (pids: readonly number[]): number =>
+  pids.reduce((sum, pid) => {
+    try {
+      return sum + cpuSeconds(pid);
+    } catch {
+      return sum; // gone meanwhile
+    }
+  }, 0);
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+/** Processes whose command line contains `needle` (the bench's Redis, by its port). */
+const pidsWith = (needle: string): number[] =>
+  readdirSync('/proc').filter((e) => /^\d+$/.test(e)).filter((e) => {
+    try {
+      return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(needle);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+/** The machine's busy CPU seconds (all cores) from /proc/stat. */
+const machineBusy = (): number => {
+  const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  return (f.reduce((a, b) => a + b, 0) - idle) / 100;
+};
+
+/** The gateway's user and system CPU seconds, and its context switches (voluntary, involuntary). */
+const detail = (pid: number): number[] => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const n = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? 0);
+  return [Number(f[11]) / 100, Number(f[12]) / 100, n('voluntary_ctxt_switches'), n('nonvoluntary_ctxt_switches')];
+};
+
+/** The functions whose self time per request moved most between the modes. */
+function profileDiff(off: { self: Map<string, number>; requests: number }, on: { self: Map<string, number>; requests: number }): string[] {
+  const sites = new Set([...off.self.keys(), ...on.self.keys()]);
+  const rows = [...sites].map((k) => {
+    const a = (off.self.get(k) ?? 0) / off.requests;
+    const b = (on.self.get(k) ?? 0) / on.requests;
+    return { k, a, b, d: b - a };
+  });
+  const total = (m: Map<string, number>, n: number): number => [...m.values()].reduce((x, y) => x + y, 0) / n;
+  return [
+    `profiled µs/request (idle included): off ${total(off.self, off.requests).toFixed(1)}, on ${total(on.self, on.requests).toFixed(1)}`,
+    ...rows
+      .sort((x, y) => Math.abs(y.d) - Math.abs(x.d))
+      .slice(0, 45)
+      .map((r) => `${r.d >= 0 ? '+' : ''}${r.d.toFixed(2).padStart(6)}  ${r.a.toFixed(2).padStart(6)} -> ${r.b.toFixed(2).padStart(6)}  ${r.k}`),
+  ];
+}
+
+const entry = builtEntry(buildTargets());
+const redis = await startRedisServer();
+const record = await createBenchDatabase();
+const sim = await startTarget({ role: 'simulator' }, [], entry);
+const gw = await startTarget(
+  { role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'journal', tracing: 'off', databaseUrl: record.url, journalSwitch: true },
+  [],
+  entry,
+);
+try {
+  const shape = requestShape('openai', gw.key);
+  for (const on of [false, true]) {
+    await gw.switchJournal(on);
+    await throughput(gw.url, shape, connections, 2);
+  }
+  const modes = ['off', 'on'] as const;
+  const fresh = () => ({ rps: [] as number[], self: new Map<string, number>(), detail: [0, 0, 0, 0], cpu: 0, pg: 0, redis: 0, sim: 0, load: 0, machine: 0, requests: 0, failed: 0 });
+  const perMode = { off: fresh(), on: fresh() };
+  const redisPids = pidsWith(`:${redis.port}`).length > 0 ? pidsWith(`:${redis.port}`) : pidsWith(String(redis.port));
+  for (let round = 0; round < rounds; round++) {
+    // Alternating which mode goes first, so neither always follows the other.
+    for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {
+      await gw.switchJournal(mode === 'on');
+      const pids = record.backendPids();
+      if (pin) {
+        const all = (cpu: string, ps: number[]): void => {
+          for (const p of ps) execFileSync('taskset', ['-a', '-p', '-c', cpu, String(p)], { stdio: 'ignore' });
+        };
+        all('0', [gw.pid]);
+        all('1', [...pids, ...redisPids, sim.pid, process.pid]);
+      }
+      const cpu0 = cpuSeconds(gw.pid);
+      const d0 = detail(gw.pid);
+      const pg0 = cpuOf(pids);
+      const redis0 = cpuOf(redisPids);
+      const sim0 = cpuSeconds(sim.pid);
+      const load0 = process.cpuUsage();
+      const machine0 = machineBusy();
+      if (profile) gw.startProfile();
+      const r = await throughput(gw.url, shape, connections, seconds);
+      if (profile) selfTimes((await gw.stopProfile()) as CpuProfile, perMode[mode].self);
+      const m = perMode[mode];
+      m.cpu += cpuSeconds(gw.pid) - cpu0;
+      detail(gw.pid).forEach((v, i) => (m.detail[i] = (m.detail[i] ?? 0) + v - (d0[i] ?? 0)));
+      m.pg += cpuOf(pids) - pg0;
+      m.redis += cpuOf(redisPids) - redis0;
+      m.sim += cpuSeconds(sim.pid) - sim0;
+      const load = process.cpuUsage(load0);
+      m.load += (load.user + load.system) / 1e6;
+      m.machine += machineBusy() - machine0;
+      m.rps.push(r.requestsPerSec);
+      m.requests += r.requests;
+      m.failed += r.non2xx + r.errors;
+    }
+  }
+  const ratios = perMode.on.rps.map((on, i) => on / (perMode.off.rps[i] as number));
+  const us = (s: number, n: number): number => Math.round((s * 1e6) / n);
+  process.stdout.write(
+    [
+      `journal on / off, median of ${rounds} paired rounds: ${median(ratios).toFixed(3)} (rounds: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+      `req/s median: off ${median(perMode.off.rps)}, on ${median(perMode.on.rps)}`,
+      `gateway CPU µs/request: off ${us(perMode.off.cpu, perMode.off.requests)}, on ${us(perMode.on.cpu, perMode.on.requests)}`,
+      ...(['pg', 'redis', 'sim', 'load', 'machine'] as const).map(
+        (k) => `${k} CPU µs/request: off ${us(perMode.off[k], perMode.off.requests)}, on ${us(perMode.on[k], perMode.on.requests)}`,
+      ),
+      `machine busy share: off ${(perMode.off.machine / (rounds * seconds * 2)).toFixed(2)}, on ${(perMode.on.machine / (rounds * seconds * 2)).toFixed(2)}`,
+      ...(['off', 'on'] as const).map((k) => {
+        const d = perMode[k].detail.map((v) => v / perMode[k].requests);
+        return `gateway ${k}: user ${((d[0] ?? 0) * 1e6).toFixed(0)} µs, system ${((d[1] ?? 0) * 1e6).toFixed(0)} µs, switches per request voluntary ${(d[2] ?? 0).toFixed(3)} involuntary ${(d[3] ?? 0).toFixed(3)}`;
+      }),
+      ...(profile ? profileDiff(perMode.off, perMode.on) : []),
+      `failed requests: off ${perMode.off.failed}, on ${perMode.on.failed}`,
+      '',
+    ].join('\n'),
+  );
+} finally {
+  await gw.stop();
+  await sim.stop();
+  await redis.stop();
+  await record.drop();
+}
