@@ -44,14 +44,24 @@ function selfTimes(p: CpuProfile, into: Map<string, number>): void {
 const seconds = flag('seconds', 2);
 const connections = 50;
 
-const cpuOf = (pids: readonly number[]): number =>
-  pids.reduce((sum, pid) => {
+/** CPU seconds by process; a process gone meanwhile is left out of both readings (see cpuSince). */
+const cpuByPid = (pids: readonly number[]): Map<number, number> => {
+  const out = new Map<number, number>();
+  for (const pid of pids) {
     try {
-      return sum + cpuSeconds(pid);
+      out.set(pid, cpuSeconds(pid));
     } catch {
-      return sum; // gone meanwhile
+      // gone meanwhile
     }
-  }, 0);
+  }
+  return out;
+};
+/** CPU the processes of `before` used since, counting only those still there (a closed backend counts nothing). */
+const cpuSince = (before: Map<number, number>): number => {
+  let sum = 0;
+  for (const [pid, cpu] of cpuByPid([...before.keys()])) sum += cpu - (before.get(pid) ?? cpu);
+  return sum;
+};
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
@@ -133,8 +143,8 @@ try {
       }
       const cpu0 = cpuSeconds(gw.pid);
       const d0 = detail(gw.pid);
-      const pg0 = cpuOf(pids);
-      const redis0 = cpuOf(redisPids);
+      const pg0 = cpuByPid(pids);
+      const redis0 = cpuByPid(redisPids);
       const sim0 = cpuSeconds(sim.pid);
       const load0 = process.cpuUsage();
       const machine0 = machineBusy();
@@ -144,8 +154,8 @@ try {
       const m = perMode[mode];
       m.cpu += cpuSeconds(gw.pid) - cpu0;
       detail(gw.pid).forEach((v, i) => (m.detail[i] = (m.detail[i] ?? 0) + v - (d0[i] ?? 0)));
-      m.pg += cpuOf(pids) - pg0;
-      m.redis += cpuOf(redisPids) - redis0;
+      m.pg += cpuSince(pg0);
+      m.redis += cpuSince(redis0);
       m.sim += cpuSeconds(sim.pid) - sim0;
       const load = process.cpuUsage(load0);
       m.load += (load.user + load.system) / 1e6;
