@@ -81,52 +81,31 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
     });
   });
   child.removeAllListeners('exit');
+  /** Sends `request` and resolves with the first answer `answered` accepts (bounded: a process busy with thousands of sockets still answers well within it). */
+  const ask = (request: string, what: string, answered: (m: ServeMessage) => boolean): Promise<ServeMessage> =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${spec.role} did not ${what} within 30 s`)), 30_000);
+      const onMessage = (m: ServeMessage): void => {
+        if (answered(m)) {
+          clearTimeout(timer);
+          child.off('message', onMessage);
+          resolve(m);
+        }
+      };
+      child.on('message', onMessage);
+      child.send(request);
+    });
   return {
     url: ready.url,
     urls: ready.urls,
     key: ready.key,
     pid: child.pid ?? 0,
-    memory: () =>
-      new Promise((resolve, reject) => {
-        // A process busy with thousands of sockets still answers in well under this.
-        const timer = setTimeout(() => reject(new Error(`${spec.role} did not report its memory within 30 s`)), 30_000);
-        const onMessage = (m: ServeMessage): void => {
-          if (m.type === 'memory') {
-            clearTimeout(timer);
-            child.off('message', onMessage);
-            resolve(m);
-          }
-        };
-        child.on('message', onMessage);
-        child.send('memory');
-      }),
+    memory: async () => (await ask('memory', 'report its memory', (m) => m.type === 'memory')) as Extract<ServeMessage, { type: 'memory' }>,
     startProfile: () => child.send('profile-start'),
-    stopProfile: () =>
-      new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${spec.role} did not send its profile within 30 s`)), 30_000);
-        const onMessage = (m: ServeMessage): void => {
-          if (m.type === 'profile') {
-            clearTimeout(timer);
-            child.off('message', onMessage);
-            resolve(m.profile);
-          }
-        };
-        child.on('message', onMessage);
-        child.send('profile-stop');
-      }),
-    switchJournal: (on) =>
-      new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${spec.role} did not switch its journal within 30 s`)), 30_000);
-        const onMessage = (m: ServeMessage): void => {
-          if (m.type === 'journal' && m.on === on) {
-            clearTimeout(timer);
-            child.off('message', onMessage);
-            resolve();
-          }
-        };
-        child.on('message', onMessage);
-        child.send(on ? 'journal-on' : 'journal-off');
-      }),
+    stopProfile: async () => ((await ask('profile-stop', 'send its profile', (m) => m.type === 'profile')) as Extract<ServeMessage, { type: 'profile' }>).profile,
+    switchJournal: async (on) => {
+      await ask(on ? 'journal-on' : 'journal-off', 'switch its journal', (m) => m.type === 'journal' && m.on === on);
+    },
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.once('exit', r));
