@@ -1,13 +1,16 @@
 // The journal's cost alone: `npm run bench:journal [-- --rounds 10 --seconds 2]`. The full bench's
 // "journal cost" step without the rest of the run (about a minute): one built gateway in the production
 // composition whose journal is switched off and on between interleaved rounds, the median of the paired
-// rounds' ratios, and the CPU per request of the gateway and of PostgreSQL's backends.
+// rounds' ratios, and the CPU per request of every process (see docs/performance.md, "The journal to
+// PostgreSQL", for --pin and --profile).
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { buildTargets } from './build.js';
 import { requestShape, throughput } from './load.js';
 import { createBenchDatabase } from './record-db.js';
+import { siteOf, type CpuProfile } from './cpu-profile.js';
+import { median } from './report.js';
 import { builtEntry, cpuSeconds, startTarget } from './targets.js';
 
 const args = process.argv.slice(2);
@@ -18,30 +21,21 @@ const flag = (name: string, fallback: number): number => {
   return n;
 };
 const rounds = flag('rounds', 10);
+const seconds = flag('seconds', 2);
 // `--pin`: the gateway gets core 0 to itself and everything else shares core 1, as in production, where
 // the gateway's pod has its own CPU and PostgreSQL its own machine.
 const pin = args.includes('--pin');
 // `--profile`: the gateway's own CPU profile of each round, and where the journal's extra time goes.
 const profile = args.includes('--profile');
 
-interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
-  samples: number[];
-  timeDeltas: number[];
-}
-/** µs of self time by function (name, file, line), added into `into`. */
+/** µs of self time by function site, added into `into`. */
 function selfTimes(p: CpuProfile, into: Map<string, number>): void {
-  const site = new Map<number, string>();
-  for (const n of p.nodes) {
-    const where = n.callFrame.url.replace(/^.*\/(node_modules\/|src\/|bench\/)/, '$1');
-    site.set(n.id, `${n.callFrame.functionName || '(anonymous)'} ${where}:${n.callFrame.lineNumber + 1}`);
-  }
+  const site = new Map(p.nodes.map((n) => [n.id, siteOf(n)]));
   p.samples.forEach((id, i) => {
     const k = site.get(id) ?? '?';
     into.set(k, (into.get(k) ?? 0) + (p.timeDeltas[i] ?? 0));
   });
 }
-const seconds = flag('seconds', 2);
 const connections = 50;
 
 /** CPU seconds by process; a process gone meanwhile is left out of both readings (see cpuSince). */
@@ -61,11 +55,6 @@ const cpuSince = (before: Map<number, number>): number => {
   let sum = 0;
   for (const [pid, cpu] of cpuByPid([...before.keys()])) sum += cpu - (before.get(pid) ?? cpu);
   return sum;
-};
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 };
 
 /** Processes whose command line contains `needle` (the bench's Redis, by its port). */
@@ -126,9 +115,10 @@ try {
     await throughput(gw.url, shape, connections, 2);
   }
   const modes = ['off', 'on'] as const;
-  const fresh = () => ({ rps: [] as number[], self: new Map<string, number>(), detail: [0, 0, 0, 0], cpu: 0, pg: 0, redis: 0, sim: 0, load: 0, machine: 0, requests: 0, failed: 0 });
+  const fresh = () => ({ rps: [] as number[], self: new Map<string, number>(), detail: [0, 0, 0, 0], pg: 0, redis: 0, sim: 0, load: 0, machine: 0, requests: 0, failed: 0 });
   const perMode = { off: fresh(), on: fresh() };
-  const redisPids = pidsWith(`:${redis.port}`).length > 0 ? pidsWith(`:${redis.port}`) : pidsWith(String(redis.port));
+  // redis-server titles itself `redis-server 127.0.0.1:<port>`.
+  const redisPids = pidsWith(`:${redis.port}`);
   for (let round = 0; round < rounds; round++) {
     // Alternating which mode goes first, so neither always follows the other.
     for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {
@@ -141,18 +131,16 @@ try {
         all('0', [gw.pid]);
         all('1', [...pids, ...redisPids, sim.pid, process.pid]);
       }
-      const cpu0 = cpuSeconds(gw.pid);
       const d0 = detail(gw.pid);
       const pg0 = cpuByPid(pids);
       const redis0 = cpuByPid(redisPids);
       const sim0 = cpuSeconds(sim.pid);
       const load0 = process.cpuUsage();
       const machine0 = machineBusy();
+      const m = perMode[mode];
       if (profile) gw.startProfile();
       const r = await throughput(gw.url, shape, connections, seconds);
-      if (profile) selfTimes((await gw.stopProfile()) as CpuProfile, perMode[mode].self);
-      const m = perMode[mode];
-      m.cpu += cpuSeconds(gw.pid) - cpu0;
+      if (profile) selfTimes((await gw.stopProfile()) as CpuProfile, m.self);
       detail(gw.pid).forEach((v, i) => (m.detail[i] = (m.detail[i] ?? 0) + v - (d0[i] ?? 0)));
       m.pg += cpuSince(pg0);
       m.redis += cpuSince(redis0);
@@ -167,11 +155,13 @@ try {
   }
   const ratios = perMode.on.rps.map((on, i) => on / (perMode.off.rps[i] as number));
   const us = (s: number, n: number): number => Math.round((s * 1e6) / n);
+  /** User plus system seconds (the first two of `detail`). */
+  const gatewayCpu = (m: { detail: number[] }): number => (m.detail[0] ?? 0) + (m.detail[1] ?? 0);
   process.stdout.write(
     [
-      `journal on / off, median of ${rounds} paired rounds: ${median(ratios).toFixed(3)} (rounds: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
-      `req/s median: off ${median(perMode.off.rps)}, on ${median(perMode.on.rps)}`,
-      `gateway CPU µs/request: off ${us(perMode.off.cpu, perMode.off.requests)}, on ${us(perMode.on.cpu, perMode.on.requests)}`,
+      `journal on / off, median of ${rounds} paired rounds: ${(median(ratios) ?? NaN).toFixed(3)} (rounds: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+      `req/s median: off ${median(perMode.off.rps) ?? NaN}, on ${median(perMode.on.rps) ?? NaN}`,
+      `gateway CPU µs/request: off ${us(gatewayCpu(perMode.off), perMode.off.requests)}, on ${us(gatewayCpu(perMode.on), perMode.on.requests)}`,
       ...(['pg', 'redis', 'sim', 'load', 'machine'] as const).map(
         (k) => `${k} CPU µs/request: off ${us(perMode.off[k], perMode.off.requests)}, on ${us(perMode.on[k], perMode.on.requests)}`,
       ),

@@ -8,17 +8,8 @@ import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape, throughput, type BenchFormat } from './load.js';
 import { createBenchDatabase } from './record-db.js';
 import { startTarget } from './targets.js';
+import { siteOf, type CpuProfile } from './cpu-profile.js';
 
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  hitCount?: number;
-}
-interface CpuProfile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
 
 const args = process.argv.slice(2);
 const flag = (name: string, fallback: string): string => {
@@ -66,8 +57,7 @@ profile.samples.forEach((s, i) => {
 });
 const bySite = new Map<string, number>();
 for (const n of profile.nodes) {
-  const where = n.callFrame.url.replace(/^.*\/(node_modules\/|src\/|bench\/)/, '$1');
-  const site = `${n.callFrame.functionName || '(anonymous)'} ${where}:${n.callFrame.lineNumber + 1}`;
+  const site = siteOf(n);
   bySite.set(site, (bySite.get(site) ?? 0) + (hits.get(n.id) ?? 0));
 }
 const top = [...bySite.entries()].sort((a, b) => b[1] - a[1]).slice(0, Number(flag('top', '40')));

@@ -74,7 +74,7 @@ function pairedRatio(t: MeasuredThroughput, base: MeasuredThroughput): number | 
   return median(t.rounds.map((v, i) => ratio(v, base.rounds[i])).filter((x): x is number => x !== undefined));
 }
 
-function median(xs: number[]): number | undefined {
+export function median(xs: number[]): number | undefined {
   if (xs.length === 0) return undefined;
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);

@@ -187,7 +187,7 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
   const tracing = await tracingFor(spec.tracing);
-    const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
+  const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
   // The switch: the gateway's own composition (a JournaledLedger over a journaling Redis ledger) beside a
   // second Redis ledger on the same keys that journals nothing, and each request goes through the one
   // the bench has chosen.

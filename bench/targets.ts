@@ -81,15 +81,24 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
     });
   });
   child.removeAllListeners('exit');
-  /** Sends `request` and resolves with the first answer `answered` accepts (bounded: a process busy with thousands of sockets still answers well within it). */
-  const ask = (request: string, what: string, answered: (m: ServeMessage) => boolean): Promise<ServeMessage> =>
+  /**
+   * Sends `request` and resolves with the first answer of `type` that `accept` takes (bounded: a process
+   * busy with thousands of sockets still answers well within it).
+   */
+  const ask = <K extends ServeMessage['type']>(
+    request: string,
+    what: string,
+    type: K,
+    accept: (m: Extract<ServeMessage, { type: K }>) => boolean = () => true,
+  ): Promise<Extract<ServeMessage, { type: K }>> =>
     new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${spec.role} did not ${what} within 30 s`)), 30_000);
       const onMessage = (m: ServeMessage): void => {
-        if (answered(m)) {
+        const answer = m as Extract<ServeMessage, { type: K }>;
+        if (m.type === type && accept(answer)) {
           clearTimeout(timer);
           child.off('message', onMessage);
-          resolve(m);
+          resolve(answer);
         }
       };
       child.on('message', onMessage);
@@ -100,11 +109,11 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
     urls: ready.urls,
     key: ready.key,
     pid: child.pid ?? 0,
-    memory: async () => (await ask('memory', 'report its memory', (m) => m.type === 'memory')) as Extract<ServeMessage, { type: 'memory' }>,
+    memory: () => ask('memory', 'report its memory', 'memory'),
     startProfile: () => child.send('profile-start'),
-    stopProfile: async () => ((await ask('profile-stop', 'send its profile', (m) => m.type === 'profile')) as Extract<ServeMessage, { type: 'profile' }>).profile,
+    stopProfile: async () => (await ask('profile-stop', 'send its profile', 'profile')).profile,
     switchJournal: async (on) => {
-      await ask(on ? 'journal-on' : 'journal-off', 'switch its journal', (m) => m.type === 'journal' && m.on === on);
+      await ask(on ? 'journal-on' : 'journal-off', 'switch its journal', 'journal', (m) => m.on === on);
     },
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
