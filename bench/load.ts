@@ -3,7 +3,7 @@
 // streaming client that times the first token and the gaps between chunks.
 import { createRequire } from 'node:module';
 import { Client } from 'undici';
-import { BENCH_MODELS } from './serve.js';
+import { BENCH_MODELS } from './models.js';
 
 export type BenchFormat = 'openai' | 'anthropic';
 

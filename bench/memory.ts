@@ -4,7 +4,7 @@
 import { Agent, request } from 'undici';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape } from './load.js';
-import { memoryModel } from './serve.js';
+import { memoryModel } from './models.js';
 import { procStats, startTarget, type Target, type TargetEntry } from './targets.js';
 
 export interface MemoryOptions {

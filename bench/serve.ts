@@ -25,6 +25,7 @@ import type { Simulator } from '../src/simulator/server.js';
 import { GatewayMetrics } from '../src/telemetry/metrics.js';
 import { DISABLED_TRACING, initTracing, type Tracing } from '../src/telemetry/tracing.js';
 import { startFloorProxy } from './floor-proxy.js';
+import { BENCH_MODELS, memoryModel } from './models.js';
 
 export type TracingMode = 'off' | 'sampled-0' | 'sampled-100';
 
@@ -59,12 +60,6 @@ export type ServeMessage =
   | { type: 'journal'; on: boolean }
   /** Answers 'profile-stop': the V8 CPU profile taken since 'profile-start' (bench/journal.ts --profile). */
   | { type: 'profile'; profile: object };
-
-/** Model ids the bench sends: one per upstream wire format, so each format is a pass-through. */
-export const BENCH_MODELS = { openai: 'bench-openai', anthropic: 'bench-anthropic' } as const;
-
-/** The memory benchmark's model routed to the i-th simulator origin. */
-export const memoryModel = (i: number): string => `bench-mem-${i}`;
 
 function benchCatalog(upstream: string, spread: string[]): ModelCatalogSpec {
   // From bench/ in the sources, or .bench-build/bench/ in the build (bench/build.ts).
