@@ -28,6 +28,9 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
   };
 }
 
+/** Entries one trim wave deletes at most (about a millisecond of Redis's time). */
+const TRIM_SLICE = 500;
+
 export class RedisJournalStream implements JournalStream {
   private readonly scripts: ScriptRunner;
 
@@ -39,9 +42,12 @@ export class RedisJournalStream implements JournalStream {
   }
 
   /**
-   * One catch-up script per account (issued in one tick, so auto-pipelining sends them together): the
-   * stream copies are deleted, and charges a wiped Redis applied before its seed are applied again
-   * where the seed did not count them.
+   * Catch-up scripts of at most TRIM_SLICE entries each: the stream copies are deleted, and charges a
+   * wiped Redis applied before its seed are applied again where the seed did not count them. Scripts
+   * go in waves of at most TRIM_SLICE entries in all (one tick each, so auto-pipelining sends a wave
+   * together), each wave after the last has answered: Redis runs a pipeline's scripts back to back,
+   * and the gateway's own commands queue behind them on the same connection, so one long pass would
+   * stall every request in flight.
    */
   async remove(entries: readonly JournalEntry[]): Promise<void> {
     const byAccount = new Map<string, JournalEntry[]>();
@@ -51,7 +57,21 @@ export class RedisJournalStream implements JournalStream {
       if (list === undefined) byAccount.set(e.accountId, [e]);
       else list.push(e);
     }
-    await Promise.all([...byAccount].map(([a, list]) => this.catchUp(a, list)));
+    let wave: Promise<number>[] = [];
+    let size = 0;
+    for (const [accountId, list] of byAccount) {
+      for (let i = 0; i < list.length; i += TRIM_SLICE) {
+        const slice = list.slice(i, i + TRIM_SLICE);
+        if (size + slice.length > TRIM_SLICE && wave.length > 0) {
+          await Promise.all(wave);
+          wave = [];
+          size = 0;
+        }
+        wave.push(this.catchUp(accountId, slice));
+        size += slice.length;
+      }
+    }
+    await Promise.all(wave);
   }
 
   /**

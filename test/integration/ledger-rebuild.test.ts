@@ -206,6 +206,44 @@ describe('Redis wiped under a ledger seeded from the record', () => {
     await w.writer.close(0);
   });
 
+  it('a trim past one slice deletes every copy, in scripts of at most 500 ids, and after a wipe adds each uncounted charge once', async () => {
+    const w = await world();
+    const keyId = w.keyIds[1] ?? '';
+    const settleMany = async (prefix: string, n: number): Promise<void> => {
+      for (let i = 0; i < n; i += 100) {
+        await Promise.all(Array.from({ length: Math.min(100, n - i) }, (_, j) => reserveAndSettle(w.ledger, w, `${prefix}-${i + j}`, keyId, 1, 1)));
+      }
+    };
+    // What the trims send: each catch-up script's count of ids (MONITOR sees every command).
+    const monitor = await testRedis.redis.monitor();
+    const sent: number[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (/^eval(sha)?$/i.test(args[0] ?? '') && args[4] === w.keys.journal(w.accountId)) sent.push(Number(args[5]));
+    });
+    try {
+      await settleMany('slice', 1_200);
+      // A flush commits whole batches and leaves a partial one for its next pass.
+      while (w.writer.lag().count > 0) await w.writer.flush();
+      await w.writer.trim();
+      expect(await testRedis.redis.xlen(w.keys.journal(w.accountId)), 'every committed copy deleted').toBe(0);
+      // MONITOR's feed trails the commands: wait until it has shown them all.
+      await expect.poll(() => sent.reduce((a, b) => a + b, 0)).toBe(1_200);
+      expect(Math.max(...sent)).toBeLessThanOrEqual(500);
+      expect(sent.length).toBe(3);
+      // Settled before a wipe, committed after the reload: the long form, slice by slice, adds each once.
+      await settleMany('wiped', 1_200);
+      await w.wipe();
+      await w.recorded.seed(w.accountId);
+      expect((await w.hot.ledger.balance(w.accountId)).balance).toBe(5_000 - 1_200);
+      while (w.writer.lag().count > 0) await w.writer.flush();
+      await w.writer.trim();
+      expect((await expectHotEqualsRecord(w)).balance).toBe(5_000 - 2_400);
+    } finally {
+      monitor.disconnect();
+      await w.writer.close(0);
+    }
+  });
+
   it('a credit committed before the reload read the record is not applied twice; one after it is applied', async () => {
     const w = await world();
     await w.wipe();
