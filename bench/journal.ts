@@ -3,13 +3,13 @@
 // composition whose journal is switched off and on between interleaved rounds, the median of the paired
 // rounds' ratios, and the CPU per request of every process (see docs/performance.md, "The journal to
 // PostgreSQL", for --pin and --profile).
-import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { buildTargets } from './build.js';
 import { requestShape, throughput } from './load.js';
 import { createBenchDatabase } from './record-db.js';
 import { siteOf, type CpuProfile } from './cpu-profile.js';
+import { pidsWith, pinGateway } from './pinning.js';
 import { median } from './report.js';
 import { builtEntry, cpuSeconds, startTarget } from './targets.js';
 
@@ -22,8 +22,8 @@ const flag = (name: string, fallback: number): number => {
 };
 const rounds = flag('rounds', 10);
 const seconds = flag('seconds', 2);
-// `--pin`: the gateway gets core 0 to itself and everything else shares core 1, as in production, where
-// the gateway's pod has its own CPU and PostgreSQL its own machine.
+// `--pin`: the gateway gets core 0 to itself and everything else shares the other cores, as in
+// production, where the gateway's pod has its own CPU (the full bench measures both ways).
 const pin = args.includes('--pin');
 // `--profile`: the gateway's own CPU profile of each round, and where the journal's extra time goes.
 const profile = args.includes('--profile');
@@ -57,15 +57,6 @@ const cpuSince = (before: Map<number, number>): number => {
   return sum;
 };
 
-/** Processes whose command line contains `needle` (the bench's Redis, by its port). */
-const pidsWith = (needle: string): number[] =>
-  readdirSync('/proc').filter((e) => /^\d+$/.test(e)).filter((e) => {
-    try {
-      return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(needle);
-    } catch {
-      return false;
-    }
-  }).map(Number);
 /** The machine's busy CPU seconds (all cores) from /proc/stat. */
 const machineBusy = (): number => {
   const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
@@ -124,13 +115,7 @@ try {
     for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {
       await gw.switchJournal(mode === 'on');
       const pids = record.backendPids();
-      if (pin) {
-        const all = (cpu: string, ps: number[]): void => {
-          for (const p of ps) execFileSync('taskset', ['-a', '-p', '-c', cpu, String(p)], { stdio: 'ignore' });
-        };
-        all('0', [gw.pid]);
-        all('1', [...pids, ...redisPids, sim.pid, process.pid]);
-      }
+      if (pin) pinGateway(gw.pid, [...pids, ...redisPids, sim.pid, process.pid]);
       const d0 = detail(gw.pid);
       const pg0 = cpuByPid(pids);
       const redis0 = cpuByPid(redisPids);

@@ -2,6 +2,7 @@
 // checks it wrote every row with no failed responses. Timings are not asserted: CI machines vary.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
@@ -13,6 +14,8 @@ interface SmokeResults {
   rows: { format: string; target: string; throughput: { requests: number; non2xx: number; errors: number }; sequential: { non2xx: number } }[];
   streaming: { format: string; target: string; non2xx: number; ttftP50: number }[];
   tracing: { mode: string; requests: number; non2xx: number; errors: number }[];
+  journal: { mode: string; requests: number; non2xx: number; errors: number }[];
+  journalOwnCore?: { mode: string; requests: number; non2xx: number; errors: number }[];
   redisPerRequest: Record<string, { total: number }>;
   ledger: { pairs: number };
   memory: { streams: number; opened: number };
@@ -42,6 +45,15 @@ describe('bench --smoke', () => {
     }
     expect(r.tracing.map((t) => t.mode)).toEqual(['off', 'sampled-0', 'sampled-100']);
     for (const t of r.tracing) expect(t.non2xx + t.errors).toBe(0);
+    // The journal's cost both ways: every core shared, and (with two cores or more) the gateway on its own.
+    const journalRuns = cpus().length >= 2 ? [r.journal, r.journalOwnCore] : [r.journal];
+    for (const rows of journalRuns) {
+      expect(rows?.map((t) => t.mode)).toEqual(['off', 'on']);
+      for (const t of rows ?? []) {
+        expect(t.requests).toBeGreaterThan(0);
+        expect(t.non2xx + t.errors).toBe(0);
+      }
+    }
     expect(r.ledger.pairs).toBeGreaterThan(0);
     expect(r.memory.opened).toBe(r.memory.streams);
   }, 120_000);

@@ -1,0 +1,53 @@
+// A gateway on a core of its own: what production gives a gateway pod (its own CPU) and what a two-core
+// bench machine otherwise cannot, where the load generator, the simulator, Redis and PostgreSQL would
+// take turns on the gateway's core. Linux's taskset (util-linux) sets each process's CPU affinity.
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+
+function setAffinity(cpuList: string, pids: readonly number[]): void {
+  for (const pid of pids) {
+    try {
+      // -a: every thread (libuv's pool, V8's helpers), not just the main one.
+      execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
+    } catch {
+      // gone meanwhile (a PostgreSQL backend the pool closed)
+    }
+  }
+}
+
+/** Whether the gateway can have a core to itself here: two cores or more, and taskset. */
+export function canPin(): boolean {
+  if (cpus().length < 2) return false;
+  try {
+    execFileSync('taskset', ['-p', String(process.pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Core 0 for the gateway; every other core for the rest (a process started since is not moved). */
+export function pinGateway(gatewayPid: number, rest: readonly number[]): void {
+  setAffinity('0', [gatewayPid]);
+  setAffinity(`1-${cpus().length - 1}`, rest);
+}
+
+/** Every core for these processes again. */
+export function unpin(pids: readonly number[]): void {
+  setAffinity(`0-${cpus().length - 1}`, pids);
+}
+
+/** Processes whose command line contains `needle` (a redis-server by its `:<port>`). */
+export function pidsWith(needle: string): number[] {
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .filter((e) => {
+      try {
+        return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(needle);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
