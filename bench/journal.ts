@@ -9,9 +9,9 @@ import { buildTargets } from './build.js';
 import { requestShape, throughput } from './load.js';
 import { createBenchDatabase } from './record-db.js';
 import { siteOf, type CpuProfile } from './cpu-profile.js';
-import { pidsWith, pinGateway } from './pinning.js';
+import { pinGateway } from './pinning.js';
 import { median } from './report.js';
-import { builtEntry, cpuSeconds, startTarget } from './targets.js';
+import { builtEntry, cpuSeconds, cpuTimes, pidsWhere, startTarget } from './targets.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, fallback: number): number => {
@@ -66,10 +66,10 @@ const machineBusy = (): number => {
 
 /** The gateway's user and system CPU seconds, and its context switches (voluntary, involuntary). */
 const detail = (pid: number): number[] => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const { user, system } = cpuTimes(pid);
   const st = readFileSync(`/proc/${pid}/status`, 'utf8');
   const n = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? 0);
-  return [Number(f[11]) / 100, Number(f[12]) / 100, n('voluntary_ctxt_switches'), n('nonvoluntary_ctxt_switches')];
+  return [user, system, n('voluntary_ctxt_switches'), n('nonvoluntary_ctxt_switches')];
 };
 
 /** The functions whose self time per request moved most between the modes. */
@@ -109,7 +109,7 @@ try {
   const fresh = () => ({ rps: [] as number[], self: new Map<string, number>(), detail: [0, 0, 0, 0], pg: 0, redis: 0, sim: 0, load: 0, machine: 0, requests: 0, failed: 0 });
   const perMode = { off: fresh(), on: fresh() };
   // redis-server titles itself `redis-server 127.0.0.1:<port>`.
-  const redisPids = pidsWith(`:${redis.port}`);
+  const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
   for (let round = 0; round < rounds; round++) {
     // Alternating which mode goes first, so neither always follows the other.
     for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {

@@ -2,7 +2,6 @@
 // bench machine otherwise cannot, where the load generator, the simulator, Redis and PostgreSQL would
 // take turns on the gateway's core. Linux's taskset (util-linux) sets each process's CPU affinity.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 
 function setAffinity(cpuList: string, pids: readonly number[]): void {
@@ -36,18 +35,4 @@ export function pinGateway(gatewayPid: number, rest: readonly number[]): void {
 /** Every core for these processes again. */
 export function unpin(pids: readonly number[]): void {
   setAffinity(`0-${cpus().length - 1}`, pids);
-}
-
-/** Processes whose command line contains `needle` (a redis-server by its `:<port>`). */
-export function pidsWith(needle: string): number[] {
-  return readdirSync('/proc')
-    .filter((e) => /^\d+$/.test(e))
-    .filter((e) => {
-      try {
-        return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(needle);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }

@@ -1,11 +1,11 @@
 // The bench's PostgreSQL of record: a fresh, migrated database on the server the tests use
 // (DATABASE_URL, the machine's on 127.0.0.1:5432, or a throwaway one), dropped after the run.
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { openPostgres } from '../src/record/database.js';
 import { migrate } from '../src/record/migrate.js';
 import { findPostgres } from '../test/helpers/postgres-server.js';
+import { pidsWhere } from './targets.js';
 
 export interface BenchDatabase {
   url: string;
@@ -26,17 +26,7 @@ async function admin(url: string, sql: string): Promise<void> {
 
 /** PostgreSQL backends name their database in their process title: `postgres: … <user> <db> <client> …`. */
 function serverProcessesOf(database: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (title.startsWith('postgres:') && title.includes(` ${database} `)) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
+  return pidsWhere((title) => title.startsWith('postgres:') && title.includes(` ${database} `));
 }
 
 export async function createBenchDatabase(): Promise<BenchDatabase> {

@@ -204,8 +204,9 @@ export function targetChecks(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): 
 function journalRatio(rows: BenchResults['journal']): { ratio: number; byCpu: number | undefined; pgUs: number | undefined } | undefined {
   const off = rows?.find((t) => t.mode === 'off');
   const on = rows?.find((t) => t.mode === 'on');
-  const paired = on && off ? pairedRatio(on, off) : undefined;
-  if (!on || !off || paired === undefined) return undefined;
+  if (!on || !off) return undefined;
+  const paired = pairedRatio(on, off);
+  if (paired === undefined) return undefined;
   return { ratio: paired, byCpu: ratio(off.cpuUsPerRequest, on.cpuUsPerRequest), pgUs: on.serverCpuUsPerRequest };
 }
 

@@ -20,12 +20,12 @@ import {
 } from './load.js';
 import { memoryBench } from './memory.js';
 import { createBenchDatabase } from './record-db.js';
-import { canPin, pidsWith, pinGateway, unpin } from './pinning.js';
+import { canPin, pinGateway, unpin } from './pinning.js';
 import { installPeer, PEER_PACKAGE, PEER_VERSION, peerShape, startPeer, type Peer } from './peer.js';
 import { renderMarkdown, targetChecks, TARGET_NAMES, type BenchResults, type MeasuredThroughput, type TargetRow } from './report.js';
 import type { ServeSpec, TracingMode } from './serve.js';
 import { buildTargets } from './build.js';
-import { builtEntry, cpuSeconds, startTarget, type Target } from './targets.js';
+import { builtEntry, cpuSeconds, pidsWhere, startTarget, type Target } from './targets.js';
 
 const args = process.argv.slice(2);
 const smoke = args.includes('--smoke');
@@ -267,7 +267,9 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
     log('journal cost');
     const switchable = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchj', tracing: 'off', databaseUrl: record.url, journalSwitch: true });
     const journalRounds = async (pinned: boolean): Promise<(MeasuredThroughput & { mode: string })[]> => {
-      const rest = (): number[] => [...record.backendPids(), ...pidsWith(`:${redis.port}`), sim.pid, process.pid];
+      // redis-server titles itself `redis-server 127.0.0.1:<port>`.
+      const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
+      const rest = (): number[] => [...record.backendPids(), ...redisPids, sim.pid, process.pid];
       const journaled = JOURNAL_MODES.map((mode) => ({
         name: mode,
         url: switchable.url,

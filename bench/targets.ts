@@ -40,10 +40,30 @@ export function procStats(pid: number | 'self'): ProcStats {
   return { rss: kb('VmRSS'), rssPeak: kb('VmHWM'), openFds: readdirSync(`/proc/${pid}/fd`).length, fdLimit };
 }
 
-/** User plus system CPU seconds process `pid` has used (clock ticks are 1/100 s on Linux). */
-export function cpuSeconds(pid: number): number {
+/** The user and system CPU seconds process `pid` has used (clock ticks are 1/100 s on Linux). */
+export function cpuTimes(pid: number): { user: number; system: number } {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+}
+
+/** User plus system CPU seconds process `pid` has used. */
+export function cpuSeconds(pid: number): number {
+  const t = cpuTimes(pid);
+  return t.user + t.system;
+}
+
+/** The processes whose command line (NUL-separated arguments, or a retitled process's title) `match` takes. */
+export function pidsWhere(match: (cmdline: string) => boolean): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (match(readFileSync(`/proc/${entry}/cmdline`, 'utf8'))) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
 }
 
 /** What a target process runs: bench/serve.ts under tsx, or its build (bench/build.ts). */
