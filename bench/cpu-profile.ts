@@ -7,6 +7,8 @@ export interface ProfileNode {
 }
 
 export interface CpuProfile {
+  /** µs on the monotonic clock (process.hrtime's), when profiling started. */
+  startTime: number;
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];

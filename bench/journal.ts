@@ -1,17 +1,17 @@
-// The journal's cost alone: `npm run bench:journal [-- --rounds 10 --seconds 2]`. The full bench's
-// "journal cost" step without the rest of the run (about a minute): one built gateway in the production
-// composition whose journal is switched off and on between interleaved rounds, the median of the paired
-// rounds' ratios, and the CPU per request of every process (see docs/performance.md, "The journal to
-// PostgreSQL", for --pin and --profile).
-import { readFileSync } from 'node:fs';
+// The journal's cost alone: `npm run bench:journal [-- --seconds 60 --slice-ms 500 --pin]`. The full
+// bench's "journal cost" step without the rest of the run: one built gateway in the production
+// composition whose journal is switched off and on in alternating slices of one continuous load
+// (bench/journal-slices.ts), the median of the pairs' ratios, and the CPU per request of every process
+// (see docs/performance.md, "The journal to PostgreSQL").
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { buildTargets } from './build.js';
-import { requestShape, throughput } from './load.js';
-import { createBenchDatabase } from './record-db.js';
+import { measureJournalSlices, type JournalMode, type SlicedJournal } from './journal-slices.js';
 import { siteOf, type CpuProfile } from './cpu-profile.js';
+import { requestShape } from './load.js';
+import { createBenchDatabase } from './record-db.js';
 import { pinGateway } from './pinning.js';
-import { median } from './report.js';
-import { builtEntry, cpuSeconds, cpuTimes, pidsWhere, startTarget } from './targets.js';
+import { quantile } from './report.js';
+import { builtEntry, pidsWhere, startTarget } from './targets.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string, fallback: number): number => {
@@ -20,73 +20,52 @@ const flag = (name: string, fallback: number): number => {
   if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
   return n;
 };
-const rounds = flag('rounds', 10);
-const seconds = flag('seconds', 2);
+/** Measured seconds, both modes together. */
+const seconds = flag('seconds', 60);
+const sliceMs = flag('slice-ms', 500);
+// `--connections`: concurrent clients (50 by default, as in the full bench).
+const connections = flag('connections', 50);
 // `--pin`: the gateway gets core 0 to itself and everything else shares the other cores, as in
 // production, where the gateway's pod has its own CPU (the full bench measures both ways).
 const pin = args.includes('--pin');
-// `--profile`: the gateway's own CPU profile of each round, and where the journal's extra time goes.
+// `--pg-idle` (with --pin): PostgreSQL's backends at idle priority on the other cores, as if on a machine of their own.
+const pgIdle = args.includes('--pg-idle');
+// `--profile`: the gateway's own CPU profile over the whole run, its samples split by the slice they
+// fell in, and the functions whose self time per request moved most between the modes.
 const profile = args.includes('--profile');
+// `--semi-space N`: the gateway's V8 young generation, MB per semi-space (V8 sizes it itself by default).
+const semiSpace = args.includes('--semi-space') ? flag('semi-space', 16) : undefined;
 
-/** µs of self time by function site, added into `into`. */
-function selfTimes(p: CpuProfile, into: Map<string, number>): void {
+/** µs of self time per request by function site, from the samples of `profile` that fell in `mode`'s slices. */
+function selfTimesIn(p: CpuProfile, timeline: SlicedJournal['timeline'], mode: JournalMode, requests: number): Map<string, number> {
   const site = new Map(p.nodes.map((n) => [n.id, siteOf(n)]));
-  p.samples.forEach((id, i) => {
+  const slices = timeline.filter((t) => t.mode === mode);
+  const out = new Map<string, number>();
+  let t = p.startTime;
+  let i = 0;
+  p.samples.forEach((id, n) => {
+    const dt = p.timeDeltas[n] ?? 0;
+    t += dt;
+    // Samples come in time order, as do the slices.
+    while (i < slices.length && (slices[i] as { toUs: number }).toUs < t) i++;
+    const s = slices[i];
+    if (s === undefined || t < s.fromUs) return;
     const k = site.get(id) ?? '?';
-    into.set(k, (into.get(k) ?? 0) + (p.timeDeltas[i] ?? 0));
+    out.set(k, (out.get(k) ?? 0) + dt / requests);
   });
-}
-const connections = 50;
-
-/** CPU seconds by process; a process gone meanwhile is left out of both readings (see cpuSince). */
-const cpuByPid = (pids: readonly number[]): Map<number, number> => {
-  const out = new Map<number, number>();
-  for (const pid of pids) {
-    try {
-      out.set(pid, cpuSeconds(pid));
-    } catch {
-      // gone meanwhile
-    }
-  }
   return out;
-};
-/** CPU the processes of `before` used since, counting only those still there (a closed backend counts nothing). */
-const cpuSince = (before: Map<number, number>): number => {
-  let sum = 0;
-  for (const [pid, cpu] of cpuByPid([...before.keys()])) sum += cpu - (before.get(pid) ?? cpu);
-  return sum;
-};
+}
 
-/** The machine's busy CPU seconds (all cores) from /proc/stat. */
-const machineBusy = (): number => {
-  const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
-  const idle = (f[3] ?? 0) + (f[4] ?? 0);
-  return (f.reduce((a, b) => a + b, 0) - idle) / 100;
-};
-
-/** The gateway's user and system CPU seconds, and its context switches (voluntary, involuntary). */
-const detail = (pid: number): number[] => {
-  const { user, system } = cpuTimes(pid);
-  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const n = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)?.[1] ?? 0);
-  return [user, system, n('voluntary_ctxt_switches'), n('nonvoluntary_ctxt_switches')];
-};
-
-/** The functions whose self time per request moved most between the modes. */
-function profileDiff(off: { self: Map<string, number>; requests: number }, on: { self: Map<string, number>; requests: number }): string[] {
-  const sites = new Set([...off.self.keys(), ...on.self.keys()]);
-  const rows = [...sites].map((k) => {
-    const a = (off.self.get(k) ?? 0) / off.requests;
-    const b = (on.self.get(k) ?? 0) / on.requests;
-    return { k, a, b, d: b - a };
-  });
-  const total = (m: Map<string, number>, n: number): number => [...m.values()].reduce((x, y) => x + y, 0) / n;
+/** The sites whose self time per request moved most between the modes. */
+function profileDiff(off: Map<string, number>, on: Map<string, number>): string[] {
+  const sum = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
+  const rows = [...new Set([...off.keys(), ...on.keys()])].map((k) => ({ k, a: off.get(k) ?? 0, b: on.get(k) ?? 0 }));
   return [
-    `profiled µs/request (idle included): off ${total(off.self, off.requests).toFixed(1)}, on ${total(on.self, on.requests).toFixed(1)}`,
+    `profiled µs/request (idle included): off ${sum(off).toFixed(1)}, on ${sum(on).toFixed(1)}`,
     ...rows
-      .sort((x, y) => Math.abs(y.d) - Math.abs(x.d))
-      .slice(0, 45)
-      .map((r) => `${r.d >= 0 ? '+' : ''}${r.d.toFixed(2).padStart(6)}  ${r.a.toFixed(2).padStart(6)} -> ${r.b.toFixed(2).padStart(6)}  ${r.k}`),
+      .sort((x, y) => Math.abs(y.b - y.a) - Math.abs(x.b - x.a))
+      .slice(0, 40)
+      .map((r) => `${r.b >= r.a ? '+' : ''}${(r.b - r.a).toFixed(2).padStart(6)}  ${r.a.toFixed(2).padStart(6)} -> ${r.b.toFixed(2).padStart(6)}  ${r.k}`),
   ];
 }
 
@@ -96,67 +75,36 @@ const record = await createBenchDatabase();
 const sim = await startTarget({ role: 'simulator' }, [], entry);
 const gw = await startTarget(
   { role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'journal', tracing: 'off', databaseUrl: record.url, journalSwitch: true },
-  [],
+  semiSpace === undefined ? [] : [`--max-semi-space-size=${semiSpace}`, `--min-semi-space-size=${semiSpace}`],
   entry,
 );
 try {
   const shape = requestShape('openai', gw.key);
-  for (const on of [false, true]) {
-    await gw.switchJournal(on);
-    await throughput(gw.url, shape, connections, 2);
-  }
-  const modes = ['off', 'on'] as const;
-  const fresh = () => ({ rps: [] as number[], self: new Map<string, number>(), detail: [0, 0, 0, 0], pg: 0, redis: 0, sim: 0, load: 0, machine: 0, requests: 0, failed: 0 });
-  const perMode = { off: fresh(), on: fresh() };
   // redis-server titles itself `redis-server 127.0.0.1:<port>`.
   const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
-  for (let round = 0; round < rounds; round++) {
-    // Alternating which mode goes first, so neither always follows the other.
-    for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {
-      await gw.switchJournal(mode === 'on');
-      const pids = record.backendPids();
-      if (pin) pinGateway(gw.pid, [...pids, ...redisPids, sim.pid, process.pid]);
-      const d0 = detail(gw.pid);
-      const pg0 = cpuByPid(pids);
-      const redis0 = cpuByPid(redisPids);
-      const sim0 = cpuSeconds(sim.pid);
-      const load0 = process.cpuUsage();
-      const machine0 = machineBusy();
-      const m = perMode[mode];
-      if (profile) gw.startProfile();
-      const r = await throughput(gw.url, shape, connections, seconds);
-      if (profile) selfTimes((await gw.stopProfile()) as CpuProfile, m.self);
-      detail(gw.pid).forEach((v, i) => (m.detail[i] = (m.detail[i] ?? 0) + v - (d0[i] ?? 0)));
-      m.pg += cpuSince(pg0);
-      m.redis += cpuSince(redis0);
-      m.sim += cpuSeconds(sim.pid) - sim0;
-      const load = process.cpuUsage(load0);
-      m.load += (load.user + load.system) / 1e6;
-      m.machine += machineBusy() - machine0;
-      m.rps.push(r.requestsPerSec);
-      m.requests += r.requests;
-      m.failed += r.non2xx + r.errors;
-    }
-  }
-  const ratios = perMode.on.rps.map((on, i) => on / (perMode.off.rps[i] as number));
+  if (profile) gw.startProfile();
+  const r = await measureJournalSlices(gw, shape, {
+    connections,
+    seconds,
+    sliceMs,
+    processes: () => ({ pg: record.backendPids(), redis: redisPids, sim: [sim.pid], load: [process.pid] }),
+    ...(pin ? { arrange: () => pinGateway(gw.pid, [...(pgIdle ? [] : record.backendPids()), ...redisPids, sim.pid, process.pid], pgIdle ? record.backendPids() : []) } : {}),
+  });
+  const profiled = profile ? ((await gw.stopProfile()) as CpuProfile) : undefined;
   const us = (s: number, n: number): number => Math.round((s * 1e6) / n);
-  /** User plus system seconds (the first two of `detail`). */
-  const gatewayCpu = (m: { detail: number[] }): number => (m.detail[0] ?? 0) + (m.detail[1] ?? 0);
+  const modes = ['off', 'on'] as const;
   process.stdout.write(
     [
-      `journal on / off, median of ${rounds} paired rounds: ${(median(ratios) ?? NaN).toFixed(3)} (rounds: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
-      `req/s median: off ${median(perMode.off.rps) ?? NaN}, on ${median(perMode.on.rps) ?? NaN}`,
-      `gateway CPU µs/request: off ${us(gatewayCpu(perMode.off), perMode.off.requests)}, on ${us(gatewayCpu(perMode.on), perMode.on.requests)}`,
-      ...(['pg', 'redis', 'sim', 'load', 'machine'] as const).map(
-        (k) => `${k} CPU µs/request: off ${us(perMode.off[k], perMode.off.requests)}, on ${us(perMode.on[k], perMode.on.requests)}`,
-      ),
-      `machine busy share: off ${(perMode.off.machine / (rounds * seconds * 2)).toFixed(2)}, on ${(perMode.on.machine / (rounds * seconds * 2)).toFixed(2)}`,
-      ...(['off', 'on'] as const).map((k) => {
-        const d = perMode[k].detail.map((v) => v / perMode[k].requests);
-        return `gateway ${k}: user ${((d[0] ?? 0) * 1e6).toFixed(0)} µs, system ${((d[1] ?? 0) * 1e6).toFixed(0)} µs, switches per request voluntary ${(d[2] ?? 0).toFixed(3)} involuntary ${(d[3] ?? 0).toFixed(3)}`;
-      }),
-      ...(profile ? profileDiff(perMode.off, perMode.on) : []),
-      `failed requests: off ${perMode.off.failed}, on ${perMode.on.failed}`,
+      `journal on / off, median of ${r.ratios.length} pairs of ${sliceMs} ms slices: ${r.ratio.toFixed(3)}; of the totals ${(r.on.requests / r.on.seconds / (r.off.requests / r.off.seconds)).toFixed(3)}`,
+      `pair ratios, quartiles: ${[0.25, 0.5, 0.75].map((q) => (quantile(r.ratios, q) ?? NaN).toFixed(3)).join(' ')}`,
+      `req/s: off ${Math.round(r.off.requests / r.off.seconds)}, on ${Math.round(r.on.requests / r.on.seconds)}`,
+      `gateway CPU µs/request: off ${us(r.off.gatewayCpu, r.off.requests)}, on ${us(r.on.gatewayCpu, r.on.requests)}`,
+      ...modes.map((m) => `gateway ${m}: user ${us(r[m].gatewayUser, r[m].requests)} µs, system ${us(r[m].gatewayCpu - r[m].gatewayUser, r[m].requests)} µs per request`),
+      ...modes.map((m) => `gateway ${m}: GC µs per request, scavenges ${(r[m].gcMs.minor * 1000 / r[m].requests).toFixed(1)}, mark-compact ${(r[m].gcMs.major * 1000 / r[m].requests).toFixed(1)}`),
+      `gateway busy share: off ${(r.off.gatewayCpu / r.off.seconds).toFixed(2)}, on ${(r.on.gatewayCpu / r.on.seconds).toFixed(2)}`,
+      ...['pg', 'redis', 'sim', 'load'].map((k) => `${k} CPU µs/request: ${modes.map((m) => `${m} ${us(r[m].cpu[k] ?? 0, r[m].requests)}`).join(', ')}`),
+      ...(profiled === undefined ? [] : profileDiff(selfTimesIn(profiled, r.timeline, 'off', r.off.requests), selfTimesIn(profiled, r.timeline, 'on', r.on.requests))),
+      `failed requests: off ${r.off.failed}, on ${r.on.failed}`,
       '',
     ].join('\n'),
   );

@@ -55,7 +55,13 @@ interface AutocannonResult {
   errors: number;
   timeouts: number;
 }
-type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+/** autocannon's run: an emitter of each response that is also a promise of the whole run's result. */
+interface AutocannonRun extends PromiseLike<AutocannonResult> {
+  on(event: 'response', listener: (client: unknown, statusCode: number) => void): void;
+  on(event: 'reqError', listener: () => void): void;
+  stop(): void;
+}
+type Autocannon = (opts: Record<string, unknown>) => AutocannonRun;
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
 /** As many requests as `connections` can carry for `durationSec`, or at most `rate` per second when given. */
@@ -77,6 +83,35 @@ export async function throughput(url: string, shape: RequestShape, connections: 
     requests: r.requests.total,
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
+  };
+}
+
+/** A load that runs until stopped; its responses are counted as they arrive. */
+export interface RunningLoad {
+  /** Responses so far (any status). */
+  responses(): number;
+  /** Responses that were not 2xx, and errors, so far. */
+  failures(): number;
+  stop(): Promise<void>;
+}
+
+/** `connections` clients sending `shape` back to back, for at most `maxSec` or until stopped. */
+export function startLoad(url: string, shape: RequestShape, connections: number, maxSec: number): RunningLoad {
+  let responses = 0;
+  let failures = 0;
+  const run = autocannon({ url: url + shape.path, method: 'POST', headers: shape.headers, body: shape.body, connections, duration: maxSec });
+  run.on('response', (_client, statusCode) => {
+    responses++;
+    if (statusCode < 200 || statusCode > 299) failures++;
+  });
+  run.on('reqError', () => failures++);
+  return {
+    responses: () => responses,
+    failures: () => failures,
+    stop: async () => {
+      run.stop();
+      await run;
+    },
   };
 }
 

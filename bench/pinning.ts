@@ -26,13 +26,31 @@ export function canPin(): boolean {
   }
 }
 
-/** Core 0 for the gateway; every other core for the rest (a process started since is not moved). */
-export function pinGateway(gatewayPid: number, rest: readonly number[]): void {
-  setAffinity('0', [gatewayPid]);
-  setAffinity(`1-${cpus().length - 1}`, rest);
+/** Linux's scheduling class for these processes (util-linux chrt): 'idle' runs only when nothing else wants the CPU. */
+function setPolicy(policy: 'idle' | 'other', pids: readonly number[]): void {
+  for (const pid of pids) {
+    try {
+      execFileSync('chrt', ['-a', `--${policy}`, '-p', '0', String(pid)], { stdio: 'ignore' });
+    } catch {
+      // gone meanwhile
+    }
+  }
 }
 
-/** Every core for these processes again. */
+/**
+ * Core 0 for the gateway; every other core for the rest (a process started since is not moved).
+ * `offMachine` also go to the other cores, at idle priority: the processes that production runs on
+ * machines of their own (PostgreSQL), which there take no CPU from the gateway's Redis, upstream or
+ * clients. Here they use only what the others leave idle.
+ */
+export function pinGateway(gatewayPid: number, rest: readonly number[], offMachine: readonly number[] = []): void {
+  setAffinity('0', [gatewayPid]);
+  setAffinity(`1-${cpus().length - 1}`, [...rest, ...offMachine]);
+  setPolicy('idle', offMachine);
+}
+
+/** Every core, at normal priority, for these processes again. */
 export function unpin(pids: readonly number[]): void {
   setAffinity(`0-${cpus().length - 1}`, pids);
+  setPolicy('other', pids);
 }

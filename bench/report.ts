@@ -4,6 +4,7 @@ import { cpus } from 'node:os';
 import type { LedgerResult, RedisPerRequest } from './ledger.js';
 import type { BenchFormat, LatencyResult, StreamResult, ThroughputResult } from './load.js';
 import type { MemoryResult } from './memory.js';
+import type { JournalCost } from './journal-slices.js';
 
 export const TARGET_NAMES = {
   direct: 'direct (simulator)',
@@ -48,9 +49,9 @@ export interface BenchResults {
   streaming: (StreamResult & { format: BenchFormat; target: string })[];
   tracing: (MeasuredThroughput & { mode: string })[];
   /** Journal to PostgreSQL off and on (absent in results from before the journal). */
-  journal?: (MeasuredThroughput & { mode: string })[];
+  journal?: JournalCost;
   /** The same with the gateway on a core of its own and the rest on the others (absent on one core). */
-  journalOwnCore?: (MeasuredThroughput & { mode: string })[];
+  journalOwnCore?: JournalCost;
   /** The common path with the journal on. */
   redisPerRequestJournal?: Record<string, RedisPerRequest>;
   /** Common path: the key already in the gateway's cache. */
@@ -77,10 +78,17 @@ function pairedRatio(t: MeasuredThroughput, base: MeasuredThroughput): number | 
 }
 
 export function median(xs: number[]): number | undefined {
+  return quantile(xs, 0.5);
+}
+
+/** The `q` quantile of `xs` (0 ≤ q ≤ 1), between the two nearest values. */
+export function quantile(xs: number[], q: number): number | undefined {
   if (xs.length === 0) return undefined;
   const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[mid] : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+  const at = q * (s.length - 1);
+  const lo = s[Math.floor(at)] as number;
+  const hi = s[Math.ceil(at)] as number;
+  return lo + (hi - lo) * (at - Math.floor(at));
 }
 
 /** The targets (issue 13's for the request path, issue 12's for the journal), each with its measured figure; computed once and kept in the JSON too. */
@@ -173,16 +181,19 @@ export function targetChecks(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): 
   }
   // The target reads the gateway on a core of its own where the machine allows it (production's shape);
   // the figure with everything sharing every core is given beside it.
-  const shared = journalRatio(r.journal);
-  const ownCore = journalRatio(r.journalOwnCore);
+  const shared = r.journal;
+  const ownCore = r.journalOwnCore;
   const measured = ownCore ?? shared;
+  const modeOf = (c: JournalCost | undefined, mode: 'off' | 'on') => c?.modes.find((m) => m.mode === mode);
   check(
     'the journal to PostgreSQL costs ≤ 5% of req/s (issue 12)',
     measured?.ratio,
     (v) => v >= 0.95,
     (v) =>
-      `${f(v)} × journal off (median of paired rounds${ownCore ? ', the gateway on a core of its own' : ''}; by the gateway's CPU per request ${f(measured?.byCpu)}; ` +
-      `PostgreSQL spent ${f(measured?.pgUs, 0)} µs of CPU per request on this machine${ownCore && shared ? `; with every process sharing every core ${f(shared.ratio)} ×` : ''})`,
+      `${f(v)} × journal off (median of ${measured?.pairs ?? 0} pairs of ${measured?.sliceMs ?? 0} ms slices${ownCore ? ', the gateway on a core of its own' : ''}; ` +
+      `quartiles ${measured?.quartiles.map((q) => f(q)).join('–') ?? '–'}; of the totals ${f(measured?.totalsRatio)}; ` +
+      `by the gateway's CPU per request ${f(ratio(modeOf(measured, 'off')?.gatewayCpuUsPerRequest, modeOf(measured, 'on')?.gatewayCpuUsPerRequest))}; ` +
+      `PostgreSQL spent ${f(modeOf(measured, 'on')?.pgCpuUsPerRequest, 0)} µs of CPU per request on this machine${ownCore && shared ? `; with every process sharing every core ${f(shared.ratio)} ×` : ''})`,
   );
   for (const format of FORMATS) {
     // The settle script appends the journal entry; what remains is the writer's batched deletion of
@@ -198,16 +209,6 @@ export function targetChecks(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): 
     );
   }
   return out;
-}
-
-/** The journal's paired-round ratio (on / off), the same by the gateway's CPU per request, and PostgreSQL's CPU. */
-function journalRatio(rows: BenchResults['journal']): { ratio: number; byCpu: number | undefined; pgUs: number | undefined } | undefined {
-  const off = rows?.find((t) => t.mode === 'off');
-  const on = rows?.find((t) => t.mode === 'on');
-  if (!on || !off) return undefined;
-  const paired = pairedRatio(on, off);
-  if (paired === undefined) return undefined;
-  return { ratio: paired, byCpu: ratio(off.cpuUsPerRequest, on.cpuUsPerRequest), pgUs: on.serverCpuUsPerRequest };
 }
 
 export function renderMarkdown(r: BenchResults): string {
@@ -333,18 +334,18 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.journal !== undefined) {
     out.push(
       '',
-      `## Journal cost (OpenAI format, ${r.plan.connections} connections, one gateway process with its journal switched between rounds; ${String(r.plan.journalRounds ?? r.plan.tracingRounds)} interleaved rounds of ${r.plan.tracingSec} s, each way)`,
+      `## Journal cost (OpenAI format, ${r.plan.connections} connections, one gateway process with its journal switched every ${r.journal.sliceMs} ms of one continuous load; ${r.journal.pairs} pairs of slices)`,
       '',
-      'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone, after the writer has committed what it held. One process runs both modes because fresh processes of the same code differ by up to 15% in CPU per request. "Shared": every process (load generator, simulator, Redis, PostgreSQL, gateway) on every core, so PostgreSQL\'s CPU and its commit bursts come out of the gateway\'s throughput. "Own core": the gateway alone on core 0 and the rest on the others, as a gateway pod has its own CPU and PostgreSQL its own machine in production; the issue 12 target reads this one where the machine has two cores or more.',
+      'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone. The writer commits and trims only in "on" slices, so none of their work falls in an "off" slice. One process runs both modes because fresh processes of the same code differ by up to 15% in CPU per request, and short slices in pairs whose order alternates follow this machine\'s drift in speed, which rounds of seconds with fresh connections did not. "Shared": every process (load generator, simulator, Redis, PostgreSQL, gateway) on every core, so PostgreSQL\'s CPU and its commit bursts come out of the gateway\'s throughput. "Own core": the gateway alone on core 0 and the rest on the others, as a gateway pod has its own CPU and PostgreSQL its own machine in production; the issue 12 target reads this one where the machine has two cores or more.',
       '',
-      '| cores | journal | req/s (best) | × off (best of each) | × off (median of rounds) | gateway CPU µs/request | PostgreSQL CPU µs/request | rounds req/s | p99 ms |',
-      '|---|---|---:|---:|---:|---:|---:|---|---:|',
+      '| cores | journal | req/s | × off (median of pairs) | pairs\' quartiles | × off (totals) | gateway CPU µs/request | gateway busy | PostgreSQL CPU µs/request |',
+      '|---|---|---:|---:|---|---:|---:|---:|---:|',
     );
-    for (const [cores, rows] of [['shared', r.journal], ['own core', r.journalOwnCore ?? []]] as const) {
-      const jOff = rows.find((t) => t.mode === 'off');
-      for (const t of rows) {
+    for (const [cores, cost] of [['shared', r.journal], ['own core', r.journalOwnCore]] as const) {
+      for (const t of cost?.modes ?? []) {
+        const on = t.mode === 'on' && cost !== undefined;
         out.push(
-          `| ${cores} | ${t.mode} | ${t.requestsPerSec} | ${f(ratio(t.requestsPerSec, jOff?.requestsPerSec))} | ${f(jOff ? pairedRatio(t, jOff) : undefined)} | ${f(t.cpuUsPerRequest, 0)} | ${t.serverCpuUsPerRequest === undefined ? '–' : f(t.serverCpuUsPerRequest, 0)} | ${t.rounds.join(', ')} | ${t.p99} |`,
+          `| ${cores} | ${t.mode} | ${t.requestsPerSec} | ${on ? f(cost.ratio) : ''} | ${on ? cost.quartiles.map((q) => f(q)).join(', ') : ''} | ${on ? f(cost.totalsRatio) : ''} | ${t.gatewayCpuUsPerRequest} | ${f(t.gatewayBusy)} | ${t.pgCpuUsPerRequest} |`,
         );
       }
     }

@@ -21,6 +21,7 @@ import {
 import { memoryBench } from './memory.js';
 import { createBenchDatabase } from './record-db.js';
 import { canPin, pinGateway, unpin } from './pinning.js';
+import { measureJournalSlices, summarize, type JournalCost } from './journal-slices.js';
 import { installPeer, PEER_PACKAGE, PEER_VERSION, peerShape, startPeer, type Peer } from './peer.js';
 import { renderMarkdown, targetChecks, TARGET_NAMES, type BenchResults, type MeasuredThroughput, type TargetRow } from './report.js';
 import type { ServeSpec, TracingMode } from './serve.js';
@@ -47,8 +48,10 @@ const plan = {
   streamTokens: 16,
   tracingSec: smoke ? 1 : 2,
   tracingRounds: smoke ? 2 : 6,
-  // The journal's cost is a few per cent, inside one round's noise here: more pairs steady the median.
-  journalRounds: smoke ? 2 : 14,
+  // The journal's cost is a few per cent, inside one round's noise here: many short pairs of slices
+  // of one continuous load steady the median (bench/journal-slices.ts). Seconds per measurement.
+  journalSec: smoke ? 2 : 60,
+  journalSliceMs: 500,
   memoryStreams,
   ledgerMs: smoke ? 500 : 4000,
   countedRequests: smoke ? 50 : 1000,
@@ -57,7 +60,6 @@ const plan = {
 } as const;
 const FORMATS: BenchFormat[] = ['openai', 'anthropic'];
 const TRACING_MODES: TracingMode[] = ['off', 'sampled-0', 'sampled-100'];
-const JOURNAL_MODES = ['off', 'on'] as const;
 
 const log = (m: string): void => {
   process.stderr.write(`bench: ${m}\n`);
@@ -266,25 +268,21 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
     // is the journal's cost to the gateway rather than to a machine that runs everything.
     log('journal cost');
     const switchable = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchj', tracing: 'off', databaseUrl: record.url, journalSwitch: true });
-    const journalRounds = async (pinned: boolean): Promise<(MeasuredThroughput & { mode: string })[]> => {
-      // redis-server titles itself `redis-server 127.0.0.1:<port>`.
-      const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
-      const rest = (): number[] => [...record.backendPids(), ...redisPids, sim.pid, process.pid];
-      const journaled = JOURNAL_MODES.map((mode) => ({
-        name: mode,
-        url: switchable.url,
-        shape: requestShape('openai', switchable.key),
-        pid: switchable.pid,
-        before: async () => {
-          await switchable.switchJournal(mode === 'on');
-          // Each round: the pool may have opened a PostgreSQL backend since.
-          if (pinned) pinGateway(switchable.pid, rest());
-        },
-        ...(mode === 'on' ? { serverPids: () => record.backendPids() } : {}),
-      }));
+    // redis-server titles itself `redis-server 127.0.0.1:<port>`.
+    const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
+    const rest = (): number[] => [...record.backendPids(), ...redisPids, sim.pid, process.pid];
+    const journalRounds = async (pinned: boolean): Promise<JournalCost> => {
+      log(pinned ? 'journal cost, gateway on a core of its own' : 'journal cost, every core shared');
       try {
-        const measured = await roundsOf(journaled, plan.journalRounds, plan.tracingSec, pinned ? 'journal, gateway on a core of its own' : 'journal');
-        return JOURNAL_MODES.map((mode) => ({ mode, ...(measured.get(mode) as MeasuredThroughput) }));
+        const sliced = await measureJournalSlices(switchable, requestShape('openai', switchable.key), {
+          connections: plan.connections,
+          seconds: plan.journalSec,
+          sliceMs: plan.journalSliceMs,
+          processes: () => ({ pg: record.backendPids() }),
+          // Again every ten pairs: the pool may have opened a PostgreSQL backend since.
+          ...(pinned ? { arrange: () => pinGateway(switchable.pid, rest()) } : {}),
+        });
+        return summarize(sliced, plan.journalSliceMs);
       } finally {
         if (pinned) unpin([switchable.pid, ...rest()]);
       }
@@ -369,8 +367,8 @@ const errors = [
   ),
   ...results.streaming.flatMap((s) => (s.target !== TARGET_NAMES.peer && s.non2xx > 0 ? [`stream ${s.format} ${s.target}`] : [])),
   ...results.tracing.flatMap((t) => (t.non2xx + t.errors > 0 ? [`tracing ${t.mode}`] : [])),
-  ...(results.journal ?? []).flatMap((t) => (t.non2xx + t.errors > 0 ? [`journal ${t.mode}`] : [])),
-  ...(results.journalOwnCore ?? []).flatMap((t) => (t.non2xx + t.errors > 0 ? [`journal ${t.mode}, gateway on its own core`] : [])),
+  ...(results.journal?.modes ?? []).flatMap((t) => (t.failed > 0 ? [`journal ${t.mode}`] : [])),
+  ...(results.journalOwnCore?.modes ?? []).flatMap((t) => (t.failed > 0 ? [`journal ${t.mode}, gateway on its own core`] : [])),
   ...(results.agentShaped ?? []).flatMap((t) => (t.non2xx + t.errors > 0 ? [`agent-shaped ${t.format} ${t.target}`] : [])),
   ...(results.memory.opened === results.memory.streams ? [] : ['memory streams']),
 ];

@@ -6,6 +6,7 @@ import type { ExportResult } from '@opentelemetry/core';
 import { Redis } from 'ioredis';
 import { existsSync, readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { constants as perfConstants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { parse } from 'yaml';
 import { createRedisBackend, DEFAULT_KEY_MARKER } from '../src/billing/backends.js';
 import { recordedBackend } from '../src/record/recorded-backend.js';
@@ -57,7 +58,7 @@ export type ServeSpec =
 export type ServeMessage =
   | { type: 'ready'; url: string; urls: string[]; key?: string }
   | { type: 'memory'; rss: number; heapUsed: number; heapTotal: number; external: number; arrayBuffers: number }
-  | { type: 'journal'; on: boolean }
+  | { type: 'journal'; on: boolean; gcMs: { minor: number; major: number }; atUs: number }
   /** Answers 'profile-stop': the V8 CPU profile taken since 'profile-start' (bench/journal.ts --profile). */
   | { type: 'profile'; profile: object };
 
@@ -106,14 +107,25 @@ interface Running {
   switchJournal?: (on: boolean) => Promise<void>;
 }
 
+/** The writer's commit pause and trim period in production (JournalWriter's defaults). */
+const WRITER_PERIOD_MS = 100;
+/** Longer than any run: a switched writer's own timers never fire (setTimeout's largest delay). */
+const NEVER_MS = 2 ** 31 - 1;
+
 /**
  * The journal on or off in one gateway process: fresh processes of the same code differ by up to 15% in
  * CPU per request (placement, JIT, heap sizing), more than the journal's cost, so the bench compares the
- * modes within one process. Off, settlements go to a Redis ledger that journals nothing.
+ * modes within one process, in slices of one continuous load (bench/journal-slices.ts). Off, requests
+ * go to a Redis ledger that journals nothing. The writer commits and trims on this class's clock, at
+ * the production period, and only while the journal is on: what an "on" slice settled is committed in
+ * an "on" slice, never in the "off" one after it.
  */
 class SwitchedJournal extends DelegatingLedger {
   private readonly journaled: JournaledLedger;
-  private on = true;
+  private on = false;
+  private clock: NodeJS.Timeout | undefined;
+  /** Requests in flight by the mode that reserved them: each is settled by the ledger that reserved it. */
+  private readonly reservedIn = { on: new Set<string>(), off: new Set<string>() };
 
   constructor(
     journalingHot: Ledger,
@@ -124,21 +136,38 @@ class SwitchedJournal extends DelegatingLedger {
     this.journaled = new JournaledLedger(journalingHot, writer);
   }
 
-  /** Off: what the writer holds is committed and removed from Redis first, so none of it runs in an off round. */
-  async turn(on: boolean): Promise<void> {
+  turn(on: boolean): Promise<void> {
     this.on = on;
-    if (!on) {
-      while (this.writer.lag().count > 0) await this.writer.flush();
-      await this.writer.trim();
+    if (on) {
+      this.clock ??= setInterval(() => {
+        void this.writer.flush();
+        void this.writer.trim();
+      }, WRITER_PERIOD_MS);
+    } else if (this.clock !== undefined) {
+      clearInterval(this.clock);
+      this.clock = undefined;
     }
+    return Promise.resolve();
   }
 
-  override reserve(req: ReservationRequest): Promise<ReservationOutcome> {
-    return this.on ? this.journaled.reserve(req) : this.plainHot.reserve(req);
+  // The same steps either way (a set entry, an await), so the switch itself costs both modes alike.
+  override async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    const reserved = this.on ? this.reservedIn.on : this.reservedIn.off;
+    reserved.add(req.requestId);
+    const outcome = await (this.on ? this.journaled : this.plainHot).reserve(req);
+    if (!outcome.admitted) reserved.delete(req.requestId);
+    return outcome;
   }
 
   override settle(req: SettlementRequest): Promise<SettlementOutcome> {
-    return this.on ? this.journaled.settle(req) : this.plainHot.settle(req);
+    if (this.reservedIn.on.delete(req.requestId)) return this.journaled.settle(req);
+    this.reservedIn.off.delete(req.requestId);
+    return this.plainHot.settle(req);
+  }
+
+  override async close(): Promise<void> {
+    await this.turn(false);
+    await super.close();
   }
 }
 
@@ -182,7 +211,10 @@ async function serve(spec: ServeSpec): Promise<Running> {
   const snapshot: CatalogSnapshot = buildSnapshot([{ source: 'bench', spec: benchCatalog(spec.upstream, spec.spread ?? []) }], 1);
   const catalog: CatalogSource = { current: () => snapshot, onSwap: () => () => undefined, close: async () => undefined };
   const tracing = await tracingFor(spec.tracing);
-  const journal = db === undefined ? undefined : new JournalWriter({ db, stream: new RedisJournalStream(redis, redisKeys(spec.namespace)), maxLagMs: 120_000 });
+  const stream = new RedisJournalStream(redis, redisKeys(spec.namespace));
+  // A switched writer commits and trims on SwitchedJournal's clock instead of its own timers.
+  const clock = spec.journalSwitch === true ? { intervalMs: NEVER_MS, trimIntervalMs: NEVER_MS } : {};
+  const journal = db === undefined ? undefined : new JournalWriter({ db, stream, maxLagMs: 120_000, ...clock });
   // The switch: the gateway's own composition (a JournaledLedger over a journaling Redis ledger) beside a
   // second Redis ledger on the same keys that journals nothing, and each request goes through the one
   // the bench has chosen.
@@ -237,6 +269,15 @@ const send = (m: ServeMessage): void => {
   process.send?.(m);
 };
 
+/** Milliseconds of garbage collection since start: scavenges, and the rest (mark-compact and its increments). */
+const gcMs = { minor: 0, major: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries() as (PerformanceEntry & { detail?: { kind?: number } })[]) {
+    if (e.detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) gcMs.minor += e.duration;
+    else gcMs.major += e.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
+
 const running = await serve(JSON.parse(process.env.BENCH_SERVE_SPEC ?? '{}') as ServeSpec);
 send({ type: 'ready', url: running.url, urls: running.urls, ...(running.key ? { key: running.key } : {}) });
 process.on('message', (m: unknown) => {
@@ -246,7 +287,9 @@ process.on('message', (m: unknown) => {
     send({ type: 'memory', rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers });
   } else if ((m === 'journal-on' || m === 'journal-off') && running.switchJournal !== undefined) {
     const on = m === 'journal-on';
-    void running.switchJournal(on).then(() => send({ type: 'journal', on }));
+    // atUs: this moment on the monotonic clock V8's profiles are timed by, so a profile's samples can be
+    // split by the slices they fell in.
+    void running.switchJournal(on).then(() => send({ type: 'journal', on, gcMs: { ...gcMs }, atUs: Number(process.hrtime.bigint() / 1000n) }));
   } else if (m === 'profile-start') {
     void profiler().then((p) => p.post('Profiler.start'));
   } else if (m === 'profile-stop') {

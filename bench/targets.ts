@@ -18,8 +18,8 @@ export interface Target {
   /** Starts the target's own CPU profiler; `stopProfile` returns the profile taken since. */
   startProfile(): void;
   stopProfile(): Promise<object>;
-  /** A gateway started with journalSwitch: turns its journal on or off, resolved once done. */
-  switchJournal(on: boolean): Promise<void>;
+  /** A gateway started with journalSwitch: turns its journal on or off, resolved once done, with its GC time since start. */
+  switchJournal(on: boolean): Promise<{ gcMs: { minor: number; major: number }; atUs: number }>;
 }
 
 export interface ProcStats {
@@ -132,9 +132,7 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
     memory: () => ask('memory', 'report its memory', 'memory'),
     startProfile: () => child.send('profile-start'),
     stopProfile: async () => (await ask('profile-stop', 'send its profile', 'profile')).profile,
-    switchJournal: async (on) => {
-      await ask(on ? 'journal-on' : 'journal-off', 'switch its journal', 'journal', (m) => m.on === on);
-    },
+    switchJournal: async (on) => await ask(on ? 'journal-on' : 'journal-off', 'switch its journal', 'journal', (m) => m.on === on),
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.once('exit', r));

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import type { JournalCost } from '../../bench/journal-slices.js';
 
 const run = promisify(execFile);
 
@@ -14,8 +15,8 @@ interface SmokeResults {
   rows: { format: string; target: string; throughput: { requests: number; non2xx: number; errors: number }; sequential: { non2xx: number } }[];
   streaming: { format: string; target: string; non2xx: number; ttftP50: number }[];
   tracing: { mode: string; requests: number; non2xx: number; errors: number }[];
-  journal: { mode: string; requests: number; non2xx: number; errors: number }[];
-  journalOwnCore?: { mode: string; requests: number; non2xx: number; errors: number }[];
+  journal: JournalCost;
+  journalOwnCore?: JournalCost;
   redisPerRequest: Record<string, { total: number }>;
   ledger: { pairs: number };
   memory: { streams: number; opened: number };
@@ -47,11 +48,13 @@ describe('bench --smoke', () => {
     for (const t of r.tracing) expect(t.non2xx + t.errors).toBe(0);
     // The journal's cost both ways: every core shared, and (with two cores or more) the gateway on its own.
     const journalRuns = cpus().length >= 2 ? [r.journal, r.journalOwnCore] : [r.journal];
-    for (const rows of journalRuns) {
-      expect(rows?.map((t) => t.mode)).toEqual(['off', 'on']);
-      for (const t of rows ?? []) {
+    for (const cost of journalRuns) {
+      expect(cost?.modes.map((t) => t.mode)).toEqual(['off', 'on']);
+      expect(cost?.pairs).toBeGreaterThan(0);
+      expect(cost?.ratio).toBeGreaterThan(0);
+      for (const t of cost?.modes ?? []) {
         expect(t.requests).toBeGreaterThan(0);
-        expect(t.non2xx + t.errors).toBe(0);
+        expect(t.failed).toBe(0);
       }
     }
     expect(r.ledger.pairs).toBeGreaterThan(0);
