@@ -23,6 +23,11 @@ export interface SliceOptions {
   warmupSec?: number;
   /** Other processes whose CPU is reported per request, by name (read at every slice's edges). */
   processes?: () => Record<string, readonly number[]>;
+  /**
+   * An A/A check of the method itself: the journal stays off in both modes, so the ratio reads what the
+   * slicing alone gives (1 with no bias).
+   */
+  bothOff?: boolean;
   /** Called before every tenth pair (re-pinning a backend the pool opened since, say). */
   arrange?: () => void;
 }
@@ -87,8 +92,9 @@ export async function measureJournalSlices(gateway: Target, shape: RequestShape,
   const ratios: number[] = [];
   const timeline: SlicedJournal['timeline'] = [];
   try {
+    const journalOn = (mode: JournalMode): boolean => mode === 'on' && opts.bothOff !== true;
     for (const mode of ['off', 'on'] as const) {
-      await gateway.switchJournal(mode === 'on');
+      await gateway.switchJournal(journalOn(mode));
       await sleep((warmupSec * 1000) / 2);
     }
     for (let pair = 0; pair < pairs; pair++) {
@@ -97,7 +103,7 @@ export async function measureJournalSlices(gateway: Target, shape: RequestShape,
       const order: JournalMode[] = pair % 2 === 0 ? ['off', 'on'] : ['on', 'off'];
       const rate: Partial<Record<JournalMode, number>> = {};
       for (const mode of order) {
-        const start = await gateway.switchJournal(mode === 'on');
+        const start = await gateway.switchJournal(journalOn(mode));
         const groups = Object.entries(opts.processes?.() ?? {}).map(([name, pids]) => ({ name, before: cpuByPid(pids) }));
         const gw0 = cpuTimes(gateway.pid);
         const n0 = load.responses();
@@ -106,7 +112,7 @@ export async function measureJournalSlices(gateway: Target, shape: RequestShape,
         await sleep(opts.sliceMs);
         const seconds = (performance.now() - t0) / 1000;
         // The next switch reports the GC time up to its own moment: a same-mode switch is a no-op.
-        const end = await gateway.switchJournal(mode === 'on');
+        const end = await gateway.switchJournal(journalOn(mode));
         timeline.push({ mode, fromUs: start.atUs, toUs: end.atUs });
         const requests = load.responses() - n0;
         const m = byMode[mode];

@@ -33,6 +33,8 @@ const pgIdle = args.includes('--pg-idle');
 // `--profile`: the gateway's own CPU profile over the whole run, its samples split by the slice they
 // fell in, and the functions whose self time per request moved most between the modes.
 const profile = args.includes('--profile');
+// `--aa`: the journal off in both modes, to see what the method reads with no difference (1 with no bias).
+const bothOff = args.includes('--aa');
 // `--semi-space N`: the gateway's V8 young generation, MB per semi-space (V8 sizes it itself by default).
 const semiSpace = args.includes('--semi-space') ? flag('semi-space', 16) : undefined;
 
@@ -87,6 +89,7 @@ try {
     connections,
     seconds,
     sliceMs,
+    bothOff,
     processes: () => ({ pg: record.backendPids(), redis: redisPids, sim: [sim.pid], load: [process.pid] }),
     ...(pin ? { arrange: () => pinGateway(gw.pid, [...(pgIdle ? [] : record.backendPids()), ...redisPids, sim.pid, process.pid], pgIdle ? record.backendPids() : []) } : {}),
   });

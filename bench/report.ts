@@ -334,18 +334,18 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.journal !== undefined) {
     out.push(
       '',
-      `## Journal cost (OpenAI format, ${r.plan.connections} connections, one gateway process with its journal switched every ${r.journal.sliceMs} ms of one continuous load; ${r.journal.pairs} pairs of slices)`,
+      `## Journal cost (OpenAI format, ${r.plan.connections} connections, one gateway process with its journal switched every ${r.journal.sliceMs} ms of one continuous load)`,
       '',
       'On: every settlement is committed to PostgreSQL by the journal writer (batched, off the response path); off: Redis alone. The writer commits and trims only in "on" slices, so none of their work falls in an "off" slice. One process runs both modes because fresh processes of the same code differ by up to 15% in CPU per request, and short slices in pairs whose order alternates follow this machine\'s drift in speed, which rounds of seconds with fresh connections did not. "Shared": every process (load generator, simulator, Redis, PostgreSQL, gateway) on every core, so PostgreSQL\'s CPU and its commit bursts come out of the gateway\'s throughput. "Own core": the gateway alone on core 0 and the rest on the others, as a gateway pod has its own CPU and PostgreSQL its own machine in production; the issue 12 target reads this one where the machine has two cores or more.',
       '',
-      '| cores | journal | req/s | × off (median of pairs) | pairs\' quartiles | × off (totals) | gateway CPU µs/request | gateway busy | PostgreSQL CPU µs/request |',
-      '|---|---|---:|---:|---|---:|---:|---:|---:|',
+      '| cores | journal | req/s | × off (median of pairs) | pairs | pairs\' quartiles | × off (totals) | gateway CPU µs/request | gateway busy | PostgreSQL CPU µs/request |',
+      '|---|---|---:|---:|---:|---|---:|---:|---:|---:|',
     );
     for (const [cores, cost] of [['shared', r.journal], ['own core', r.journalOwnCore]] as const) {
       for (const t of cost?.modes ?? []) {
         const on = t.mode === 'on' && cost !== undefined;
         out.push(
-          `| ${cores} | ${t.mode} | ${t.requestsPerSec} | ${on ? f(cost.ratio) : ''} | ${on ? cost.quartiles.map((q) => f(q)).join(', ') : ''} | ${on ? f(cost.totalsRatio) : ''} | ${t.gatewayCpuUsPerRequest} | ${f(t.gatewayBusy)} | ${t.pgCpuUsPerRequest} |`,
+          `| ${cores} | ${t.mode} | ${t.requestsPerSec} | ${on ? f(cost.ratio) : ''} | ${on ? cost.pairs : ''} | ${on ? cost.quartiles.map((q) => f(q)).join(', ') : ''} | ${on ? f(cost.totalsRatio) : ''} | ${t.gatewayCpuUsPerRequest} | ${f(t.gatewayBusy)} | ${t.pgCpuUsPerRequest} |`,
         );
       }
     }
