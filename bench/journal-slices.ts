@@ -36,8 +36,6 @@ export interface ModeTotals {
   seconds: number;
   requests: number;
   failed: number;
-  /** Requests per second of each slice. */
-  slices: number[];
   /** The gateway's user and system CPU seconds. */
   gatewayCpu: number;
   /** Of which user. */
@@ -81,7 +79,7 @@ function cpuSince(before: Map<number, number>): number {
   return sum;
 }
 
-const totals = (): ModeTotals => ({ seconds: 0, requests: 0, failed: 0, slices: [], gatewayCpu: 0, gatewayUser: 0, gcMs: { minor: 0, major: 0 }, cpu: {} });
+const totals = (): ModeTotals => ({ seconds: 0, requests: 0, failed: 0, gatewayCpu: 0, gatewayUser: 0, gcMs: { minor: 0, major: 0 }, cpu: {} });
 
 export async function measureJournalSlices(gateway: Target, shape: RequestShape, opts: SliceOptions): Promise<SlicedJournal> {
   const warmupSec = opts.warmupSec ?? 2;
@@ -126,7 +124,6 @@ export async function measureJournalSlices(gateway: Target, shape: RequestShape,
         m.gcMs.major += end.gcMs.major - start.gcMs.major;
         for (const g of groups) m.cpu[g.name] = (m.cpu[g.name] ?? 0) + cpuSince(g.before);
         rate[mode] = requests / seconds;
-        m.slices.push(Math.round(requests / seconds));
       }
       if (rate.off !== undefined && rate.on !== undefined && rate.off > 0) ratios.push(rate.on / rate.off);
     }

@@ -5,12 +5,11 @@
 // (see docs/performance.md, "The journal to PostgreSQL").
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { buildTargets } from './build.js';
-import { measureJournalSlices, type JournalMode, type SlicedJournal } from './journal-slices.js';
+import { measureJournalSlices, summarize, type JournalMode, type SlicedJournal } from './journal-slices.js';
 import { siteOf, type CpuProfile } from './cpu-profile.js';
 import { requestShape } from './load.js';
 import { createBenchDatabase } from './record-db.js';
 import { pinGateway } from './pinning.js';
-import { quantile } from './report.js';
 import { builtEntry, pidsWhere, startTarget } from './targets.js';
 
 const args = process.argv.slice(2);
@@ -94,17 +93,18 @@ try {
     ...(pin ? { arrange: () => pinGateway(gw.pid, [...(pgIdle ? [] : record.backendPids()), ...redisPids, sim.pid, process.pid], pgIdle ? record.backendPids() : []) } : {}),
   });
   const profiled = profile ? ((await gw.stopProfile()) as CpuProfile) : undefined;
+  const cost = summarize(r, sliceMs);
   const us = (s: number, n: number): number => Math.round((s * 1e6) / n);
   const modes = ['off', 'on'] as const;
   process.stdout.write(
     [
-      `journal on / off, median of ${r.ratios.length} pairs of ${sliceMs} ms slices: ${r.ratio.toFixed(3)}; of the totals ${(r.on.requests / r.on.seconds / (r.off.requests / r.off.seconds)).toFixed(3)}`,
-      `pair ratios, quartiles: ${[0.25, 0.5, 0.75].map((q) => (quantile(r.ratios, q) ?? NaN).toFixed(3)).join(' ')}`,
-      `req/s: off ${Math.round(r.off.requests / r.off.seconds)}, on ${Math.round(r.on.requests / r.on.seconds)}`,
-      `gateway CPU µs/request: off ${us(r.off.gatewayCpu, r.off.requests)}, on ${us(r.on.gatewayCpu, r.on.requests)}`,
+      `journal on / off, median of ${cost.pairs} pairs of ${sliceMs} ms slices: ${cost.ratio.toFixed(3)}; of the totals ${cost.totalsRatio.toFixed(3)}`,
+      `pair ratios, quartiles: ${cost.quartiles.map((q) => q.toFixed(3)).join(' ')}`,
+      `req/s: ${cost.modes.map((m) => `${m.mode} ${m.requestsPerSec}`).join(', ')}`,
+      `gateway CPU µs/request: ${cost.modes.map((m) => `${m.mode} ${m.gatewayCpuUsPerRequest}`).join(', ')}`,
       ...modes.map((m) => `gateway ${m}: user ${us(r[m].gatewayUser, r[m].requests)} µs, system ${us(r[m].gatewayCpu - r[m].gatewayUser, r[m].requests)} µs per request`),
       ...modes.map((m) => `gateway ${m}: GC µs per request, scavenges ${(r[m].gcMs.minor * 1000 / r[m].requests).toFixed(1)}, mark-compact ${(r[m].gcMs.major * 1000 / r[m].requests).toFixed(1)}`),
-      `gateway busy share: off ${(r.off.gatewayCpu / r.off.seconds).toFixed(2)}, on ${(r.on.gatewayCpu / r.on.seconds).toFixed(2)}`,
+      `gateway busy share: ${cost.modes.map((m) => `${m.mode} ${m.gatewayBusy.toFixed(2)}`).join(', ')}`,
       ...['pg', 'redis', 'sim', 'load'].map((k) => `${k} CPU µs/request: ${modes.map((m) => `${m} ${us(r[m].cpu[k] ?? 0, r[m].requests)}`).join(', ')}`),
       ...(profiled === undefined ? [] : profileDiff(selfTimesIn(profiled, r.timeline, 'off', r.off.requests), selfTimesIn(profiled, r.timeline, 'on', r.on.requests))),
       `failed requests: off ${r.off.failed}, on ${r.on.failed}`,
