@@ -262,9 +262,9 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
 
     // Counted twice per format: on the common path (the key already cached, a gateway whose cache
     // outlives the count) and with the default 1 s key cache, whose refreshes add a share per request.
-    // The journal to PostgreSQL against none, in interleaved rounds of one gateway process whose journal is
-    // switched between them (see SwitchedJournal in bench/serve.ts): two fresh processes of the same code
-    // differ by more than the journal costs.
+    // The journal to PostgreSQL against none, in alternating slices of one continuous load through one
+    // gateway process whose journal is switched between them (bench/journal-slices.ts, SwitchedJournal in
+    // bench/serve.ts): two fresh processes of the same code differ by more than the journal costs.
     // Measured twice: with every process sharing every core, and with the gateway on a core of its own
     // (production's shape: a gateway pod has its own CPU, PostgreSQL its own machine), where the figure
     // is the journal's cost to the gateway rather than to a machine that runs everything.
@@ -273,7 +273,7 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
     // redis-server titles itself `redis-server 127.0.0.1:<port>`.
     const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
     const rest = (): number[] => [...record.backendPids(), ...redisPids, sim.pid, process.pid];
-    const journalRounds = async (pinned: boolean): Promise<JournalCost> => {
+    const journalCost = async (pinned: boolean): Promise<JournalCost> => {
       log(pinned ? 'journal cost, gateway on a core of its own' : 'journal cost, every core shared');
       try {
         const sliced = await measureJournalSlices(switchable, requestShape('openai', switchable.key), {
@@ -289,8 +289,8 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
         if (pinned) unpin([switchable.pid, ...rest()]);
       }
     };
-    const journal = await journalRounds(false);
-    const journalOwnCore = canPin() ? await journalRounds(true) : undefined;
+    const journal = await journalCost(false);
+    const journalOwnCore = canPin() ? await journalCost(true) : undefined;
 
     log('redis commands per request');
     const cachedGw = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchcount', tracing: 'off', keyCacheTtlMs: 3_600_000 });

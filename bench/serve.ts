@@ -18,7 +18,7 @@ import type { ModelCatalogSpec, ModelSpec } from '../src/catalog/types.js';
 import { readConfig } from '../src/config.js';
 import { startGateway } from '../src/gateway.js';
 import { openPostgres } from '../src/record/database.js';
-import { JournalWriter } from '../src/record/journal-writer.js';
+import { JOURNAL_WRITER_PERIOD_MS, JournalWriter } from '../src/record/journal-writer.js';
 import { JournaledLedger } from '../src/record/journaled-ledger.js';
 import { DelegatingLedger } from '../src/billing/delegating-ledger.js';
 import type { Ledger, ReservationOutcome, ReservationRequest, SettlementOutcome, SettlementRequest } from '../src/billing/ledger.js';
@@ -107,8 +107,6 @@ interface Running {
   switchJournal?: (on: boolean) => Promise<void>;
 }
 
-/** The writer's commit pause and trim period in production (JournalWriter's defaults). */
-const WRITER_PERIOD_MS = 100;
 /** Longer than any run: a switched writer's own timers never fire (setTimeout's largest delay). */
 const NEVER_MS = 2 ** 31 - 1;
 
@@ -142,7 +140,7 @@ class SwitchedJournal extends DelegatingLedger {
       this.clock ??= setInterval(() => {
         void this.writer.flush();
         void this.writer.trim();
-      }, WRITER_PERIOD_MS);
+      }, JOURNAL_WRITER_PERIOD_MS);
     } else if (this.clock !== undefined) {
       clearInterval(this.clock);
       this.clock = undefined;

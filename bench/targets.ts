@@ -18,7 +18,7 @@ export interface Target {
   /** Starts the target's own CPU profiler; `stopProfile` returns the profile taken since. */
   startProfile(): void;
   stopProfile(): Promise<object>;
-  /** A gateway started with journalSwitch: turns its journal on or off, resolved once done, with its GC time since start. */
+  /** A gateway started with journalSwitch: turns its journal on or off, resolved once done, with its GC time since its first switch and the moment on its monotonic clock. */
   switchJournal(on: boolean): Promise<{ gcMs: { minor: number; major: number }; atUs: number }>;
 }
 

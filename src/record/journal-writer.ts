@@ -49,6 +49,8 @@ export interface JournalWriterOptions {
   onError?: (err: unknown, stage: 'commit' | 'sweep' | 'trim') => void;
 }
 
+/** The default commit pause and trim period. */
+export const JOURNAL_WRITER_PERIOD_MS = 100;
 const MAX_BACKOFF_MS = 1_000;
 /** Committed entries that trigger a trim before its period is up. */
 const TRIM_BATCH = 5_000;
@@ -74,7 +76,7 @@ export class JournalWriter {
   private readonly opts: Required<Omit<JournalWriterOptions, 'stream' | 'onCommitted' | 'onError'>> & JournalWriterOptions;
 
   constructor(opts: JournalWriterOptions) {
-    this.opts = { batchSize: 500, intervalMs: 100, sweepIntervalMs: 5_000, sweepGraceMs: 5_000, trimIntervalMs: 100, now: Date.now, ...opts };
+    this.opts = { batchSize: 500, intervalMs: JOURNAL_WRITER_PERIOD_MS, sweepIntervalMs: 5_000, sweepGraceMs: 5_000, trimIntervalMs: JOURNAL_WRITER_PERIOD_MS, now: Date.now, ...opts };
     if (this.opts.stream !== undefined && this.opts.sweepIntervalMs > 0) {
       this.sweepTimer = setInterval(() => void this.sweep(), this.opts.sweepIntervalMs);
       this.sweepTimer.unref();
