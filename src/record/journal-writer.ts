@@ -146,7 +146,7 @@ export class JournalWriter {
    */
   private async drain(): Promise<void> {
     do {
-      const batch = [...this.take(this.opts.batchSize)];
+      const batch = this.take(this.opts.batchSize);
       try {
         const r = await commitJournal(this.opts.db, batch);
         for (const e of batch) e.recordTx = r.recordTx;
@@ -182,12 +182,14 @@ export class JournalWriter {
     });
   }
 
-  private *take(n: number): Generator<JournalEntry> {
-    let i = 0;
+  /** The oldest `n` pending entries (a Map keeps insertion order). */
+  private take(n: number): JournalEntry[] {
+    const batch: JournalEntry[] = [];
     for (const e of this.pending.values()) {
-      if (i++ >= n) return;
-      yield e;
+      if (batch.length >= n) break;
+      batch.push(e);
     }
+    return batch;
   }
 
   /** Adopts stream entries past the grace period (a dead or stalled gateway's); they are committed next. */

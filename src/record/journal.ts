@@ -30,13 +30,15 @@ export interface JournalEntry extends RequestOfRecord {
 export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcome): JournalEntry | undefined {
   const mark = outcome.journal;
   if (outcome.duplicate || mark === undefined) return undefined;
-  // Every member in one literal: conditional spreads after other members take V8's slow path.
+  // Every member in one literal, recordTx too (set at commit): conditional spreads after other members
+  // take V8's slow path, and a member added later gives every entry a second allocation.
   return {
     requestId: req.requestId,
     accountId: req.accountId,
     keyId: req.keyId,
     model: req.model,
-    usage: { ...req.usage },
+    // A settlement is not changed once made (the queue retries the same one), so its usage is shared.
+    usage: req.usage,
     cost: outcome.charged,
     reserved: mark.reserved,
     status: req.status,
@@ -45,6 +47,7 @@ export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcom
     time: mark.time,
     streamId: mark.entryId,
     generation: mark.generation,
+    recordTx: undefined,
   };
 }
 

@@ -34,36 +34,45 @@ export class JournaledLedger extends DelegatingLedger {
     this.journalSettlements();
   }
 
-  override async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
-    if (this.writer.behind()) throw new JournalBehindError(this.writer.lag().oldestMs, this.writer.maxLagMs);
-    const outcome = await this.inner.reserve(req);
-    // A 402 is recorded from this process's memory only: it moves no money, so it needs no Redis copy
-    // and costs the request path nothing (a gateway that dies loses its uncommitted refusals, no money).
-    if (!outcome.admitted && LIMIT_REFUSALS.has(outcome.reason)) {
-      const time = req.now ?? Date.now();
-      this.writer.add({
-        requestId: req.requestId,
-        accountId: req.accountId,
-        keyId: req.keyId,
-        model: req.model ?? '',
-        usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
-        cost: 0,
-        reserved: 0,
-        status: 'refused',
-        latencyMs: 0,
-        month: utcMonth(time),
-        time,
-        refusal: outcome.reason,
-      });
-    }
-    return outcome;
+  // No async frames of their own: each layer of the request path cost ~0.4 KB of garbage per call,
+  // which the gateway paid for in scavenges; a `then` with one closure costs a third of that.
+  override reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    if (this.writer.behind()) return Promise.reject(new JournalBehindError(this.writer.lag().oldestMs, this.writer.maxLagMs));
+    return this.inner.reserve(req).then((outcome) => {
+      if (!outcome.admitted) this.recordRefusal(req, outcome.reason);
+      return outcome;
+    });
   }
 
-  override async settle(req: SettlementRequest): Promise<SettlementOutcome> {
-    const outcome = await this.inner.settle(req);
-    const entry = journalEntryOf(req, outcome);
-    if (entry !== undefined) this.writer.add(entry);
-    return outcome;
+  /**
+   * A 402 is recorded from this process's memory only: it moves no money, so it needs no Redis copy and
+   * costs the request path nothing (a gateway that dies loses its uncommitted refusals, no money).
+   */
+  private recordRefusal(req: ReservationRequest, reason: RefusalReason): void {
+    if (!LIMIT_REFUSALS.has(reason)) return;
+    const time = req.now ?? Date.now();
+    this.writer.add({
+      requestId: req.requestId,
+      accountId: req.accountId,
+      keyId: req.keyId,
+      model: req.model ?? '',
+      usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
+      cost: 0,
+      reserved: 0,
+      status: 'refused',
+      latencyMs: 0,
+      month: utcMonth(time),
+      time,
+      refusal: reason,
+    });
+  }
+
+  override settle(req: SettlementRequest): Promise<SettlementOutcome> {
+    return this.inner.settle(req).then((outcome) => {
+      const entry = journalEntryOf(req, outcome);
+      if (entry !== undefined) this.writer.add(entry);
+      return outcome;
+    });
   }
 
   override async close(): Promise<void> {
