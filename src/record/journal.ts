@@ -140,7 +140,7 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
   if (unique.size === 0) return { records: 0, charged: 0, recordTx: '' };
   const batch = JSON.stringify([...unique.values()]);
   return db.transaction(async (tx) => {
-    const r = await tx.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [batch]);
+    const r = await tx.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [batch], { prepareAs: 'tollgate_journal_commit' });
     return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0, recordTx: r.rows[0]?.record_tx ?? '' };
   });
 }
