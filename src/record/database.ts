@@ -59,7 +59,7 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
   pool.on('error', () => undefined);
   const run = async <R>(q: pg.Pool | pg.PoolClient, text: string, params?: readonly SqlValue[], opts?: QueryOptions): Promise<QueryResult<R>> => {
     const values = params as unknown[] | undefined;
-    const r = await (opts?.prepareAs === undefined ? q.query(text, values) : q.query({ name: opts.prepareAs, text, ...(values === undefined ? {} : { values }) }));
+    const r = await (opts?.prepareAs === undefined ? q.query(text, values) : q.query({ name: opts.prepareAs, text, values }));
     return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
   };
   return {
