@@ -5,6 +5,7 @@ import type {
   AuditReport,
   HoldsSummary,
   JournalingLedger,
+  JournalSink,
   KeySpend,
   Ledger,
   Micros,
@@ -22,8 +23,8 @@ export class DelegatingLedger implements Ledger, JournalingLedger {
   constructor(protected readonly inner: Ledger) {}
 
   /** Passed on to the hot path below, when it keeps journal copies (see JournalingLedger). */
-  journalSettlements(): void {
-    if (isJournalingLedger(this.inner)) this.inner.journalSettlements();
+  journalSettlements(sink?: JournalSink): void {
+    if (isJournalingLedger(this.inner)) this.inner.journalSettlements(sink);
   }
 
   reserve(req: ReservationRequest): Promise<ReservationOutcome> {

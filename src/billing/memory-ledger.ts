@@ -8,6 +8,7 @@ import type {
   HotPathMovements,
   KeySpend,
   JournalingLedger,
+  JournalSink,
   Ledger,
   ReapResult,
   RefundOutcome,
@@ -36,17 +37,27 @@ export interface MemoryLedgerOptions {
 export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements {
   /** Like the Redis ledger: a settlement's journal mark is returned once a journal writer takes them. */
   private journaling = false;
+  /** The journal writer's intake (see JournalSink). */
+  private sink: JournalSink | undefined;
 
   constructor(
     private readonly state: MemoryState,
     private readonly opts: MemoryLedgerOptions,
   ) {}
 
-  journalSettlements(): void {
+  journalSettlements(sink?: JournalSink): void {
     this.journaling = true;
+    if (sink !== undefined) this.sink = sink;
   }
 
   async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    const outcome = this.decide(req);
+    if (!outcome.admitted) this.sink?.refused(req, outcome.reason);
+    return outcome;
+  }
+
+  /** Admits (and holds) or refuses, synchronously: nothing can interleave. */
+  private decide(req: ReservationRequest): ReservationOutcome {
     checkReservation(req);
     const now = req.now ?? this.opts.now();
     const month = utcMonth(now);
@@ -150,7 +161,10 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
       },
     });
     this.trim(acct);
-    return { charged: charge, released, duplicate: false, late, ...(this.journaling ? { journal: { month, reserved, time } } : {}) };
+    if (!this.journaling) return { charged: charge, released, duplicate: false, late };
+    const outcome: SettlementOutcome = { charged: charge, released, duplicate: false, late, journal: { month, reserved, time } };
+    this.sink?.settled(req, outcome);
+    return outcome;
   }
 
   private trim(acct: MemoryAccount): void {

@@ -13,6 +13,7 @@ import type {
   AuditReport,
   HoldsSummary,
   JournalingLedger,
+  JournalSink,
   KeySpend,
   Ledger,
   ReapResult,
@@ -63,6 +64,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private seeding = false;
   /** A journal writer takes every settlement to the record: the settle script appends its journal entry. */
   private journaling = false;
+  /** The journal writer's intake: settlements applied and reservations refused, as their replies are read. */
+  private sink: JournalSink | undefined;
 
   constructor(opts: RedisLedgerOptions) {
     this.opts = opts;
@@ -79,8 +82,9 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     this.seeding = true;
   }
 
-  journalSettlements(): void {
+  journalSettlements(sink?: JournalSink): void {
     this.journaling = true;
+    if (sink !== undefined) this.sink = sink;
   }
 
   /** One script: loads the account's money unless it has a generation already. */
@@ -134,9 +138,11 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (r[0] === 1) return r[1] ? { admitted: true, generation: r[1] } : { admitted: true };
     if (r[0] === -1) throw new AccountNotSeededError(a);
     if (r[0] === -2) throw new AccountRebuildingError(a, Number(r[1]));
+    const reason = r[1] as RefusalReason;
+    this.sink?.refused(req, reason);
     return {
       admitted: false,
-      reason: r[1] as RefusalReason,
+      reason,
       needed: Number(r[2]),
       available: Number(r[3]),
       availableOverall: Number(r[4]),
@@ -186,6 +192,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (r[4] !== undefined) {
       out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
       if (r[7]) out.journal.generation = r[7];
+      if (!out.duplicate) this.sink?.settled(req, out);
     }
     return out;
   }

@@ -117,9 +117,11 @@ SELECT (SELECT count(*) FROM rec)::int AS records, COALESCE((SELECT -sum(amount)
  * committing overlapping batches take the per-account totals rows in the same order (no deadlock).
  */
 export async function commitJournal(db: Database, entries: readonly JournalEntry[]): Promise<CommitResult> {
-  const unique = new Map<string, JournalRow>();
-  for (const e of entries) {
-    unique.set(e.requestId, {
+  if (entries.length === 0) return { records: 0, charged: 0, recordTx: '' };
+  // No de-duplication here: a request twice in one batch is inserted once (ON CONFLICT DO NOTHING skips
+  // the second), and the posting sums only what was inserted.
+  const rows = entries.map(
+    (e): JournalRow => ({
       r: e.requestId,
       a: e.accountId,
       k: e.keyId,
@@ -135,10 +137,9 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
       t: e.time,
       lat: e.latencyMs,
       rr: e.refusal ?? null,
-    });
-  }
-  if (unique.size === 0) return { records: 0, charged: 0, recordTx: '' };
-  const batch = JSON.stringify([...unique.values()]);
+    }),
+  );
+  const batch = JSON.stringify(rows);
   return db.transaction(async (tx) => {
     const r = await tx.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [batch], { prepareAs: 'tollgate_journal_commit' });
     return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0, recordTx: r.rows[0]?.record_tx ?? '' };
