@@ -113,7 +113,7 @@ SELECT (SELECT count(*) FROM rec)::int AS records, COALESCE((SELECT -sum(amount)
        pg_current_xact_id()::text AS record_tx`;
 
 /**
- * Commits `entries` in one transaction. Rows go in account then request order, so two writers
+ * Commits `entries` in one transaction (one statement). Rows go in account then request order, so two writers
  * committing overlapping batches take the per-account totals rows in the same order (no deadlock).
  */
 export async function commitJournal(db: Database, entries: readonly JournalEntry[]): Promise<CommitResult> {
@@ -139,9 +139,7 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
       rr: e.refusal ?? null,
     }),
   );
-  const batch = JSON.stringify(rows);
-  return db.transaction(async (tx) => {
-    const r = await tx.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [batch], { prepareAs: 'tollgate_journal_commit' });
-    return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0, recordTx: r.rows[0]?.record_tx ?? '' };
-  });
+  // One statement is one transaction of its own: no BEGIN and COMMIT round trips around it.
+  const r = await db.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [JSON.stringify(rows)], { prepareAs: 'tollgate_journal_commit' });
+  return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0, recordTx: r.rows[0]?.record_tx ?? '' };
 }

@@ -51,13 +51,17 @@ class FaultyDatabase implements Database {
   get kind(): Database['kind'] {
     return this.db.kind;
   }
-  query: Database['query'] = (text, params) => this.db.query(text, params);
+  // The next statement or transaction (the journal's commit is one statement) meets the fault.
+  query: Database['query'] = (text, params, opts) => this.faulty(() => this.db.query(text, params, opts));
   exec: Database['exec'] = (script) => this.db.exec(script);
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return this.faulty(() => this.db.transaction(fn));
+  }
+  private async faulty<T>(run: () => Promise<T>): Promise<T> {
     const fault = this.next;
     this.next = 'none';
     if (fault === 'refuse') throw new Error('connection refused (injected)');
-    const r = await this.db.transaction(fn);
+    const r = await run();
     if (fault === 'lostReply') throw new Error('connection reset after COMMIT (injected)');
     return r;
   }
