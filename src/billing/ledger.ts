@@ -221,10 +221,23 @@ export interface AccountSeed {
 
 /** A hot path whose accounts are loaded from the record before use (the Redis ledger with a record). */
 export interface SeededLedger {
-  /** From now on accounts without a generation are refused until seeded (AccountNotSeededError). */
-  requireSeeding(): void;
+  /**
+   * From now on accounts without a generation are refused until seeded: with a loader, each refused
+   * call asks it to make the account ready and is tried again; without one it throws
+   * AccountNotSeededError (or AccountRebuildingError while a reload's window is open).
+   */
+  requireSeeding(loader?: AccountLoader): void;
   /** Loads the account unless this generation-less copy was seeded meanwhile; true when it loaded it. */
   seedAccount(seed: AccountSeed): Promise<boolean>;
+}
+
+/**
+ * What a seeded hot path asks when an account is not ready: load it from the record, or wait out its
+ * rebuild window, before the next attempt; or throw, which fails the call.
+ */
+export interface AccountLoader {
+  /** `attempt`: 1 for the call's first refusal, 2 for its second, and so on. */
+  ready(err: AccountNotSeededError | AccountRebuildingError, attempt: number): Promise<void>;
 }
 
 export function isSeededLedger(ledger: object): ledger is SeededLedger {

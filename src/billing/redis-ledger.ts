@@ -9,6 +9,7 @@ import {
   type SeededLedger,
 } from './ledger.js';
 import type {
+  AccountLoader,
   AccountBalance,
   AuditReport,
   HoldsSummary,
@@ -66,6 +67,15 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private journaling = false;
   /** The journal writer's intake: settlements applied and reservations refused, as their replies are read. */
   private sink: JournalSink | undefined;
+  /** Makes a seeded account ready (loads it from the record) when a script refuses it. */
+  private loader: AccountLoader | undefined;
+  /**
+   * Holds this process admitted on seeded accounts, with the generation that took them, until settled:
+   * what the settlement of a hold lost with a wiped Redis needs to be charged. Kept here, not passed
+   * back by the caller, so a repeat of a settlement this process already applied names no hold and
+   * stays a no-op after a wipe took its settled marker (the journal has the first).
+   */
+  private readonly holds = new Map<string, { generation: string; amount: number }>();
 
   constructor(opts: RedisLedgerOptions) {
     this.opts = opts;
@@ -78,8 +88,9 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     return this.scripts.preload();
   }
 
-  requireSeeding(): void {
+  requireSeeding(loader?: AccountLoader): void {
     this.seeding = true;
+    if (loader !== undefined) this.loader = loader;
   }
 
   journalSettlements(sink?: JournalSink): void {
@@ -127,7 +138,11 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
    * write, as the old separate index ZADD was). If that SADD is lost, or races the reaper clearing an
    * empty slot, the periodic full sweep still finds the hold: reaped a few minutes late, never lost.
    */
-  async reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+  reserve(req: ReservationRequest): Promise<ReservationOutcome> {
+    return this.reserveAt(req, 1);
+  }
+
+  private async reserveAt(req: ReservationRequest, attempt: number): Promise<ReservationOutcome> {
     checkReservation(req);
     const a = req.accountId;
     const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a)];
@@ -135,9 +150,17 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const reply = this.scripts.run<[number, string?, number?, number?, number?]>('reserve', keys, args);
     this.announceSlot(a);
     const r = await reply;
-    if (r[0] === 1) return r[1] ? { admitted: true, generation: r[1] } : { admitted: true };
-    if (r[0] === -1) throw new AccountNotSeededError(a);
-    if (r[0] === -2) throw new AccountRebuildingError(a, Number(r[1]));
+    if (r[0] === 1) {
+      if (!r[1]) return { admitted: true };
+      this.holds.set(req.requestId, { generation: r[1], amount: req.amount });
+      return { admitted: true, generation: r[1] };
+    }
+    if (r[0] === -1 || r[0] === -2) {
+      const err = r[0] === -1 ? new AccountNotSeededError(a) : new AccountRebuildingError(a, Number(r[1]));
+      if (this.loader === undefined) throw err;
+      await this.loader.ready(err, attempt);
+      return this.reserveAt(req, attempt + 1);
+    }
     const reason = r[1] as RefusalReason;
     this.sink?.refused(req, reason);
     return {
@@ -150,10 +173,15 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   }
 
   /** One round trip: the settle script. */
-  async settle(req: SettlementRequest): Promise<SettlementOutcome> {
+  settle(req: SettlementRequest): Promise<SettlementOutcome> {
+    return this.settleAt(req, 1);
+  }
+
+  private async settleAt(req: SettlementRequest, attempt: number): Promise<SettlementOutcome> {
     checkSettlement(req);
     const a = req.accountId;
     const now = req.now ?? this.opts.now();
+    const hold = this.holds.get(req.requestId);
     const r = await this.scripts.run<[number, number, number, number, string?, string?, number?, string?]>(
       'settle',
       [
@@ -182,12 +210,18 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(this.opts.usageMaxRecords),
         String(trimThreshold(this.opts.usageMaxRecords)),
         this.seeding ? '1' : '',
-        req.generation ?? '',
-        String(req.reserved ?? 0),
+        req.generation ?? hold?.generation ?? '',
+        String(req.reserved ?? hold?.amount ?? 0),
         this.journaling ? '1' : '',
       ],
     );
-    if (r[0] === -1) throw new AccountNotSeededError(a);
+    if (r[0] === -1) {
+      const err = new AccountNotSeededError(a);
+      if (this.loader === undefined) throw err;
+      await this.loader.ready(err, attempt);
+      return this.settleAt(req, attempt + 1);
+    }
+    if (hold !== undefined) this.holds.delete(req.requestId);
     const out: SettlementOutcome = { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
     if (r[4] !== undefined) {
       out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };

@@ -9,18 +9,14 @@
 import { DelegatingLedger } from '../billing/delegating-ledger.js';
 import {
   AccountNotSeededError,
-  AccountRebuildingError,
+  type AccountRebuildingError,
   hasHotPathMovements,
   isSeededLedger,
   type HotPathMovements,
   type Ledger,
   type Micros,
   type RefundOutcome,
-  type ReservationOutcome,
-  type ReservationRequest,
   type SeededLedger,
-  type SettlementOutcome,
-  type SettlementRequest,
 } from '../billing/ledger.js';
 import { GatewayError } from '../http/gateway-error.js';
 import { loadAccountSeed } from './account-seed.js';
@@ -68,27 +64,6 @@ function accountRebuilding(): GatewayError {
   );
 }
 
-/**
- * The settlement with its hold's generation and amount, as one literal of fixed shape: a spread of the
- * request followed by two more members cost ~1.7 µs per request, measured in isolation (V8's slow path
- * for a spread with additions).
- */
-function settlementWithHold(req: SettlementRequest, hold: { generation: string; amount: Micros }): SettlementRequest {
-  return {
-    requestId: req.requestId,
-    accountId: req.accountId,
-    keyId: req.keyId,
-    model: req.model,
-    usage: req.usage,
-    status: req.status,
-    latencyMs: req.latencyMs,
-    cost: req.cost,
-    now: req.now,
-    generation: hold.generation,
-    reserved: hold.amount,
-  };
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class RecordedLedger extends DelegatingLedger {
@@ -99,12 +74,6 @@ export class RecordedLedger extends DelegatingLedger {
   private readonly restoreKeys: ((accountId: string) => Promise<void>) | undefined;
   /** One seed at a time per account in this process. */
   private readonly seeding = new Map<string, Promise<void>>();
-  /**
-   * Admitted holds' generation and amount, until settled: what a settlement of a hold lost with a wiped
-   * Redis needs. Kept here, not by the caller, so a repeat of a settlement this process already applied
-   * names no hold and stays a no-op after a wipe took its settled marker (the journal has the first).
-   */
-  private readonly holds = new Map<string, { generation: string; amount: Micros }>();
   private readonly hot: HotPathMovements | undefined;
   private readonly sweeper: MovementSweeper | undefined;
   private readonly onHotPathPending: ((err: unknown, m: MoneyMovement) => void) | undefined;
@@ -120,7 +89,10 @@ export class RecordedLedger extends DelegatingLedger {
     this.now = opts.now ?? Date.now;
     this.restoreKeys = opts.restoreKeys;
     this.seeded = isSeededLedger(inner) ? inner : undefined;
-    this.seeded?.requireSeeding();
+    // The hot path asks this ledger to load an account it refused, and tries the call again itself: the
+    // request path pays for no layer of this one (each cost ~0.4 KB of garbage per call, paid for in
+    // scavenges).
+    this.seeded?.requireSeeding({ ready: (err, attempt) => this.ready(err, attempt) });
     this.hot = hasHotPathMovements(inner) ? inner : undefined;
     this.onHotPathPending = opts.onHotPathPending;
     const sweepMs = opts.movementSweepMs ?? 5_000;
@@ -153,52 +125,14 @@ export class RecordedLedger extends DelegatingLedger {
     return running;
   }
 
-  // The common case is one call to the hot path and one `then`: no async frame of its own, so the request
-  // path pays for none (each async layer allocated ~0.4 KB per call, which the gateway paid for in
-  // scavenges).
-  override reserve(req: ReservationRequest): Promise<ReservationOutcome> {
-    return this.inner.reserve(req).then(
-      (outcome) => this.admitted(req, outcome),
-      (err: unknown) => this.reserveAgain(req, err),
-    );
-  }
-
-  private admitted(req: ReservationRequest, outcome: ReservationOutcome): ReservationOutcome {
-    if (outcome.admitted && outcome.generation !== undefined) this.holds.set(req.requestId, { generation: outcome.generation, amount: req.amount });
-    return outcome;
-  }
-
-  /** A reservation the hot path would not take yet: the account is seeded, or its rebuild waited out, and it is tried again. */
-  private async reserveAgain(req: ReservationRequest, err: unknown): Promise<ReservationOutcome> {
-    for (let attempt = 1; ; attempt++) {
-      if (attempt >= RESERVE_ATTEMPTS) throw err instanceof AccountRebuildingError || err instanceof AccountNotSeededError ? accountRebuilding() : err;
-      if (err instanceof AccountNotSeededError) await this.seed(req.accountId);
-      else if (err instanceof AccountRebuildingError) await sleep(Math.min(MAX_REBUILD_WAIT_MS, Math.max(10, err.retryAfterMs)));
-      else throw err;
-      try {
-        return this.admitted(req, await this.inner.reserve(req));
-      } catch (next) {
-        err = next;
-      }
-    }
-  }
-
-  override settle(req: SettlementRequest): Promise<SettlementOutcome> {
-    const hold = this.holds.get(req.requestId);
-    const withHold = hold === undefined ? req : settlementWithHold(req, hold);
-    return this.inner.settle(withHold).then(
-      (outcome) => this.settled(req, outcome),
-      async (err: unknown) => {
-        if (!(err instanceof AccountNotSeededError)) throw err;
-        await this.seed(req.accountId);
-        return this.settled(req, await this.inner.settle(withHold));
-      },
-    );
-  }
-
-  private settled(req: SettlementRequest, outcome: SettlementOutcome): SettlementOutcome {
-    this.holds.delete(req.requestId);
-    return outcome;
+  /**
+   * An account the hot path refused (not loaded, or in its rebuild window) is seeded, or its window
+   * waited out, before the hot path tries again; past the attempts, a retryable 503.
+   */
+  private async ready(err: AccountNotSeededError | AccountRebuildingError, attempt: number): Promise<void> {
+    if (attempt >= RESERVE_ATTEMPTS) throw accountRebuilding();
+    if (err instanceof AccountNotSeededError) await this.seed(err.accountId);
+    else await sleep(Math.min(MAX_REBUILD_WAIT_MS, Math.max(10, err.retryAfterMs)));
   }
 
   override async credit(accountId: string, amount: Micros, idempotencyKey: string): Promise<boolean> {
