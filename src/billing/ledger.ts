@@ -30,7 +30,8 @@ export type ReservationOutcome =
       admitted: true;
       /**
        * The generation of the hot path's copy of the account that took the hold (a Redis seeded from the
-       * record); a settlement passes it back, so a hold lost with a wiped Redis is told from a repeat.
+       * record). The hot path keeps it with the hold until it settles, so a hold lost with a wiped Redis
+       * is told from a repeat.
        */
       generation?: string;
     }
@@ -77,10 +78,6 @@ export interface SettlementRequest extends RequestOfRecord {
   /** Actual cost computed from usage and the model's prices; the ledger charges min(cost, held). */
   cost: Micros;
   now?: number;
-  /** The reservation's generation (ReservationOutcome.generation), when the hot path gave one. */
-  generation?: string;
-  /** What the reservation held: charged (at most) when the hold was lost with a wiped Redis. */
-  reserved?: Micros;
 }
 
 export interface SettlementOutcome {

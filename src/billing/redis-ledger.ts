@@ -210,8 +210,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(this.opts.usageMaxRecords),
         String(trimThreshold(this.opts.usageMaxRecords)),
         this.seeding ? '1' : '',
-        req.generation ?? hold?.generation ?? '',
-        String(req.reserved ?? hold?.amount ?? 0),
+        hold?.generation ?? '',
+        String(hold?.amount ?? 0),
         this.journaling ? '1' : '',
       ],
     );

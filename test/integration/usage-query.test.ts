@@ -3,7 +3,7 @@
 // cursors refused, per-key daily spend, and a statement whose running balance adds up from the first
 // entry to account_totals.balance.
 import { describe, expect, it } from 'vitest';
-import { openPglite, type Database } from '../../src/record/database.js';
+import { openPglite, type Database, type Queryable, type SqlValue } from '../../src/record/database.js';
 import { commitJournal, type JournalEntry } from '../../src/record/journal.js';
 import { migrate } from '../../src/record/migrate.js';
 import { recordMovement } from '../../src/record/money-movement.js';
@@ -107,6 +107,22 @@ async function exerciseUsage(db: Database, n: number, limit: number): Promise<vo
   await expect(dailyKeySpend(db, { accountId: 'acct_q', days: 0 })).rejects.toThrow(UsageQueryError);
 }
 
+/** PostgreSQL's plan for the statement `run` sends (captured, then EXPLAINed with the same parameters). */
+async function planOf(db: Database, run: (q: Queryable) => Promise<unknown>): Promise<string> {
+  let sent: { text: string; params: readonly SqlValue[] } | undefined;
+  const capture: Queryable = {
+    query: <R>(text: string, params?: readonly SqlValue[]) => {
+      sent = { text, params: params ?? [] };
+      return Promise.resolve({ rows: [] as R[], rowCount: 0 });
+    },
+    exec: () => Promise.resolve(),
+  };
+  await run(capture);
+  if (sent === undefined) throw new Error('no statement was sent');
+  const r = await db.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sent.text}`, sent.params);
+  return r.rows.map((row) => row['QUERY PLAN']).join('\n');
+}
+
 function entry(requestId: string, cost: number): JournalEntry {
   return {
     requestId,
@@ -171,6 +187,23 @@ async function exerciseStatement(db: Database): Promise<void> {
 describe('usage of record', () => {
   it('on PostgreSQL: 3,000 records paged completely in order, filters, daily spend', async () => {
     await exerciseUsage(pgTest.db, 3_000, 250);
+  });
+
+  it('on PostgreSQL: newest-first pages read the ascending indexes backwards, with no sort', async () => {
+    // The records seeded by the test above, and a key of few records (for which its own index is the
+    // better way in; k1 has half the account's records, which the account's index serves).
+    await pgTest.db.query(
+      `INSERT INTO usage_records (request_id, account_id, key_id, model, status, billing_month, started_at, finished_at)
+       SELECT 'rare_' || g, 'acct_q', 'k_rare', 'm-a', 'completed', '2026-11', now(), now() + g * interval '1 ms' FROM generate_series(1, 20) AS g`,
+    );
+    await pgTest.db.query('ANALYZE usage_records');
+    const cursor = (await listUsagePage(pgTest.db, { accountId: 'acct_q', limit: 50 })).nextCursor;
+    const byAccount = await planOf(pgTest.db, (q) => listUsagePage(q, { accountId: 'acct_q', limit: 50, ...(cursor === undefined ? {} : { cursor }) }));
+    expect(byAccount).toMatch(/Index Scan Backward using usage_records_by_account_asc/);
+    expect(byAccount).not.toMatch(/Sort/);
+    const byKey = await planOf(pgTest.db, (q) => listUsagePage(q, { accountId: 'acct_q', keyId: 'k_rare', limit: 10 }));
+    expect(byKey).toMatch(/Index Scan Backward using usage_records_by_key_asc/);
+    expect(byKey).not.toMatch(/Sort/);
   });
 
   it('on PostgreSQL: the statement adds up to the account total across pages', async () => {
