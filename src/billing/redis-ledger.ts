@@ -156,9 +156,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       return { admitted: true, generation: r[1] };
     }
     if (r[0] === -1 || r[0] === -2) {
-      const err = r[0] === -1 ? new AccountNotSeededError(a) : new AccountRebuildingError(a, Number(r[1]));
-      if (this.loader === undefined) throw err;
-      await this.loader.ready(err, attempt);
+      await this.readyOrThrow(r[0] === -1 ? new AccountNotSeededError(a) : new AccountRebuildingError(a, Number(r[1])), attempt);
       return this.reserveAt(req, attempt + 1);
     }
     const reason = r[1] as RefusalReason;
@@ -216,9 +214,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       ],
     );
     if (r[0] === -1) {
-      const err = new AccountNotSeededError(a);
-      if (this.loader === undefined) throw err;
-      await this.loader.ready(err, attempt);
+      await this.readyOrThrow(new AccountNotSeededError(a), attempt);
       return this.settleAt(req, attempt + 1);
     }
     if (hold !== undefined) this.holds.delete(req.requestId);
@@ -229,6 +225,11 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       if (!out.duplicate) this.sink?.settled(req, out);
     }
     return out;
+  }
+
+  /** A script refused the account: the loader makes it ready for the next attempt; without one, the refusal is thrown. */
+  private readyOrThrow(err: AccountNotSeededError | AccountRebuildingError, attempt: number): Promise<void> {
+    return this.loader === undefined ? Promise.reject(err) : this.loader.ready(err, attempt);
   }
 
   async reapExpired(nowArg?: number): Promise<number> {

@@ -113,8 +113,8 @@ SELECT (SELECT count(*) FROM rec)::int AS records, COALESCE((SELECT -sum(amount)
        pg_current_xact_id()::text AS record_tx`;
 
 /**
- * Commits `entries` in one transaction (one statement). Rows go in account then request order, so two writers
- * committing overlapping batches take the per-account totals rows in the same order (no deadlock).
+ * Commits `entries` in one transaction (one statement). Rows go in account then request order, so two
+ * writers committing overlapping batches take the per-account totals rows in the same order (no deadlock).
  */
 export async function commitJournal(db: Database, entries: readonly JournalEntry[]): Promise<CommitResult> {
   if (entries.length === 0) return { records: 0, charged: 0, recordTx: '' };

@@ -50,8 +50,8 @@ export interface RecordedLedgerOptions {
   onHotPathPending?: (err: unknown, m: MoneyMovement) => void;
 }
 
-/** Attempts of one reservation through seeding and the rebuild window. */
-const RESERVE_ATTEMPTS = 4;
+/** Attempts of one reservation or settlement through seeding and the rebuild window. */
+const LOAD_ATTEMPTS = 4;
 /** Longest one wait for a rebuild window. */
 const MAX_REBUILD_WAIT_MS = 5_000;
 
@@ -130,7 +130,7 @@ export class RecordedLedger extends DelegatingLedger {
    * waited out, before the hot path tries again; past the attempts, a retryable 503.
    */
   private async ready(err: AccountNotSeededError | AccountRebuildingError, attempt: number): Promise<void> {
-    if (attempt >= RESERVE_ATTEMPTS) throw accountRebuilding();
+    if (attempt >= LOAD_ATTEMPTS) throw accountRebuilding();
     if (err instanceof AccountNotSeededError) await this.seed(err.accountId);
     else await sleep(Math.min(MAX_REBUILD_WAIT_MS, Math.max(10, err.retryAfterMs)));
   }

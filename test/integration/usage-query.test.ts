@@ -190,18 +190,21 @@ describe('usage of record', () => {
   });
 
   it('on PostgreSQL: newest-first pages read the ascending indexes backwards, with no sort', async () => {
-    // The records seeded by the test above, and a key of few records (for which its own index is the
-    // better way in; k1 has half the account's records, which the account's index serves).
+    // An account of its own: 3,000 records of a busy key, and 20 of a rarely used one (for which its own
+    // index is the better way in; the busy key's records are most of the account's, which its index serves).
     await pgTest.db.query(
       `INSERT INTO usage_records (request_id, account_id, key_id, model, status, billing_month, started_at, finished_at)
-       SELECT 'rare_' || g, 'acct_q', 'k_rare', 'm-a', 'completed', '2026-11', now(), now() + g * interval '1 ms' FROM generate_series(1, 20) AS g`,
+       SELECT 'plan_' || g, 'acct_plan', CASE WHEN g <= 20 THEN 'k_rare' ELSE 'k_busy' END, 'm-a', 'completed', '2026-11',
+              now(), now() + g * interval '1 ms'
+         FROM generate_series(1, 3020) AS g`,
     );
     await pgTest.db.query('ANALYZE usage_records');
-    const cursor = (await listUsagePage(pgTest.db, { accountId: 'acct_q', limit: 50 })).nextCursor;
-    const byAccount = await planOf(pgTest.db, (q) => listUsagePage(q, { accountId: 'acct_q', limit: 50, ...(cursor === undefined ? {} : { cursor }) }));
+    const cursor = (await listUsagePage(pgTest.db, { accountId: 'acct_plan', limit: 50 })).nextCursor;
+    expect(cursor).toBeTypeOf('string');
+    const byAccount = await planOf(pgTest.db, (q) => listUsagePage(q, { accountId: 'acct_plan', limit: 50, ...(cursor === undefined ? {} : { cursor }) }));
     expect(byAccount).toMatch(/Index Scan Backward using usage_records_by_account_asc/);
     expect(byAccount).not.toMatch(/Sort/);
-    const byKey = await planOf(pgTest.db, (q) => listUsagePage(q, { accountId: 'acct_q', keyId: 'k_rare', limit: 10 }));
+    const byKey = await planOf(pgTest.db, (q) => listUsagePage(q, { accountId: 'acct_plan', keyId: 'k_rare', limit: 10 }));
     expect(byKey).toMatch(/Index Scan Backward using usage_records_by_key_asc/);
     expect(byKey).not.toMatch(/Sort/);
   });
