@@ -59,32 +59,58 @@ export interface CommitResult {
   recordTx: string;
 }
 
-/** One row of the commit's JSON parameter (short names: it is built for every record). */
-interface JournalRow {
-  r: string;
-  a: string;
-  k: string;
-  m: string;
-  i: number;
-  o: number;
-  ci: number;
-  rs: number;
-  c: number;
-  res: number;
-  st: string;
-  mo: string;
-  t: number;
-  lat: number;
-  rr: string | null;
+// A text element of a PostgreSQL array literal, always quoted: quoted, no value is read as NULL or
+// split at a comma, brace or space; only a backslash and a double quote need escaping inside.
+const NEEDS_ESCAPE = /["\\]/;
+const ESCAPED = /["\\]/g;
+function textElement(s: string): string {
+  return NEEDS_ESCAPE.test(s) ? `"${s.replace(ESCAPED, '\\$&')}"` : `"${s}"`;
+}
+
+/** A bigint element: money and token counts are safe integers, and anything else fails the commit loudly. */
+function bigintElement(n: number): string {
+  if (!Number.isSafeInteger(n)) throw new RangeError(`a journal entry holds ${n} where an integer belongs`);
+  return String(n);
+}
+
+/**
+ * The batch as one array literal per column (`{"a","b"}`, `{1,2}`), the commit's fifteen parameters.
+ * PostgreSQL reads array literals for about 1 µs per record less than the JSON document this replaced
+ * (json_to_recordset builds a hash of every object's members), and building them here costs the gateway
+ * less than JSON.stringify of the rows did.
+ */
+export function journalColumns(entries: readonly JournalEntry[]): string[] {
+  let r = '', a = '', k = '', m = '', i = '', o = '', ci = '', rs = '', c = '', res = '', st = '', mo = '', t = '', lat = '', rr = '';
+  for (let n = 0; n < entries.length; n++) {
+    const e = entries[n] as JournalEntry;
+    const sep = n === 0 ? '' : ',';
+    r += sep + textElement(e.requestId);
+    a += sep + textElement(e.accountId);
+    k += sep + textElement(e.keyId);
+    m += sep + textElement(e.model);
+    i += sep + bigintElement(e.usage.input);
+    o += sep + bigintElement(e.usage.output);
+    ci += sep + bigintElement(e.usage.cachedInput);
+    rs += sep + bigintElement(e.usage.reasoning);
+    c += sep + bigintElement(e.cost);
+    res += sep + bigintElement(e.reserved);
+    st += sep + textElement(e.status);
+    mo += sep + textElement(e.month);
+    t += sep + bigintElement(e.time);
+    lat += sep + bigintElement(e.latencyMs);
+    rr += sep + (e.refusal === undefined ? 'NULL' : textElement(e.refusal));
+  }
+  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr].map((col) => `{${col}}`);
 }
 
 // One statement: the placeholder accounts, the usage records, and a 'usage' posting per account for the
-// records that were new. The batch travels as one JSON parameter: JSON.stringify is native, where
-// per-column arrays went through the driver's JavaScript serializer (most of the commit's CPU).
+// records that were new. The batch travels as one array literal per column (journalColumns): as text,
+// because the driver's own serializer for JavaScript arrays was most of the commit's CPU.
 const COMMIT_SQL = `
 WITH batch AS (
-  SELECT * FROM json_to_recordset($1::json) AS b(r text, a text, k text, m text, i bigint, o bigint, ci bigint, rs bigint,
-                                                   c bigint, res bigint, st text, mo text, t bigint, lat bigint, rr text)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
+                       $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::text[])
+                    AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr)
 ), acct AS (
   -- An account the record has not seen (created in Redis before PostgreSQL was the record) gets a row
   -- named by its id, so its usage and its posting always have an account of record (the posting's
@@ -120,26 +146,7 @@ export async function commitJournal(db: Database, entries: readonly JournalEntry
   if (entries.length === 0) return { records: 0, charged: 0, recordTx: '' };
   // No de-duplication here: a request twice in one batch is inserted once (ON CONFLICT DO NOTHING skips
   // the second), and the posting sums only what was inserted.
-  const rows = entries.map(
-    (e): JournalRow => ({
-      r: e.requestId,
-      a: e.accountId,
-      k: e.keyId,
-      m: e.model,
-      i: e.usage.input,
-      o: e.usage.output,
-      ci: e.usage.cachedInput,
-      rs: e.usage.reasoning,
-      c: e.cost,
-      res: e.reserved,
-      st: e.status,
-      mo: e.month,
-      t: e.time,
-      lat: e.latencyMs,
-      rr: e.refusal ?? null,
-    }),
-  );
   // One statement is one transaction of its own: no BEGIN and COMMIT round trips around it.
-  const r = await db.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, [JSON.stringify(rows)], { prepareAs: 'tollgate_journal_commit' });
+  const r = await db.query<{ records: number; charged: number; record_tx: string }>(COMMIT_SQL, journalColumns(entries), { prepareAs: 'tollgate_journal_commit' });
   return { records: r.rows[0]?.records ?? 0, charged: r.rows[0]?.charged ?? 0, recordTx: r.rows[0]?.record_tx ?? '' };
 }
