@@ -9,7 +9,7 @@ import { measureJournalSlices, summarize, type JournalMode, type SlicedJournal }
 import { siteOf, type CpuProfile } from './cpu-profile.js';
 import { requestShape } from './load.js';
 import { createBenchDatabase } from './record-db.js';
-import { pinGateway } from './pinning.js';
+import { pinGateway, unpin } from './pinning.js';
 import { builtEntry, pidsWhere, startTarget } from './targets.js';
 
 const args = process.argv.slice(2);
@@ -90,7 +90,9 @@ try {
     sliceMs,
     bothOff,
     processes: () => ({ pg: record.backendPids(), redis: redisPids, sim: [sim.pid], load: [process.pid] }),
-    ...(pin ? { arrange: () => pinGateway(gw.pid, [...(pgIdle ? [] : record.backendPids()), ...redisPids, sim.pid, process.pid], pgIdle ? record.backendPids() : []) } : {}),
+    // The whole PostgreSQL server, not only this database's backends: its autovacuum workers, WAL and
+    // background writers and checkpointer are the journal's work too, and could run on the gateway's core.
+    ...(pin ? { arrange: () => pinGateway(gw.pid, [...(pgIdle ? [] : record.serverPids()), ...redisPids, sim.pid, process.pid], pgIdle ? record.serverPids() : []) } : {}),
   });
   const profiled = profile ? ((await gw.stopProfile()) as CpuProfile) : undefined;
   const cost = summarize(r, sliceMs);
@@ -112,6 +114,8 @@ try {
     ].join('\n'),
   );
 } finally {
+  // The machine's own PostgreSQL, if that was the one, goes back to every core.
+  if (pin) unpin(record.serverPids());
   await gw.stop();
   await sim.stop();
   await redis.stop();

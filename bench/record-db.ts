@@ -1,6 +1,7 @@
 // The bench's PostgreSQL of record: a fresh, migrated database on the server the tests use
 // (DATABASE_URL, the machine's on 127.0.0.1:5432, or a throwaway one), dropped after the run.
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { openPostgres } from '../src/record/database.js';
 import { migrate } from '../src/record/migrate.js';
@@ -11,7 +12,27 @@ export interface BenchDatabase {
   url: string;
   /** The server processes serving this database's connections now (Linux /proc), for their CPU time. */
   backendPids(): number[];
+  /**
+   * Every process of the PostgreSQL servers on this machine: the postmaster, whose children (backends,
+   * autovacuum workers) inherit where it may run, and its background writers. To keep all of them off
+   * the gateway's core; a server on another machine has none here.
+   */
+  serverPids(): number[];
   drop(): Promise<void>;
+}
+
+/** Processes whose executable is PostgreSQL's server (`comm` stays `postgres` whatever the title says). */
+function postgresServerProcesses(): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
 }
 
 async function admin(url: string, sql: string): Promise<void> {
@@ -45,6 +66,7 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
   return {
     url,
     backendPids: () => serverProcessesOf(name),
+    serverPids: postgresServerProcesses,
     drop: async () => {
       await admin(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await server.stop();

@@ -273,7 +273,8 @@ async function main(): Promise<Omit<BenchResults, 'targets' | 'wallSeconds'>> {
     const switchable = await start({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'benchj', tracing: 'off', databaseUrl: record.url, journalSwitch: true });
     // redis-server titles itself `redis-server 127.0.0.1:<port>`.
     const redisPids = pidsWhere((c) => c.includes(`:${redis.port}`));
-    const rest = (): number[] => [...record.backendPids(), ...redisPids, sim.pid, process.pid];
+    // The whole PostgreSQL server (its autovacuum workers and WAL writer too) off the gateway's core.
+    const rest = (): number[] => [...record.serverPids(), ...redisPids, sim.pid, process.pid];
     const journalCost = async (pinned: boolean): Promise<JournalCost> => {
       log(pinned ? 'journal cost, gateway on a core of its own' : 'journal cost, every core shared');
       try {
