@@ -1,7 +1,6 @@
 // The bench's PostgreSQL of record: a fresh, migrated database on the server the tests use
 // (DATABASE_URL, the machine's on 127.0.0.1:5432, or a throwaway one), dropped after the run.
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { openPostgres } from '../src/record/database.js';
 import { migrate } from '../src/record/migrate.js';
@@ -19,20 +18,6 @@ export interface BenchDatabase {
    */
   serverPids(): number[];
   drop(): Promise<void>;
-}
-
-/** Processes whose executable is PostgreSQL's server (`comm` stays `postgres` whatever the title says). */
-function postgresServerProcesses(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
 }
 
 async function admin(url: string, sql: string): Promise<void> {
@@ -66,7 +51,8 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
   return {
     url,
     backendPids: () => serverProcessesOf(name),
-    serverPids: postgresServerProcesses,
+    // `comm` stays `postgres` for the postmaster and every child, whatever their titles say.
+    serverPids: () => pidsWhere((comm) => comm.trim() === 'postgres', 'comm'),
     drop: async () => {
       await admin(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await server.stop();

@@ -52,13 +52,16 @@ export function cpuSeconds(pid: number): number {
   return t.user + t.system;
 }
 
-/** The processes whose command line (NUL-separated arguments, or a retitled process's title) `match` takes. */
-export function pidsWhere(match: (cmdline: string) => boolean): number[] {
+/**
+ * The processes whose command line (NUL-separated arguments, or a retitled process's title) `match`
+ * takes; with `from: 'comm'`, whose executable name (which a new title leaves as it was).
+ */
+export function pidsWhere(match: (cmdline: string) => boolean, from: 'cmdline' | 'comm' = 'cmdline'): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (match(readFileSync(`/proc/${entry}/cmdline`, 'utf8'))) pids.push(Number(entry));
+      if (match(readFileSync(`/proc/${entry}/${from}`, 'utf8'))) pids.push(Number(entry));
     } catch {
       // gone meanwhile
     }

@@ -59,12 +59,11 @@ export interface CommitResult {
   recordTx: string;
 }
 
-// A text element of a PostgreSQL array literal, always quoted: quoted, no value is read as NULL or
-// split at a comma, brace or space; only a backslash and a double quote need escaping inside.
-const NEEDS_ESCAPE = /["\\]/;
+// A text element of a PostgreSQL array literal, always quoted, so no value is read as NULL or split at
+// a comma, brace or space; inside quotes only a backslash and a double quote need escaping.
 const ESCAPED = /["\\]/g;
 function textElement(s: string): string {
-  return NEEDS_ESCAPE.test(s) ? `"${s.replace(ESCAPED, '\\$&')}"` : `"${s}"`;
+  return `"${s.replace(ESCAPED, '\\$&')}"`;
 }
 
 /** A bigint element: money and token counts are safe integers, and anything else fails the commit loudly. */
