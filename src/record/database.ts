@@ -3,8 +3,9 @@
 // so every module of the record, the dashboard and payments is written once.
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
 
-export type SqlValue = string | number | boolean | null | Date | Buffer | readonly string[] | readonly number[];
+export type SqlValue = string | number | boolean | null | Date | Buffer | readonly (string | null)[] | readonly number[];
 
 export interface QueryResult<R> {
   rows: R[];
@@ -26,6 +27,13 @@ export interface Queryable {
   query<R = Record<string, unknown>>(text: string, params?: readonly SqlValue[], opts?: QueryOptions): Promise<QueryResult<R>>;
   /** Runs a script of several statements, without parameters (migrations). */
   exec(script: string): Promise<void>;
+  /**
+   * Loads `rows`, in COPY's text format (tab between fields, newline after each row, `\\N` for NULL),
+   * into `target` (`table (col, ...)`). COPY stores a batch for about a third less of the server's CPU
+   * than INSERT ... SELECT (it writes a page's worth of rows per WAL record), but it has no ON CONFLICT:
+   * one row that is already there fails the whole statement.
+   */
+  copyIn(target: string, rows: string): Promise<void>;
 }
 
 export interface Database extends Queryable {
@@ -62,11 +70,27 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
     const r = await (opts?.prepareAs === undefined ? q.query(text, values) : q.query({ name: opts.prepareAs, text, values }));
     return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
   };
+  const copy = (client: pg.PoolClient, target: string, rows: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const stream = client.query(copyFrom(`COPY ${target} FROM STDIN`));
+      // 'finish' comes once the server has confirmed the COPY, 'error' when it refused it.
+      stream.on('finish', resolve);
+      stream.on('error', reject);
+      stream.end(rows);
+    });
   return {
     kind: 'postgres',
     query: (text, params, opts) => run(pool, text, params, opts),
     exec: async (script) => {
       await pool.query(script);
+    },
+    async copyIn(target, rows) {
+      const client = await pool.connect();
+      try {
+        await copy(client, target, rows);
+      } finally {
+        client.release();
+      }
     },
     async transaction(fn) {
       const client = await pool.connect();
@@ -77,6 +101,7 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
           exec: async (script) => {
             await client.query(script);
           },
+          copyIn: (target, rows) => copy(client, target, rows),
         });
         await client.query('COMMIT');
         return result;
@@ -99,12 +124,17 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     const r = await q.query<R>(text, params as unknown[] | undefined, { parsers });
     return { rows: r.rows, rowCount: r.affectedRows ?? 0 };
   };
+  // PGlite has no client stream: COPY reads its rows from a blob it names /dev/blob.
+  const copy = async (q: Pick<PGlite, 'query'>, target: string, rows: string): Promise<void> => {
+    await q.query(`COPY ${target} FROM '/dev/blob'`, [], { blob: new Blob([rows]) });
+  };
   return {
     kind: 'pglite',
     query: (text, params) => run(db, text, params),
     exec: async (script) => {
       await db.exec(script);
     },
+    copyIn: (target, rows) => copy(db, target, rows),
     transaction: (fn) =>
       db.transaction((tx) =>
         fn({
@@ -112,6 +142,7 @@ export async function openPglite(dataDir?: string): Promise<Database> {
           exec: async (script) => {
             await tx.exec(script);
           },
+          copyIn: (target, rows) => copy(tx, target, rows),
         }),
       ),
     close: () => db.close(),

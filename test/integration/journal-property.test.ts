@@ -54,6 +54,7 @@ class FaultyDatabase implements Database {
   // The next statement or transaction (the journal's commit is one statement) meets the fault.
   query: Database['query'] = (text, params, opts) => this.faulty(() => this.db.query(text, params, opts));
   exec: Database['exec'] = (script) => this.db.exec(script);
+  copyIn: Database['copyIn'] = (target, rows) => this.faulty(() => this.db.copyIn(target, rows));
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     return this.faulty(() => this.db.transaction(fn));
   }
