@@ -123,7 +123,7 @@ describe('the journal commit carries any text exactly', () => {
     expect(() => journalColumns([bad])).toThrow(/1\.5 where an integer belongs/);
   });
 
-  it('writes COPY rows in account then request order, escapes only what COPY reads, and sums a posting per charged account', () => {
+  it('writes COPY rows in request order, escapes only what COPY reads, and sums a posting per charged account', () => {
     const load = journalLoad([
       entry('r2', 'acct_b', 5, { model: 'tab\there \\N' }),
       entry('r1', 'acct_b', 7, { model: 'line\nbreak\r' }),
@@ -131,10 +131,10 @@ describe('the journal commit carries any text exactly', () => {
       entry('r3', 'acct_c', 4),
     ]);
     expect(load.rows.split('\n')).toEqual([
-      'r9\tacct_a\tkey_1\tm\t10\t2\t0\t0\t0\t0\trefused\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t402\tinsufficient_balance',
       'r1\tacct_b\tkey_1\tline\\nbreak\\r\t10\t2\t0\t0\t7\t7\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N',
       'r2\tacct_b\tkey_1\ttab\\there \\\\N\t10\t2\t0\t0\t5\t5\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N',
       'r3\tacct_c\tkey_1\tm\t10\t2\t0\t0\t4\t4\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N',
+      'r9\tacct_a\tkey_1\tm\t10\t2\t0\t0\t0\t0\trefused\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t402\tinsufficient_balance',
       '',
     ]);
     expect(load.accounts).toEqual(['acct_a', 'acct_b', 'acct_c']);
@@ -144,6 +144,13 @@ describe('the journal commit carries any text exactly', () => {
       { account: 'acct_c', amount: 4, requests: 1, requestId: 'r3' },
     ]);
     expect(load.charged).toBe(16);
+    // Milliseconds keep three digits, across a second's edge too.
+    const edge = journalLoad([entry('e1', 'a', 1, { time: Date.UTC(2026, 10, 20, 0, 0, 1, 5), latencyMs: 960 }), entry('e2', 'a', 1, { time: Date.UTC(2026, 10, 20, 0, 0, 1, 50), latencyMs: 0 })]);
+    expect(edge.rows.split('\n').map((row) => row.split('\t').slice(12, 14))).toEqual([
+      ['2026-11-20T00:00:00.045Z', '2026-11-20T00:00:01.005Z'],
+      ['2026-11-20T00:00:01.050Z', '2026-11-20T00:00:01.050Z'],
+      [],
+    ]);
     expect(() => journalLoad([entry('r', 'a', 0.5)])).toThrow(/0\.5 where an integer belongs/);
   });
 
