@@ -239,15 +239,16 @@ const USAGE_COPY_TARGET =
   'usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, ' +
   'cost, reserved, status, billing_month, started_at, finished_at, http_status, refusal_reason)';
 
-// An account the record has not seen (created in Redis before PostgreSQL was the record) gets a row
-// named by its id, so its usage and its posting always have an account of record (the posting's
-// foreign key would otherwise refuse the batch and hold it back forever).
-const PLACEHOLDER_ACCOUNTS_SQL = 'INSERT INTO accounts (id, name) SELECT a, a FROM unnest($1::text[]) WITH ORDINALITY AS p(a, ord) ORDER BY ord ON CONFLICT (id) DO NOTHING';
-
-// One posting per account: a ledger row per request doubled the record's size and cost for no figure a
-// statement needs (the requests are listed from usage_records).
+// One statement after the usage records: a placeholder row for any account of the batch the record
+// has not seen (created in Redis before PostgreSQL was the record), so its usage and its posting always
+// have an account of record (the posting's foreign key, checked at the statement's end, would otherwise
+// refuse the batch and hold it back forever); then one posting per account with a charge (a ledger row
+// per request doubled the record's size and cost for no figure a statement needs: the requests are
+// listed from usage_records).
 const POSTINGS_SQL = `
-WITH led AS (
+WITH acct AS (
+  INSERT INTO accounts (id, name) SELECT a, a FROM unnest($5::text[]) WITH ORDINALITY AS p(a, ord) ORDER BY ord ON CONFLICT (id) DO NOTHING
+), led AS (
   INSERT INTO ledger_entries (account_id, kind, amount, idempotency_key, request_id, memo)
   SELECT a, 'usage', -s, 'usage:' || pg_current_xact_id()::text || ':' || a, r, n || CASE WHEN n = 1 THEN ' request' ELSE ' requests' END
     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) WITH ORDINALITY AS p(a, s, n, r, ord) ORDER BY ord
@@ -255,15 +256,15 @@ WITH led AS (
 SELECT pg_current_xact_id()::text AS record_tx`;
 
 /**
- * Writes the postings and returns the transaction's id. Both ways in run the same steps in the same
- * order (placeholder accounts, usage records and with them the key-spend trigger, postings and with
- * them the account totals), each step in account, request or key order, so two writers that meet on a
- * request always want what they share in the same order: one waits for the other, never both.
+ * Writes the accounts and postings and returns the transaction's id. Both ways in run the same steps in
+ * the same order (usage records and with them the key-spend trigger, then accounts, postings and the
+ * account totals), each step in request, key or account order, so two writers that meet on a request
+ * always want what they share in the same order: one waits for the other, never both.
  */
-async function post(tx: Queryable, postings: readonly Posting[]): Promise<string> {
+async function post(tx: Queryable, accounts: readonly string[], postings: readonly Posting[]): Promise<string> {
   const r = await tx.query<{ record_tx: string }>(
     POSTINGS_SQL,
-    [postings.map((p) => p.account), postings.map((p) => p.amount), postings.map((p) => p.requests), postings.map((p) => p.requestId)],
+    [postings.map((p) => p.account), postings.map((p) => p.amount), postings.map((p) => p.requests), postings.map((p) => p.requestId), accounts],
     { prepareAs: 'tollgate_journal_postings' },
   );
   return r.rows[0]?.record_tx ?? '';
@@ -271,15 +272,13 @@ async function post(tx: Queryable, postings: readonly Posting[]): Promise<string
 
 /** Loads a batch of new requests with COPY; fails (23505) if any of them is already of record. */
 async function loadJournal(tx: Queryable, load: JournalLoad): Promise<CommitResult> {
-  await tx.query(PLACEHOLDER_ACCOUNTS_SQL, [load.accounts], { prepareAs: 'tollgate_journal_accounts' });
   await tx.copyIn(USAGE_COPY_TARGET, load.rows);
-  const recordTx = await post(tx, load.postings);
+  const recordTx = await post(tx, load.accounts, load.postings);
   return { records: load.entries.length, charged: load.charged, recordTx, merged: false };
 }
 
 /** Adds what of a batch is new: the way in for a batch that repeats a request. */
 async function mergeJournal(tx: Queryable, load: JournalLoad): Promise<CommitResult> {
-  await tx.query(PLACEHOLDER_ACCOUNTS_SQL, [load.accounts], { prepareAs: 'tollgate_journal_accounts' });
   // A request twice in one batch is inserted once (ON CONFLICT DO NOTHING skips the second).
   const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null }>(
     MERGE_SQL,
@@ -288,7 +287,7 @@ async function mergeJournal(tx: Queryable, load: JournalLoad): Promise<CommitRes
   );
   const rows = added.rows.sort((x, y) => (x.account < y.account ? -1 : x.account > y.account ? 1 : 0));
   const postings = rows.filter((r) => r.requests > 0).map((r) => ({ account: r.account, amount: r.amount, requests: r.requests, requestId: r.requests === 1 ? r.first_request : null }));
-  const recordTx = await post(tx, postings);
+  const recordTx = await post(tx, load.accounts, postings);
   return {
     records: rows.reduce((n, r) => n + r.records, 0),
     charged: postings.reduce((n, p) => n + p.amount, 0),
