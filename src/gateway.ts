@@ -128,7 +128,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     ...(journal === undefined ? {} : { journal }),
   };
   journal?.report({
-    onCommitted: (records) => metrics.journalCommittedRecords(records),
+    onCommitted: (records, _charged, merged) => metrics.journalCommit(records, merged),
     onError: (err, stage) => {
       metrics.journalFailed(stage);
       logger.log.warn({ event: 'journal_failed', stage, error: errorText(err) }, 'journal step failed; the entries are kept and retried');

@@ -51,7 +51,8 @@ export interface JournalWriterOptions {
    */
   trimAfterCommit?: boolean;
   now?: () => number;
-  onCommitted?: (records: number, charged: number) => void;
+  /** After each commit: what it added, and whether the batch repeated a request and was merged. */
+  onCommitted?: (records: number, charged: number, merged: boolean) => void;
   onError?: (err: unknown, stage: 'commit' | 'sweep' | 'trim') => void;
 }
 
@@ -168,7 +169,7 @@ export class JournalWriter {
         const r = await commitJournal(this.opts.db, batch);
         for (const e of batch) e.recordTx = r.recordTx;
         this.failures = 0;
-        this.opts.onCommitted?.(r.records, r.charged);
+        this.opts.onCommitted?.(r.records, r.charged, r.merged);
       } catch (err) {
         this.failures++;
         this.opts.onError?.(err, 'commit');

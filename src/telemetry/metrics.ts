@@ -151,6 +151,7 @@ export class GatewayMetrics {
   private readonly journalPending: Gauge;
   private readonly journalLag: Gauge;
   private readonly journalCommitted: Counter;
+  private readonly journalCommitsByWay: Counter<'way'>;
   private readonly journalErrors: Counter<'stage'>;
   private readonly reconcileDifference: Gauge;
   private readonly reconcileAccounts: Gauge;
@@ -284,6 +285,12 @@ export class GatewayMetrics {
     this.journalCommitted = new Counter({
       name: `${p}journal_committed_records_total`,
       help: 'Usage records the journal committed to PostgreSQL (repeats of committed ones not counted).',
+      registers,
+    });
+    this.journalCommitsByWay = new Counter({
+      name: `${p}journal_commits_total`,
+      help: 'Journal transactions, by way in: load (COPY of a batch of new requests) or merge (a batch that repeated a committed request).',
+      labelNames: ['way'],
       registers,
     });
     this.journalErrors = new Counter({
@@ -490,8 +497,9 @@ export class GatewayMetrics {
     this.journalLag.set(oldestMs / 1000);
   }
 
-  journalCommittedRecords(records: number): void {
+  journalCommit(records: number, merged: boolean): void {
     if (records > 0) this.journalCommitted.inc(records);
+    this.journalCommitsByWay.inc({ way: merged ? 'merge' : 'load' });
   }
 
   journalFailed(stage: 'commit' | 'sweep' | 'trim'): void {

@@ -144,7 +144,11 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
         const stream = new RedisJournalStream(testRedis.redis, redisKeys(namespace));
         const db = new FaultyDatabase(testDb.db);
         // No timers: the test decides when each writer flushes and sweeps.
-        const newWriter = (): JournalWriter => new JournalWriter({ db, stream, maxLagMs: 60_000, intervalMs: 1e9, sweepIntervalMs: 0, sweepGraceMs: 0 });
+        // Merged commits, by any writer: a batch whose COMMIT reply was lost comes back as a repeat.
+        let merges = 0;
+        let lostWithPending = 0;
+        const newWriter = (): JournalWriter =>
+          new JournalWriter({ db, stream, maxLagMs: 60_000, intervalMs: 1e9, sweepIntervalMs: 0, sweepGraceMs: 0, onCommitted: (_r, _c, merged) => void (merges += merged ? 1 : 0) });
         let writer = newWriter();
         let ledger = new JournaledLedger(backend.ledger, writer);
         const { accountId, keyIds } = await accountOfRecord(testDb.db, backend, `p${runNo}`, [{ lifetimeCap: 2000 }, {}]);
@@ -179,6 +183,7 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
             writer = newWriter();
             ledger = new JournaledLedger(backend.ledger, writer);
           } else if (op.t === 'lostReply' || op.t === 'refuse') {
+            if (op.t === 'lostReply' && writer.lag().count > 0) lostWithPending++;
             db.next = op.t;
             await writer.flush();
           } else {
@@ -198,6 +203,7 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
         expect(writer.lag()).toEqual({ count: 0, oldestMs: 0 });
         expect(await testRedis.redis.xlen(redisKeys(namespace).journal(accountId)), 'streams trimmed after commit').toBe(0);
         await checkRecord(testDb.db, backend, accountId, keyIds, settled);
+        if (lostWithPending > 0) expect(merges, 'a batch committed once already is merged, not loaded').toBeGreaterThan(0);
         // Refusals live in a writer's memory only (no money moved): a crash may lose some, never invent one.
         for (const [rid, reason] of await refusedRows(testDb.db, accountId)) expect(refusals.get(rid)).toBe(reason);
         await writer.close(0);

@@ -236,6 +236,14 @@ describe('GatewayMetrics', () => {
     expect(await value(m, 'tollgate_catalog_snapshot_age_seconds')).toBe(5); // computed at scrape time
     m.catalogUpdateRejected();
     expect(await value(m, 'tollgate_catalog_rejected_total')).toBe(1);
+
+    // The journal: records counted once, commits by the way they went in (a merge may add nothing).
+    m.journalCommit(300, false);
+    m.journalCommit(2, true);
+    m.journalCommit(0, true);
+    expect(await value(m, 'tollgate_journal_committed_records_total')).toBe(302);
+    expect(await value(m, 'tollgate_journal_commits_total', { way: 'load' })).toBe(1);
+    expect(await value(m, 'tollgate_journal_commits_total', { way: 'merge' })).toBe(2);
   });
 
   it('a model removed by a catalog swap is recorded as unknown afterwards', async () => {
