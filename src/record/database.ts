@@ -27,11 +27,15 @@ export interface Queryable {
   query<R = Record<string, unknown>>(text: string, params?: readonly SqlValue[], opts?: QueryOptions): Promise<QueryResult<R>>;
   /** Runs a script of several statements, without parameters (migrations). */
   exec(script: string): Promise<void>;
+}
+
+/** An open transaction: what it runs commits or rolls back together. */
+export interface Transaction extends Queryable {
   /**
    * Loads `rows`, in COPY's text format (tab between fields, newline after each row, `\\N` for NULL),
    * into `target` (`table (col, ...)`). COPY stores a batch for about a third less of the server's CPU
    * than INSERT ... SELECT (it writes a page's worth of rows per WAL record), but it has no ON CONFLICT:
-   * one row that is already there fails the whole statement.
+   * one row that is already there fails the whole statement, and with it the transaction.
    */
   copyIn(target: string, rows: string): Promise<void>;
 }
@@ -39,7 +43,7 @@ export interface Queryable {
 export interface Database extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -84,14 +88,6 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
     exec: async (script) => {
       await pool.query(script);
     },
-    async copyIn(target, rows) {
-      const client = await pool.connect();
-      try {
-        await copy(client, target, rows);
-      } finally {
-        client.release();
-      }
-    },
     async transaction(fn) {
       const client = await pool.connect();
       try {
@@ -134,7 +130,6 @@ export async function openPglite(dataDir?: string): Promise<Database> {
     exec: async (script) => {
       await db.exec(script);
     },
-    copyIn: (target, rows) => copy(db, target, rows),
     transaction: (fn) =>
       db.transaction((tx) =>
         fn({

@@ -10,7 +10,7 @@
 // COPY cannot skip a row that is already there, so a batch that repeats any request fails as a whole
 // and is merged instead (mergeJournal: INSERT ... ON CONFLICT DO NOTHING, which adds only the new ones).
 import type { Micros, RefusalReason, RequestOfRecord, SettlementOutcome, SettlementRequest } from '../billing/ledger.js';
-import type { Database, Queryable } from './database.js';
+import type { Database, Transaction } from './database.js';
 
 export interface JournalEntry extends RequestOfRecord {
   /** What was charged. */
@@ -187,7 +187,8 @@ export interface JournalLoad {
   charged: Micros;
 }
 
-const byRequest = (x: JournalEntry, y: JournalEntry): number => (x.requestId < y.requestId ? -1 : x.requestId > y.requestId ? 1 : 0);
+/** Code-unit order, the same as Array#sort's default, so every sort of the journal agrees. */
+const byText = (x: string, y: string): number => (x < y ? -1 : x > y ? 1 : 0);
 
 /**
  * The batch as COPY rows and per-account postings. Rows go in request order, so two writers loading
@@ -196,7 +197,7 @@ const byRequest = (x: JournalEntry, y: JournalEntry): number => (x.requestId < y
  * sorted. Throws on a number that is not a safe integer.
  */
 export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
-  const sorted = [...entries].sort(byRequest);
+  const sorted = [...entries].sort((x, y) => byText(x.requestId, y.requestId));
   const shares = new Map<string, Posting>();
   const finishedAt = utcTimestamps();
   const startedAt = utcTimestamps();
@@ -223,7 +224,7 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
       `${cost}\t${safeInteger(e.reserved)}\t${copyField(e.status)}\t${copyField(e.month)}\t${startedAt(started)}\t${finishedAt(finished)}\t` +
       (e.refusal === undefined ? '\\N\t\\N\n' : `402\t${copyField(e.refusal)}\n`);
   }
-  const accounts = [...shares.keys()].sort();
+  const accounts = [...shares.keys()].sort(byText);
   const postings: Posting[] = [];
   for (const account of accounts) {
     const share = shares.get(account) as Posting;
@@ -261,7 +262,7 @@ SELECT pg_current_xact_id()::text AS record_tx`;
  * account totals), each step in request, key or account order, so two writers that meet on a request
  * always want what they share in the same order: one waits for the other, never both.
  */
-async function post(tx: Queryable, accounts: readonly string[], postings: readonly Posting[]): Promise<string> {
+async function post(tx: Transaction, accounts: readonly string[], postings: readonly Posting[]): Promise<string> {
   const r = await tx.query<{ record_tx: string }>(
     POSTINGS_SQL,
     [postings.map((p) => p.account), postings.map((p) => p.amount), postings.map((p) => p.requests), postings.map((p) => p.requestId), accounts],
@@ -271,21 +272,21 @@ async function post(tx: Queryable, accounts: readonly string[], postings: readon
 }
 
 /** Loads a batch of new requests with COPY; fails (23505) if any of them is already of record. */
-async function loadJournal(tx: Queryable, load: JournalLoad): Promise<CommitResult> {
+async function loadJournal(tx: Transaction, load: JournalLoad): Promise<CommitResult> {
   await tx.copyIn(USAGE_COPY_TARGET, load.rows);
   const recordTx = await post(tx, load.accounts, load.postings);
   return { records: load.entries.length, charged: load.charged, recordTx, merged: false };
 }
 
 /** Adds what of a batch is new: the way in for a batch that repeats a request. */
-async function mergeJournal(tx: Queryable, load: JournalLoad): Promise<CommitResult> {
+async function mergeJournal(tx: Transaction, load: JournalLoad): Promise<CommitResult> {
   // A request twice in one batch is inserted once (ON CONFLICT DO NOTHING skips the second).
   const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null }>(
     MERGE_SQL,
     journalColumns(load.entries),
     { prepareAs: 'tollgate_journal_merge' },
   );
-  const rows = added.rows.sort((x, y) => (x.account < y.account ? -1 : x.account > y.account ? 1 : 0));
+  const rows = added.rows.sort((x, y) => byText(x.account, y.account));
   const postings = rows.filter((r) => r.requests > 0).map((r) => ({ account: r.account, amount: r.amount, requests: r.requests, requestId: r.requests === 1 ? r.first_request : null }));
   const recordTx = await post(tx, load.accounts, postings);
   return {

@@ -11,7 +11,7 @@ import { startAdminServer } from '../../src/admin/server.js';
 import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
 import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
-import { openPglite, type Database, type Queryable } from '../../src/record/database.js';
+import { openPglite, type Database, type Transaction } from '../../src/record/database.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { JournaledLedger } from '../../src/record/journaled-ledger.js';
 import { migrate } from '../../src/record/migrate.js';
@@ -54,8 +54,7 @@ class FaultyDatabase implements Database {
   // The next statement or transaction (the journal's commit is one statement) meets the fault.
   query: Database['query'] = (text, params, opts) => this.faulty(() => this.db.query(text, params, opts));
   exec: Database['exec'] = (script) => this.db.exec(script);
-  copyIn: Database['copyIn'] = (target, rows) => this.faulty(() => this.db.copyIn(target, rows));
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     return this.faulty(() => this.db.transaction(fn));
   }
   private async faulty<T>(run: () => Promise<T>): Promise<T> {

@@ -116,7 +116,6 @@ async function planOf(db: Database, run: (q: Queryable) => Promise<unknown>): Pr
       return Promise.resolve({ rows: [] as R[], rowCount: 0 });
     },
     exec: () => Promise.resolve(),
-    copyIn: () => Promise.resolve(),
   };
   await run(capture);
   if (sent === undefined) throw new Error('no statement was sent');
