@@ -4,10 +4,13 @@
 // One rule for what arrives: the quote is credited when the invoice is settled with at least its total
 // paid (an over-payment credits the quote, the excess is noted on the top-up's timeline for support to
 // return); anything less (an invoice that expired or went invalid part-paid) credits nothing and is
-// noted. Redeliveries share the original delivery's id, so a replay is a no-op.
+// noted. What arrived is summed per payment method (each method's own paid amount at its rate), never
+// from `totalPaid`, which Greenfield reports as the total over all methods in each method's currency.
+// An invoice that turns Invalid after it was Settled (a double-spent payment) takes the credit back.
+// Redeliveries share the original delivery's id, so a replay is a no-op.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { productToCents, centsToDecimal, usdToCents } from './decimal.js';
-import { GreenfieldClient, type GreenfieldInvoice } from './greenfield-client.js';
+import { centsToDecimal, sumOfProductsToCents, usdToCents } from './decimal.js';
+import { GreenfieldClient, type GreenfieldInvoice, type GreenfieldPaymentMethod } from './greenfield-client.js';
 import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent } from './provider.js';
 import { WebhookRejected } from './provider.js';
 
@@ -28,19 +31,28 @@ interface Delivery {
   invoiceId?: string;
 }
 
+/** USD cents that arrived, over every payment method: each method's own paid amount at its own rate. */
+export function paidByMethods(methods: readonly GreenfieldPaymentMethod[]): number {
+  const pairs: Array<[string, string]> = [];
+  for (const m of methods) {
+    if (typeof m.paymentMethodPaid === 'string') pairs.push([m.paymentMethodPaid, m.rate]);
+    // Older servers: the method's own payments, less the invalid ones.
+    else for (const p of m.payments ?? []) if (typeof p.value === 'string' && p.status !== 'Invalid') pairs.push([p.value, m.rate]);
+  }
+  return sumOfProductsToCents(pairs) ?? 0;
+}
+
 export function btcpayProvider(settings: BtcpaySettings): PaymentProvider {
   const client = new GreenfieldClient(settings.url, settings.apiKey, settings.storeId);
   const tolerance = settings.toleranceSeconds ?? 300;
   const now = settings.now ?? Date.now;
 
   async function factOf(invoice: GreenfieldInvoice): Promise<PaymentFact> {
-    if (invoice.status === 'New') return { kind: 'processing' };
-    const payments = await client.getPayments(invoice.id);
-    let paidCents = 0;
-    for (const p of payments) paidCents += productToCents(p.totalPaid, p.rate) ?? 0;
+    const paidCents = paidByMethods(await client.getPaymentMethods(invoice.id));
     const totalCents = usdToCents(invoice.amount) ?? 0;
+    if (invoice.status === 'New' || invoice.status === 'Processing') return paidCents > 0 ? { kind: 'processing', paidCents } : { kind: 'processing' };
     if (invoice.status === 'Settled' && paidCents >= totalCents) return { kind: 'paid', paidCents: totalCents, currency: invoice.currency.toLowerCase(), ...(paidCents > totalCents ? { overpaidCents: paidCents - totalCents } : {}) };
-    if (invoice.status === 'Processing') return { kind: 'processing' };
+    if (invoice.status === 'Invalid') return { kind: 'invalidated', reason: `the invoice turned invalid${invoice.additionalStatus !== undefined && invoice.additionalStatus !== 'None' ? ` (${invoice.additionalStatus})` : ''}`, ...(paidCents > 0 ? { paidCents } : {}) };
     if (paidCents > 0) return { kind: 'underpaid', paidCents };
     return invoice.status === 'Expired' ? { kind: 'expired' } : { kind: 'failed', reason: `invoice ${invoice.status.toLowerCase()}` };
   }

@@ -23,13 +23,25 @@ export function usdToCents(s: unknown): number | undefined {
 
 /** Whole cents of `amount × rate` (a crypto amount at a USD rate), rounded down. */
 export function productToCents(amount: unknown, rate: unknown): number | undefined {
-  if (typeof amount !== 'string' || typeof rate !== 'string') return undefined;
-  const a = parse(amount);
-  const r = parse(rate);
-  if (a === undefined || r === undefined) return undefined;
-  const scale = a.scale + r.scale;
-  const product = a.digits * r.digits;
-  const cents = scale >= 2 ? product / 10n ** BigInt(scale - 2) : product * 10n ** BigInt(2 - scale);
+  return sumOfProductsToCents([[amount, rate]]);
+}
+
+/**
+ * Whole cents of Σ amount × rate, rounded down once at the end (so an exact payment split across two
+ * payment methods is not a cent short); undefined when any part is not a plain decimal.
+ */
+export function sumOfProductsToCents(pairs: ReadonlyArray<readonly [unknown, unknown]>): number | undefined {
+  const scaled: Scaled[] = [];
+  for (const [amount, rate] of pairs) {
+    if (typeof amount !== 'string' || typeof rate !== 'string') return undefined;
+    const a = parse(amount);
+    const r = parse(rate);
+    if (a === undefined || r === undefined) return undefined;
+    scaled.push({ digits: a.digits * r.digits, scale: a.scale + r.scale });
+  }
+  const scale = Math.max(2, ...scaled.map((x) => x.scale));
+  const total = scaled.reduce((t, x) => t + x.digits * 10n ** BigInt(scale - x.scale), 0n);
+  const cents = total / 10n ** BigInt(scale - 2);
   return cents > BigInt(Number.MAX_SAFE_INTEGER) ? undefined : Number(cents);
 }
 

@@ -12,12 +12,19 @@ export interface GreenfieldInvoice {
   metadata?: Record<string, unknown>;
 }
 
-export interface GreenfieldPayment {
+/** One payment method of an invoice (on-chain, Lightning, ...) as Greenfield reports it. */
+export interface GreenfieldPaymentMethod {
   paymentMethodId?: string;
-  /** What arrived, in the payment method's currency. */
-  totalPaid: string;
+  /** What arrived by this method, in its currency. */
+  paymentMethodPaid?: string;
+  /**
+   * What arrived by ALL methods, converted to this method's currency: summing it over methods counts
+   * one payment once per method offered, so it is never used for amounts.
+   */
+  totalPaid?: string;
   /** USD per unit of that currency. */
   rate: string;
+  payments?: Array<{ id?: string; value?: string; status?: string }>;
 }
 
 export class GreenfieldClient {
@@ -48,7 +55,7 @@ export class GreenfieldClient {
     return this.call('GET', `/invoices/${encodeURIComponent(id)}`);
   }
 
-  getPayments(id: string): Promise<GreenfieldPayment[]> {
+  getPaymentMethods(id: string): Promise<GreenfieldPaymentMethod[]> {
     return this.call('GET', `/invoices/${encodeURIComponent(id)}/payment-methods`);
   }
 

@@ -1,7 +1,9 @@
 // One interface for every way to pay: a provider starts a hosted checkout for a stored quote, turns a
 // webhook into a verified event (signature checked on the raw bytes before anything is parsed), and can
 // be asked for a payment's current state (a re-check, and BTCPay's every event: its amounts are re-read,
-// never taken from the webhook) and for its recent events (the catch-up after an outage).
+// never taken from the webhook) and for its recent events (the catch-up after an outage). Providers do
+// not promise order, so every fact is either final (a dispute's outcome) or a reading of the provider's
+// current truth (the refunded total, an invoice's state), never a step relative to an earlier event.
 import type { Cents } from './quote.js';
 
 export type ProviderName = 'stripe' | 'btcpay';
@@ -10,16 +12,23 @@ export type ProviderName = 'stripe' | 'btcpay';
 export type PaymentFact =
   /** Paid in full: credit the quote. */
   | { kind: 'paid'; paidCents: Cents; currency: string; paymentRef?: string; mode?: string; overpaidCents?: Cents }
-  /** Started but not final (a delayed card method, a crypto payment awaiting confirmations). */
-  | { kind: 'processing' }
+  /** Started but not final (a delayed card method, a crypto payment awaiting confirmations, or part of a crypto invoice paid). */
+  | { kind: 'processing'; paidCents?: Cents }
   | { kind: 'failed'; reason: string }
   | { kind: 'expired' }
   /** Less than the total arrived (crypto): nothing is credited. */
   | { kind: 'underpaid'; paidCents: Cents }
-  /** The payer got money back: `refundedCents` in all so far (cumulative, so reordering is harmless). */
+  /**
+   * The payer's refunds changed: `refundedCents` in all as the event reported it (cumulative). A provider
+   * that can say the refunded total now (refundedCents below) is asked instead, since a refund can fail
+   * after it was reported and events arrive in any order.
+   */
   | { kind: 'refunded'; refundedCents: Cents }
   | { kind: 'dispute_opened'; disputeId: string }
-  | { kind: 'dispute_closed'; disputeId: string; won: boolean };
+  /** `inquiry`: it was an inquiry closed without a chargeback (no money moved); it releases like a win. */
+  | { kind: 'dispute_closed'; disputeId: string; won: boolean; inquiry?: boolean }
+  /** A payment that counted was voided afterwards (a crypto invoice turned Invalid after Settled). */
+  | { kind: 'invalidated'; reason: string; paidCents?: Cents };
 
 export interface ProviderEvent {
   /** The provider's event id: a repeat of it is a no-op. */
@@ -53,6 +62,12 @@ export interface PaymentProvider {
   currentFact(checkoutRef: string): Promise<PaymentFact>;
   /** Events since `since` (unix s), oldest first. */
   recentEvents(since: number): Promise<ProviderEvent[]>;
+  /** The payment's refunded total now (cents, refunds that failed or were cancelled left out). */
+  refundedCents?(paymentRef: string): Promise<Cents>;
+  /** The checkout that made this payment, for an event that arrived before the payment's own. */
+  checkoutOfPayment?(paymentRef: string): Promise<string | undefined>;
+  /** Closes a checkout the payer left, so it can no longer be paid; false when it was paid meanwhile. */
+  cancelCheckout?(checkoutRef: string): Promise<boolean>;
 }
 
 /** A webhook we will not act on: answered 400 (the provider shows it to its operator), nothing done. */

@@ -9,6 +9,11 @@
 // closed: won, the hold is released; lost, it stays taken. Refunds and holds together never take more
 // than the credit: a refund reported while a dispute holds the rest waits, and is taken if the dispute
 // is won. A balance may go negative, and then requests get 402.
+// Order: providers deliver events late, twice and in any order. An event about a payment no top-up has
+// yet is parked (never dropped) and applied in the transaction that records the payment; the provider
+// is also asked at once which checkout made the payment, so the payment need not wait for its own
+// event. A refund's total is read back from the provider where it can say (refunds can fail, and then
+// the credit is given back), and a dispute's outcome is final whichever event comes first.
 import { randomBytes } from 'node:crypto';
 import type { Database, Queryable } from '../record/database.js';
 import { recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
@@ -16,7 +21,7 @@ import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from '
 import { WebhookRejected } from './provider.js';
 import { centsToMicros, describeInvalidTopUp, formatCents, quoteTopUp, type Cents, type TopUpQuote } from './quote.js';
 
-export type TopUpState = 'quoted' | 'pending' | 'credited' | 'failed' | 'expired' | 'refunded' | 'disputed';
+export type TopUpState = 'quoted' | 'pending' | 'cancelled' | 'credited' | 'failed' | 'expired' | 'refunded' | 'disputed' | 'reversed';
 
 export interface TopUpEvent {
   kind: string;
@@ -75,9 +80,10 @@ interface TopUpRow {
   checkout_url: string | null;
   created_at: Date;
   credited_at: Date | null;
+  refunded_cents: number | null;
 }
 
-const COLUMNS = 'id, account_id, provider, credit_cents, fee_cents, total_cents, currency, state, provider_ref, payment_ref, checkout_url, created_at, credited_at';
+const COLUMNS = 'id, account_id, provider, credit_cents, fee_cents, total_cents, currency, state, provider_ref, payment_ref, checkout_url, created_at, credited_at, refunded_cents';
 
 function view(r: TopUpRow): TopUpView {
   return {
@@ -97,6 +103,13 @@ function view(r: TopUpRow): TopUpView {
 /** What one event did: movements to hand to the hot path after COMMIT. */
 interface Applied {
   movements: Array<{ m: MoneyMovement; recorded: RecordedMovement }>;
+  /** The event named a payment no top-up has yet: it was parked under this payment id. */
+  parkedPayment?: string;
+}
+
+/** What a transition may ask beyond the row: the provider the event came from. */
+interface TransitionContext {
+  provider: PaymentProvider;
 }
 
 export class TopUpService {
@@ -188,9 +201,22 @@ export class TopUpService {
         'checkout' in e.ref ? e.ref.checkout : e.ref.payment,
       ]);
       const row = found.rows[0];
-      if (row === undefined) return { movements: [] };
+      if (row === undefined) {
+        if (!('payment' in e.ref)) return { movements: [] };
+        // A refund or dispute ahead of its payment: kept until the payment is recorded.
+        await tx.query('INSERT INTO parked_payment_events (provider, event_id, payment_ref, type, fact) VALUES ($1, $2, $3, $4, $5)', [
+          provider.name,
+          e.eventId,
+          e.ref.payment,
+          e.type,
+          JSON.stringify(e.fact),
+        ]);
+        return { movements: [], parkedPayment: e.ref.payment };
+      }
       await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [provider.name, e.eventId, row.id]);
-      return transition(tx, row, e.fact);
+      const applied: Applied = { movements: [] };
+      await transition({ provider }, tx, row, e.fact, applied);
+      return applied;
     });
     if (done === undefined) return false;
     this.opts.afterCommit?.();
@@ -198,7 +224,38 @@ export class TopUpService {
       // Committed: a hot path that cannot take it now gets it from the movement sweeper.
       await this.opts.applyCommitted(m, recorded).catch((err: unknown) => this.opts.onHotPathPending?.(err));
     }
+    // Parked: ask the provider which checkout made the payment, and record that payment now (which
+    // applies what was parked). If it cannot say, the payment's own event or a re-check does it later.
+    if (done.parkedPayment !== undefined) await this.resolvePayment(provider, done.parkedPayment).catch((err: unknown) => this.opts.onHotPathPending?.(err));
     return true;
+  }
+
+  /** Finds the top-up that made `paymentRef` through the provider and applies the checkout's state now. */
+  private async resolvePayment(provider: PaymentProvider, paymentRef: string): Promise<void> {
+    const checkout = await provider.checkoutOfPayment?.(paymentRef);
+    if (checkout === undefined) return;
+    const mine = await this.opts.db.query<{ id: string }>('SELECT id FROM top_ups WHERE provider = $1 AND provider_ref = $2', [provider.name, checkout]);
+    if (mine.rows.length === 0) return;
+    const fact = await provider.currentFact(checkout);
+    await this.apply(provider, { eventId: `resolve:${checkout}:${paymentRef}:${fact.kind}`, type: 'resolve', ref: { checkout }, fact });
+  }
+
+  /**
+   * The payer left the checkout: the provider is asked to close it so it can no longer be paid, and the
+   * top-up says cancelled. Paid meanwhile (another tab), it is re-checked instead and credited.
+   */
+  async cancel(accountId: string | undefined, topUpId: string): Promise<TopUpView> {
+    const t = await this.get(accountId, topUpId);
+    const row = await this.row(topUpId);
+    if (row === undefined || (row.state !== 'pending' && row.state !== 'quoted') || row.provider_ref === null) return t;
+    const provider = this.provider(t.provider);
+    if (provider.cancelCheckout === undefined) return t;
+    if (!(await provider.cancelCheckout(row.provider_ref))) return this.recheck(accountId, topUpId);
+    await this.opts.db.transaction(async (tx) => {
+      const r = await tx.query(`UPDATE top_ups SET state = 'cancelled', updated_at = now() WHERE id = $1 AND state IN ('quoted', 'pending') RETURNING id`, [topUpId]);
+      if (r.rows.length > 0) await event(tx, topUpId, 'cancelled', null, 'you left the payment page; it was closed, nothing was charged');
+    });
+    return this.get(accountId, topUpId);
   }
 
   /** Asks the provider for the payment's state now and applies it through the same path. */
@@ -275,40 +332,95 @@ async function disputeEvent(tx: Queryable, topUpId: string, kind: string, disput
   return row === undefined ? undefined : { cents: Number(row.amount_cents ?? 0) };
 }
 
+/** How many refund entries (taken or given back) the top-up has: the next one's idempotency key. */
+async function refundEntries(tx: Queryable, topUpId: string): Promise<number> {
+  const r = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger_entries WHERE reference = $1 AND kind = 'reversal' AND starts_with(idempotency_key, 'refund:')`, [topUpId]);
+  return Number(r.rows[0]?.n ?? 0);
+}
+
 /**
- * Takes back min(refunded, credit) of the credit, less what earlier refunds took, and never what a
- * dispute holds now: that part waits (noted) until the dispute is closed.
+ * Brings what refunds took back of the credit to min(refunded, credit): more is taken (never what a
+ * dispute holds now: that part waits, noted, until the dispute is closed), and what a failed refund no
+ * longer covers is given back (unless a lost dispute took the credit). `refundedCents` is the
+ * provider's total now, so any order of events ends at the same place.
  */
-async function takeBackRefunds(tx: Queryable, applied: Applied, row: TopUpRow, refundedCents: Cents): Promise<void> {
+async function settleRefunds(tx: Queryable, applied: Applied, row: TopUpRow, refundedCents: Cents): Promise<void> {
   const id = row.id;
   const credit = Number(row.credit_cents);
   const target = Math.min(refundedCents, credit);
+  await tx.query('UPDATE top_ups SET refunded_cents = $2, updated_at = now() WHERE id = $1', [id, refundedCents]);
   const { reversed, held } = await withdrawn(tx, id);
-  const owed = target - reversed;
-  if (owed <= 0) return;
-  const delta = Math.min(owed, credit - reversed - held);
-  if (delta > 0) {
-    // Keyed by the running total it brings the reversals to: a repeat computes nothing new to take.
-    await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: `reversal:${id}:${reversed + delta}`, reference: id, memo: `refund of top-up ${id}` });
-    await event(tx, id, 'refunded', refundedCents, `${formatCents(delta)} USD of credit taken back`);
-    // From the row as it stands now (a won dispute has just set it back to credited).
-    await tx.query(`UPDATE top_ups SET state = 'refunded', updated_at = now() WHERE id = $1 AND state = 'credited'`, [id]);
+  // Keyed by the top-up and the entry's place among its refund entries (the row is locked): a
+  // repeat finds nothing to move, so it writes nothing.
+  const key = async (): Promise<string> => `refund:${id}:${(await refundEntries(tx, id)) + 1}`;
+  if (target > reversed) {
+    const owed = target - reversed;
+    const delta = Math.min(owed, credit - reversed - held);
+    if (delta > 0) {
+      await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: await key(), reference: id, memo: `refund of top-up ${id}` });
+      await event(tx, id, 'refunded', refundedCents, `${formatCents(delta)} USD of credit taken back`);
+    }
+    if (delta < owed) await event(tx, id, 'refund_deferred', refundedCents, `${formatCents(owed - Math.max(0, delta))} USD waits: a dispute holds it; taken back if the dispute is won`);
+  } else if (target < reversed) {
+    if (await hasEvent(tx, id, 'dispute_lost')) {
+      await event(tx, id, 'refund_failed', refundedCents, 'a refund failed, but the lost dispute keeps the credit');
+    } else {
+      const back = reversed - target;
+      await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: centsToMicros(back), idempotencyKey: await key(), reference: id, memo: `refund of top-up ${id} failed: credit given back` });
+      await event(tx, id, 'refund_failed', refundedCents, `a refund failed or was cancelled: ${formatCents(back)} USD of credit is back on the balance`);
+    }
   }
-  if (delta < owed) await event(tx, id, 'refund_deferred', refundedCents, `${formatCents(owed - Math.max(0, delta))} USD waits: a dispute holds it; taken back if the dispute is won`);
+  const after = await withdrawn(tx, id);
+  await tx.query(
+    `UPDATE top_ups SET state = CASE WHEN $2 THEN 'refunded' ELSE 'credited' END, updated_at = now() WHERE id = $1 AND state IN ('credited', 'refunded')`,
+    [id, after.reversed > 0],
+  );
 }
 
-const OPEN: ReadonlySet<TopUpState> = new Set(['quoted', 'pending', 'failed', 'expired']);
+async function hasEvent(tx: Queryable, topUpId: string, kind: string): Promise<boolean> {
+  return (await tx.query('SELECT 1 FROM top_up_events WHERE top_up_id = $1 AND kind = $2 LIMIT 1', [topUpId, kind])).rows.length > 0;
+}
+
+/** The refunded total now: the provider's own answer where it can give one, else the event's. */
+async function refundedNow(ctx: TransitionContext, row: TopUpRow, reported: Cents): Promise<Cents> {
+  if (row.payment_ref === null || ctx.provider.refundedCents === undefined) return reported;
+  return ctx.provider.refundedCents(row.payment_ref);
+}
+
+/** Applies what was parked for the payment this top-up now has, in the order it arrived. */
+async function drainParked(ctx: TransitionContext, tx: Queryable, topUpId: string, paymentRef: string, applied: Applied): Promise<void> {
+  const parked = await tx.query<{ event_id: string; fact: PaymentFact | string }>(
+    'SELECT event_id, fact FROM parked_payment_events WHERE provider = $1 AND payment_ref = $2 ORDER BY received_at, event_id FOR UPDATE',
+    [ctx.provider.name, paymentRef],
+  );
+  for (const p of parked.rows) {
+    const fact = (typeof p.fact === 'string' ? JSON.parse(p.fact) : p.fact) as PaymentFact;
+    const row = (await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1 FOR UPDATE`, [topUpId])).rows[0];
+    if (row === undefined) return;
+    await transition(ctx, tx, row, fact, applied);
+    await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [ctx.provider.name, p.event_id, topUpId]);
+    await tx.query('DELETE FROM parked_payment_events WHERE provider = $1 AND event_id = $2', [ctx.provider.name, p.event_id]);
+  }
+}
+
+const OPEN: ReadonlySet<TopUpState> = new Set(['quoted', 'pending', 'cancelled', 'failed', 'expired']);
 const PAID: ReadonlySet<TopUpState> = new Set(['credited', 'refunded', 'disputed']);
 
-/** One fact applied to one locked top-up row. */
-async function transition(tx: Queryable, row: TopUpRow, fact: PaymentFact): Promise<Applied> {
-  const applied: Applied = { movements: [] };
+/** One fact applied to one locked top-up row; the movements it makes are added to `applied`. */
+async function transition(ctx: TransitionContext, tx: Queryable, row: TopUpRow, fact: PaymentFact, applied: Applied): Promise<void> {
   const id = row.id;
   const credit = Number(row.credit_cents);
   const setState = (state: TopUpState, extra = ''): Promise<unknown> => tx.query(`UPDATE top_ups SET state = $2, updated_at = now()${extra} WHERE id = $1`, [id, state]);
   switch (fact.kind) {
     case 'paid': {
-      if (!OPEN.has(row.state)) return applied;
+      if (!OPEN.has(row.state)) {
+        // Credited before its payment id was known: record it now, and apply what waited for it.
+        if (PAID.has(row.state) && row.payment_ref === null && fact.paymentRef !== undefined) {
+          await tx.query('UPDATE top_ups SET payment_ref = $2, updated_at = now() WHERE id = $1', [id, fact.paymentRef]);
+          await drainParked(ctx, tx, id, fact.paymentRef, applied);
+        }
+        return;
+      }
       // The stored quote is credited only for exactly the quoted payment.
       const problems: string[] = [];
       if (fact.paidCents !== Number(row.total_cents)) problems.push(`paid ${formatCents(fact.paidCents)}, quoted ${formatCents(Number(row.total_cents))}`);
@@ -316,39 +428,64 @@ async function transition(tx: Queryable, row: TopUpRow, fact: PaymentFact): Prom
       if (fact.mode !== undefined && fact.mode !== 'payment') problems.push(`checkout mode ${fact.mode}`);
       if (problems.length > 0) {
         await event(tx, id, 'payment_mismatch', fact.paidCents, `${problems.join('; ')}: not credited, support will look at it`);
-        return applied;
+        return;
       }
       await move(tx, applied, { accountId: row.account_id, kind: 'top_up', amount: centsToMicros(credit), idempotencyKey: `top_up:${id}`, reference: id, memo: `top-up ${id}` });
       await tx.query(`UPDATE top_ups SET state = 'credited', credited_at = now(), payment_ref = COALESCE($2, payment_ref), updated_at = now() WHERE id = $1`, [id, fact.paymentRef ?? null]);
       await event(tx, id, 'paid', fact.paidCents, null);
       await event(tx, id, 'credited', credit, null);
       if (fact.overpaidCents !== undefined) await event(tx, id, 'overpaid', fact.overpaidCents, 'paid more than the invoice: the excess is not credited; support returns it');
-      return applied;
+      const paymentRef = fact.paymentRef ?? row.payment_ref;
+      if (paymentRef !== null) await drainParked(ctx, tx, id, paymentRef, applied);
+      return;
     }
     case 'processing':
-      if (row.state === 'quoted' || row.state === 'pending') await event(tx, id, 'processing', null, null);
-      return applied;
+      if (row.state !== 'quoted' && row.state !== 'pending') return;
+      if (fact.paidCents === undefined) {
+        if (!(await hasEvent(tx, id, 'processing'))) await event(tx, id, 'processing', null, null);
+        return;
+      }
+      // Part of a crypto invoice arrived: said once per amount, so the holder knows to send the rest.
+      if ((await tx.query('SELECT 1 FROM top_up_events WHERE top_up_id = $1 AND kind = $2 AND amount_cents = $3', [id, 'partly_paid', fact.paidCents])).rows.length === 0) {
+        await event(tx, id, 'partly_paid', fact.paidCents, `${formatCents(fact.paidCents)} of ${formatCents(Number(row.total_cents))} USD has arrived; send the rest before the invoice expires`);
+      }
+      return;
     case 'failed':
     case 'expired':
       if (row.state === 'quoted' || row.state === 'pending') {
         await setState(fact.kind);
         await event(tx, id, fact.kind, null, fact.kind === 'failed' ? fact.reason : null);
       }
-      return applied;
+      return;
     case 'underpaid':
       if (row.state === 'quoted' || row.state === 'pending') {
         await setState('failed');
         await event(tx, id, 'underpaid', fact.paidCents, `less than the ${formatCents(Number(row.total_cents))} USD invoiced arrived: nothing credited; support returns it`);
       }
-      return applied;
+      return;
+    case 'invalidated': {
+      if (row.state === 'quoted' || row.state === 'pending') {
+        await setState('failed');
+        const paid = fact.paidCents ?? 0;
+        await event(tx, id, 'invalidated', paid > 0 ? paid : null, `${fact.reason}: nothing credited${paid > 0 ? '; support returns what arrived' : ''}`);
+        return;
+      }
+      if (!PAID.has(row.state)) return;
+      // Credited, then voided (a double spend): whatever of the credit refunds and holds left is taken back.
+      const { reversed, held } = await withdrawn(tx, id);
+      const take = credit - reversed - held;
+      if (take > 0) await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(take), idempotencyKey: `invalidated:${id}`, reference: id, memo: `top-up ${id} voided by the provider` });
+      await event(tx, id, 'reversed', take, `${fact.reason}: the payment no longer counts, ${formatCents(take)} USD of credit taken back`);
+      await setState('reversed');
+      return;
+    }
     case 'refunded':
-      if (!PAID.has(row.state)) return applied;
-      // Cumulative, so an older event arriving late takes nothing more.
-      await takeBackRefunds(tx, applied, row, fact.refundedCents);
-      return applied;
+      if (!PAID.has(row.state)) return;
+      await settleRefunds(tx, applied, row, await refundedNow(ctx, row, fact.refundedCents));
+      return;
     case 'dispute_opened':
     case 'dispute_closed': {
-      if (!PAID.has(row.state)) return applied;
+      if (!PAID.has(row.state)) return;
       const dispute = fact.disputeId;
       // The first event of a dispute (opened, or closed arriving first) holds what is left of the credit.
       let held = (await disputeEvent(tx, id, 'disputed', dispute))?.cents;
@@ -359,22 +496,23 @@ async function transition(tx: Queryable, row: TopUpRow, fact: PaymentFact): Prom
         await event(tx, id, 'disputed', held, `dispute ${dispute}: ${formatCents(held)} USD of the credit is held until it closes`);
         await setState('disputed');
       }
-      if (fact.kind === 'dispute_opened') return applied;
-      const closing = fact.won ? 'dispute_won' : 'dispute_lost';
-      if ((await disputeEvent(tx, id, closing, dispute)) !== undefined) return applied;
+      if (fact.kind === 'dispute_opened') return;
+      if ((await disputeEvent(tx, id, 'dispute_won', dispute)) !== undefined || (await disputeEvent(tx, id, 'dispute_lost', dispute)) !== undefined) return;
       if (!fact.won) {
         await event(tx, id, 'dispute_lost', held, `dispute ${dispute}: the held credit stays taken`);
-        return applied;
+        return;
       }
-      if (held > 0) await move(tx, applied, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(held), idempotencyKey: `dispute_release:${dispute}`, reference: id, memo: `dispute ${dispute} won` });
-      await event(tx, id, 'dispute_won', held, `dispute ${dispute}: the held credit is back on the balance`);
+      if (held > 0) await move(tx, applied, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(held), idempotencyKey: `dispute_release:${dispute}`, reference: id, memo: `dispute ${dispute} ${fact.inquiry === true ? 'was an inquiry' : 'won'}` });
+      await event(tx, id, 'dispute_won', held, `dispute ${dispute}: ${fact.inquiry === true ? 'an inquiry, closed without a chargeback' : 'won'}; the held credit is back on the balance`);
       const after = await withdrawn(tx, id);
       await setState(after.reversed > 0 ? 'refunded' : 'credited');
-      // A refund reported while the dispute held the credit is taken now.
-      const reported = await tx.query<{ cents: number }>(`SELECT COALESCE(max(amount_cents), 0)::bigint AS cents FROM top_up_events WHERE top_up_id = $1 AND kind IN ('refunded', 'refund_deferred')`, [id]);
-      const refundedCents = Number(reported.rows[0]?.cents ?? 0);
-      if (refundedCents > 0) await takeBackRefunds(tx, applied, row, refundedCents);
-      return applied;
+      // A refund reported while the dispute held the credit is taken now (at the provider's latest total).
+      const latest = (await tx.query<{ refunded_cents: number | null }>('SELECT refunded_cents FROM top_ups WHERE id = $1', [id])).rows[0]?.refunded_cents;
+      if (latest !== null && latest !== undefined && Number(latest) > 0) {
+        const fresh = (await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1`, [id])).rows[0];
+        if (fresh !== undefined) await settleRefunds(tx, applied, fresh, Number(latest));
+      }
+      return;
     }
   }
 }

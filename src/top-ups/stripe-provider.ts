@@ -2,7 +2,10 @@
 // with the credit and the service fee as separate line items, created under an idempotency key per
 // top-up; webhooks verified by the client's own constructEvent (HMAC-SHA256 of the raw body with a
 // timestamp tolerance). Credited on checkout.session.completed when paid and on
-// async_payment_succeeded; async_payment_failed and expired only change the top-up's state.
+// async_payment_succeeded; async_payment_failed and expired only change the top-up's state. Refund
+// events are signals: the refunded total is read back from Stripe's refunds (a refund can fail after
+// charge.refunded reported it, and events come in any order); a dispute's outcome is final, and only
+// `lost` keeps the credit (an inquiry closed as warning_closed moved no money).
 import Stripe from 'stripe';
 import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent } from './provider.js';
 import { WebhookRejected } from './provider.js';
@@ -22,6 +25,7 @@ const HANDLED = [
   'checkout.session.async_payment_failed',
   'checkout.session.expired',
   'charge.refunded',
+  'charge.refund.updated',
   'charge.dispute.created',
   'charge.dispute.closed',
 ] as const;
@@ -48,11 +52,21 @@ function toProviderEvent(e: Stripe.Event): ProviderEvent | undefined {
     const payment = idOf(c.payment_intent);
     return payment === undefined ? undefined : { eventId: e.id, type, ref: { payment }, fact: { kind: 'refunded', refundedCents: c.amount_refunded } };
   }
+  if (type === 'charge.refund.updated') {
+    // A refund changed state (failed, cancelled): the total is read back from Stripe when applied.
+    const r = e.data.object as Stripe.Refund;
+    const payment = idOf(r.payment_intent);
+    const counts = r.status !== 'failed' && r.status !== 'canceled';
+    return payment === undefined ? undefined : { eventId: e.id, type, ref: { payment }, fact: { kind: 'refunded', refundedCents: counts ? r.amount : 0 } };
+  }
   if (type === 'charge.dispute.created' || type === 'charge.dispute.closed') {
     const d = e.data.object as Stripe.Dispute;
     const payment = idOf(d.payment_intent);
     if (payment === undefined) return undefined;
-    const fact: PaymentFact = type === 'charge.dispute.created' ? { kind: 'dispute_opened', disputeId: d.id } : { kind: 'dispute_closed', disputeId: d.id, won: d.status === 'won' };
+    const fact: PaymentFact =
+      type === 'charge.dispute.created'
+        ? { kind: 'dispute_opened', disputeId: d.id }
+        : { kind: 'dispute_closed', disputeId: d.id, won: d.status !== 'lost', ...(d.status === 'warning_closed' ? { inquiry: true } : {}) };
     return { eventId: e.id, type, ref: { payment }, fact };
   }
   return undefined;
@@ -112,6 +126,28 @@ export function stripeProvider(settings: StripeSettings): PaymentProvider {
       }
       // Listed newest first.
       return found.reverse();
+    },
+    async refundedCents(paymentRef) {
+      let cents = 0;
+      for await (const r of stripe.refunds.list({ payment_intent: paymentRef, limit: 100 })) if (r.status !== 'failed' && r.status !== 'canceled') cents += r.amount;
+      return cents;
+    },
+    async checkoutOfPayment(paymentRef) {
+      const found = await stripe.checkout.sessions.list({ payment_intent: paymentRef, limit: 1 });
+      return found.data[0]?.id;
+    },
+    async cancelCheckout(checkoutRef) {
+      const s = await stripe.checkout.sessions.retrieve(checkoutRef);
+      if (s.status === 'expired') return true;
+      if (s.status === 'complete') return false;
+      try {
+        await stripe.checkout.sessions.expire(checkoutRef);
+        return true;
+      } catch (err) {
+        // Paid in another tab between the two calls: Stripe refuses to expire a completed session.
+        if ((await stripe.checkout.sessions.retrieve(checkoutRef)).status === 'complete') return false;
+        throw err;
+      }
     },
   };
 }

@@ -1,8 +1,11 @@
 // A stand-in for a BTCPay Server store's Greenfield API on loopback, for tests and the local run's
-// labelled test mode: invoices in USD, their payments (in BTC at a fixed test rate), a hosted payment
-// page that pays the exact amount, more or less, and webhooks signed as BTCPay signs them (BTCPay-Sig:
-// sha256=<HMAC-SHA256 of the raw body>), retried until answered 2xx; redeliveries keep the original
-// delivery's id.
+// labelled test mode: invoices in USD offered by two payment methods (on-chain and Lightning, both BTC
+// at a fixed test rate), their payments, a hosted payment page that pays the exact amount, more or
+// less, and webhooks signed as BTCPay signs them (BTCPay-Sig: sha256=<HMAC-SHA256 of the raw body>),
+// retried until answered 2xx; redeliveries keep the original delivery's id. As Greenfield does, each
+// method reports `paymentMethodPaid` (what arrived by it) and `totalPaid` (what arrived by every
+// method, in its currency). Tests also void a settled invoice (Invalid), mark one settled by hand, and
+// hold deliveries back to send them late, twice or in any order.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { close, deliver, escape, listen, readBody, sendJson, sendPage, type Delivery } from './fake-http.js';
@@ -22,7 +25,12 @@ export interface FakeInvoice {
   metadata: Record<string, unknown>;
   checkout: { redirectURL?: string };
   paidSats: bigint;
+  /** What arrived by each payment method. */
+  paidByMethod: Map<PaymentMethodId, bigint>;
 }
+
+export type PaymentMethodId = 'BTC-CHAIN' | 'BTC-LN';
+const METHODS: readonly PaymentMethodId[] = ['BTC-CHAIN', 'BTC-LN'];
 
 const btc = (sats: bigint): string => `${sats / 100_000_000n}.${String(sats % 100_000_000n).padStart(8, '0')}`;
 
@@ -44,7 +52,8 @@ export async function startFakeBtcpay(opts: FakeBtcpayOptions) {
   const invoices = new Map<string, FakeInvoice>();
   const deliveries: Delivery[] = [];
   const requests: Array<{ method: string; path: string }> = [];
-  const state = { webhookUrl: opts.webhookUrl ?? '' };
+  const held: Delivery[] = [];
+  const state = { webhookUrl: opts.webhookUrl ?? '', hold: false };
   let base = '';
 
   const view = (i: FakeInvoice) => ({ id: i.id, status: i.status, additionalStatus: i.additionalStatus, amount: i.amount, currency: i.currency, checkoutLink: i.checkoutLink, createdTime: i.createdTime, metadata: i.metadata });
@@ -54,16 +63,29 @@ export async function startFakeBtcpay(opts: FakeBtcpayOptions) {
     const body = JSON.stringify({ deliveryId, webhookId: 'wh_test', originalDeliveryId: deliveryId, isRedelivery: false, type, timestamp: Math.floor(Date.now() / 1000), storeId: opts.storeId, invoiceId: i.id, metadata: i.metadata });
     const d: Delivery = { url: state.webhookUrl, body, headers: { 'btcpay-sig': `sha256=${createHmac('sha256', opts.webhookSecret).update(body).digest('hex')}` }, attempts: [] };
     deliveries.push(d);
-    if (d.url !== '') await deliver(d);
+    if (state.hold) held.push(d);
+    else if (d.url !== '') await deliver(d);
     return d;
   }
 
-  /** The payer sends `fraction` of the amount due (1 exact, above 1 over, below 1 under). */
-  async function pay(id: string, fraction: 'exact' | 'over' | 'under'): Promise<FakeInvoice> {
+  function invoice(id: string): FakeInvoice {
     const i = invoices.get(id);
     if (i === undefined) throw new Error(`no such invoice ${id}`);
+    return i;
+  }
+
+  /** The payer sends `fraction` of the amount due (1 exact, above 1 over, below 1 under), by one method. */
+  async function pay(id: string, fraction: 'exact' | 'over' | 'under', method: PaymentMethodId = 'BTC-CHAIN'): Promise<FakeInvoice> {
+    const i = invoice(id);
     const due = centsOf(i.amount) * SATS_PER_CENT;
-    i.paidSats += fraction === 'exact' ? due : fraction === 'over' ? due + due / 10n : due / 2n;
+    return paySats(i, fraction === 'exact' ? due : fraction === 'over' ? due + due / 10n : due / 2n, method);
+  }
+
+  /** `sats` arrive by `method`; the invoice settles once everything due has arrived. */
+  async function paySats(i: FakeInvoice, sats: bigint, method: PaymentMethodId): Promise<FakeInvoice> {
+    const due = centsOf(i.amount) * SATS_PER_CENT;
+    i.paidSats += sats;
+    i.paidByMethod.set(method, (i.paidByMethod.get(method) ?? 0n) + sats);
     await emit(i, 'InvoiceReceivedPayment');
     if (i.paidSats >= due) {
       i.status = 'Processing';
@@ -87,7 +109,7 @@ export async function startFakeBtcpay(opts: FakeBtcpayOptions) {
         const b = JSON.parse((await readBody(req)) || '{}') as { amount?: string; currency?: string; metadata?: Record<string, unknown>; checkout?: { redirectURL?: string } };
         if (typeof b.amount !== 'string' || !/^\d+(\.\d{1,2})?$/.test(b.amount)) return sendJson(res, 422, [{ path: 'amount', message: 'Amount should be a decimal string' }]);
         const id = randomBytes(9).toString('base64url');
-        const i: FakeInvoice = { id, status: 'New', additionalStatus: 'None', amount: b.amount, currency: b.currency ?? 'USD', checkoutLink: `${base}/i/${id}`, createdTime: Math.floor(Date.now() / 1000), metadata: b.metadata ?? {}, checkout: b.checkout ?? {}, paidSats: 0n };
+        const i: FakeInvoice = { id, status: 'New', additionalStatus: 'None', amount: b.amount, currency: b.currency ?? 'USD', checkoutLink: `${base}/i/${id}`, createdTime: Math.floor(Date.now() / 1000), metadata: b.metadata ?? {}, checkout: b.checkout ?? {}, paidSats: 0n, paidByMethod: new Map() };
         invoices.set(id, i);
         return sendJson(res, 200, view(i));
       }
@@ -97,7 +119,24 @@ export async function startFakeBtcpay(opts: FakeBtcpayOptions) {
       }
       const i = invoices.get(decodeURIComponent(api[2] ?? ''));
       if (i === undefined) return sendJson(res, 404, { code: 'invoice-not-found', message: 'The invoice was not found' });
-      if (api[3] !== undefined) return sendJson(res, 200, [{ paymentMethodId: 'BTC-CHAIN', currency: 'BTC', rate: TEST_BTC_RATE, amount: btc(centsOf(i.amount) * SATS_PER_CENT), totalPaid: btc(i.paidSats), paymentMethodPaid: btc(i.paidSats) }]);
+      if (api[3] !== undefined) {
+        const due = centsOf(i.amount) * SATS_PER_CENT;
+        return sendJson(
+          res,
+          200,
+          METHODS.map((m) => ({
+            paymentMethodId: m,
+            currency: 'BTC',
+            rate: TEST_BTC_RATE,
+            amount: btc(due),
+            paymentMethodPaid: btc(i.paidByMethod.get(m) ?? 0n),
+            // Greenfield: every method's payments, in this method's currency.
+            totalPaid: btc(i.paidSats),
+            due: `${i.paidSats > due ? '-' : ''}${btc(i.paidSats > due ? i.paidSats - due : due - i.paidSats)}`,
+            payments: (i.paidByMethod.get(m) ?? 0n) > 0n ? [{ id: `${i.id}-${m}`, value: btc(i.paidByMethod.get(m) ?? 0n), status: 'Settled' }] : [],
+          })),
+        );
+      }
       return sendJson(res, 200, view(i));
     }
     const page = /^\/i\/([^/]+)$/.exec(url.pathname);
@@ -134,11 +173,32 @@ export async function startFakeBtcpay(opts: FakeBtcpayOptions) {
     pay,
     /** The invoice runs out of time: Expired (with PaidPartial when something arrived). */
     async expire(id: string): Promise<void> {
-      const i = invoices.get(id);
-      if (i === undefined) throw new Error(`no such invoice ${id}`);
+      const i = invoice(id);
       i.status = 'Expired';
       await emit(i, 'InvoiceExpired');
     },
+    /** Cents more arrive by one method (a payment split across on-chain and Lightning). */
+    payCents: (id: string, cents: number, method: PaymentMethodId): Promise<FakeInvoice> => paySats(invoice(id), BigInt(cents) * SATS_PER_CENT, method),
+    /** The merchant marks the invoice settled by hand, whatever arrived. */
+    async markSettled(id: string): Promise<void> {
+      const i = invoice(id);
+      i.status = 'Settled';
+      i.additionalStatus = i.paidSats < centsOf(i.amount) * SATS_PER_CENT ? 'PaidPartial' : 'None';
+      await emit(i, 'InvoiceSettled');
+    },
+    /** A settled payment is voided (a 0-confirmation double spend): the invoice turns Invalid. */
+    async invalidate(id: string): Promise<void> {
+      const i = invoice(id);
+      i.status = 'Invalid';
+      await emit(i, 'InvoiceInvalid');
+    },
+    /** Hold deliveries instead of sending them; takeHeld hands them to the caller to send in any order. */
+    holdDeliveries: (on: boolean): void => {
+      state.hold = on;
+    },
+    takeHeld: (): Delivery[] => held.splice(0),
+    /** Sends one delivery now, once, exactly as it was (a late, repeated or reordered delivery). */
+    send: (d: Delivery): Promise<boolean> => deliver({ ...d, url: state.webhookUrl, attempts: [] }, 1),
     /** Sends a delivery again with a new delivery id and the original's (as BTCPay's redeliver does). */
     async redeliver(d: Delivery): Promise<Delivery> {
       const parsed = JSON.parse(d.body) as Record<string, unknown>;

@@ -2,8 +2,10 @@
 // `stripe` client talks to it (host, port and protocol options): it creates and retrieves Checkout
 // Sessions (idempotency keys honoured), lists events, and serves a hosted "pay" page whose button pays
 // the session and sends checkout.session.completed, signed as Stripe signs (Stripe-Signature:
-// t=<unix s>,v1=<HMAC-SHA256 of "t.body">), retried until answered 2xx. Tests also drive refunds,
-// disputes, delayed methods, redeliveries, stale or forged signatures and out-of-order delivery.
+// t=<unix s>,v1=<HMAC-SHA256 of "t.body">), retried until answered 2xx. Tests also drive refunds (each
+// a Refund object that can fail later, listed by payment intent), disputes and inquiries, delayed
+// methods, expiring a session, redeliveries, stale or forged signatures, and deliveries held back to be
+// sent late, twice or in any order.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { close, deliver, escape, listen, readBody, sendJson, sendPage, type Delivery } from './fake-http.js';
@@ -93,6 +95,16 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     return s;
   }
 
+  interface FakeRefund extends Json {
+    id: string;
+    amount: number;
+    status: 'succeeded' | 'failed';
+    payment_intent: string | null;
+  }
+  const refunds: FakeRefund[] = [];
+  /** What the payment's refunds add up to now: failed ones no longer count (Stripe lowers amount_refunded). */
+  const refundedOf = (s: FakeStripeSession): number => refunds.filter((r) => r.payment_intent === s.payment_intent && r.status === 'succeeded').reduce((t, r) => t + r.amount, 0);
+
   const charge = (s: FakeStripeSession, refunded: number): Json => ({ id: `ch_for_${s.payment_intent}`, object: 'charge', amount: s.amount_total, amount_refunded: refunded, currency: s.currency, payment_intent: s.payment_intent, refunded: refunded >= s.amount_total });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -131,6 +143,25 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
       if (typeof key === 'string') idempotent.set(key, s);
       return sendJson(res, 200, s);
     }
+    if (method === 'GET' && url.pathname === '/v1/checkout/sessions') {
+      const pi = url.searchParams.get('payment_intent');
+      const data = [...sessions.values()].filter((x) => pi === null || x.payment_intent === pi);
+      return sendJson(res, 200, { object: 'list', url: '/v1/checkout/sessions', has_more: false, data });
+    }
+    if (method === 'GET' && url.pathname === '/v1/refunds') {
+      const pi = url.searchParams.get('payment_intent');
+      const data = refunds.filter((r) => pi === null || r.payment_intent === pi).reverse();
+      return sendJson(res, 200, { object: 'list', url: '/v1/refunds', has_more: false, data });
+    }
+    const expire = /^\/v1\/checkout\/sessions\/([^/]+)\/expire$/.exec(url.pathname);
+    if (method === 'POST' && expire !== null) {
+      const s = sessions.get(decodeURIComponent(expire[1] ?? ''));
+      if (s === undefined) return sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such checkout.session' } });
+      if (s.status !== 'open') return sendJson(res, 400, { error: { type: 'invalid_request_error', message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${s.status}".` } });
+      s.status = 'expired';
+      await emit('checkout.session.expired', s);
+      return sendJson(res, 200, s);
+    }
     const m = /^\/v1\/checkout\/sessions\/([^/]+)$/.exec(url.pathname);
     if (method === 'GET' && m !== null) {
       const s = sessions.get(decodeURIComponent(m[1] ?? ''));
@@ -167,7 +198,6 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
 
   const { server, url } = await listen(handle, opts.port ?? 0, opts.host);
   base = url;
-  const refunded = new Map<string, number>();
   return {
     url,
     sessions,
@@ -186,6 +216,10 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
       if (order === 'reversed') list.reverse();
       for (const d of list) await deliver({ ...d, url: state.webhookUrl });
     },
+    /** The held deliveries, taken out of the queue: the caller sends them when and as often as it likes. */
+    takeHeld: (): Delivery[] => held.splice(0),
+    /** Sends one delivery now, once (a late, repeated or reordered delivery). */
+    send: (d: Delivery): Promise<boolean> => deliver({ ...d, url: state.webhookUrl, attempts: [] }, 1),
     /** Sign later deliveries this many seconds in the past (a stale timestamp), or with the wrong secret. */
     skewSignatures: (seconds: number): void => {
       state.clockSkewSeconds = -seconds;
@@ -204,22 +238,37 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
       s.status = 'expired';
       await emit('checkout.session.expired', s);
     },
-    /** Refunds `cents` more of the session's payment (charge.refunded carries the cumulative amount). */
-    async refund(id: string, cents: number): Promise<void> {
+    /** Refunds `cents` more of the session's payment (charge.refunded carries the cumulative amount); the refund's id. */
+    async refund(id: string, cents: number): Promise<string> {
       const s = session(id);
-      const total = Math.min(s.amount_total, (refunded.get(id) ?? 0) + cents);
-      refunded.set(id, total);
-      await emit('charge.refunded', charge(s, total));
+      const amount = Math.min(cents, s.amount_total - refundedOf(s));
+      const r: FakeRefund = { id: rand('re'), object: 'refund', amount, status: 'succeeded', payment_intent: s.payment_intent, charge: `ch_for_${s.payment_intent}`, currency: s.currency };
+      refunds.push(r);
+      await emit('charge.refunded', charge(s, refundedOf(s)));
+      return r.id;
     },
-    async openDispute(id: string): Promise<string> {
+    /** A refund fails after it was reported (the bank returned it): charge.refund.updated, and it no longer counts. */
+    async failRefund(refundId: string): Promise<void> {
+      const r = refunds.find((x) => x.id === refundId);
+      if (r === undefined) throw new Error(`no such refund ${refundId}`);
+      r.status = 'failed';
+      r.failure_reason = 'expired_or_canceled_card';
+      await emit('charge.refund.updated', r);
+    },
+    /** The payment's refunded total as Stripe would report it now. */
+    refundedCents: (id: string): number => refundedOf(session(id)),
+    /** A dispute, or with `inquiry` an inquiry (warning_needs_response), which moves no money unless it escalates. */
+    async openDispute(id: string, inquiry = false): Promise<string> {
       const s = session(id);
       const disputeId = rand('dp');
-      await emit('charge.dispute.created', { id: disputeId, object: 'dispute', amount: s.amount_total, charge: `ch_for_${s.payment_intent}`, payment_intent: s.payment_intent, status: 'needs_response' });
+      await emit('charge.dispute.created', { id: disputeId, object: 'dispute', amount: s.amount_total, charge: `ch_for_${s.payment_intent}`, payment_intent: s.payment_intent, status: inquiry ? 'warning_needs_response' : 'needs_response' });
       return disputeId;
     },
-    async closeDispute(id: string, disputeId: string, won: boolean): Promise<void> {
+    /** Closes a dispute: won (true), lost (false), or an inquiry closed without a chargeback ('warning_closed'). */
+    async closeDispute(id: string, disputeId: string, outcome: boolean | 'warning_closed'): Promise<void> {
       const s = session(id);
-      await emit('charge.dispute.closed', { id: disputeId, object: 'dispute', amount: s.amount_total, charge: `ch_for_${s.payment_intent}`, payment_intent: s.payment_intent, status: won ? 'won' : 'lost' });
+      const status = outcome === 'warning_closed' ? 'warning_closed' : outcome ? 'won' : 'lost';
+      await emit('charge.dispute.closed', { id: disputeId, object: 'dispute', amount: s.amount_total, charge: `ch_for_${s.payment_intent}`, payment_intent: s.payment_intent, status });
     },
     /** Sends an already sent event again, exactly as it was (a redelivery, or a replay). */
     async redeliver(eventId: string): Promise<Delivery> {
