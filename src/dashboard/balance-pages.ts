@@ -22,12 +22,22 @@ const signed = (micros: number): string => (micros < 0 ? `−$${formatUsd(-micro
 const STATE_WORDS: Record<string, string> = {
   quoted: 'Quoted',
   pending: 'Awaiting payment',
+  cancelled: 'Cancelled',
   credited: 'Credited',
   failed: 'Not paid',
   expired: 'Expired',
   refunded: 'Refunded',
   disputed: 'Disputed',
+  reversed: 'Reversed: the payment was voided',
 };
+
+/** The latest "part of it arrived" note of an open crypto top-up, so the holder knows to send the rest. */
+function partPaid(t: TopUpView): Html | string {
+  if (t.state !== 'pending' && t.state !== 'quoted') return '';
+  const last = [...(t.timeline ?? [])].reverse().find((e) => e.kind === 'partly_paid');
+  if (last?.amountCents === null || last?.amountCents === undefined) return '';
+  return html`<p class="note" role="status" id="part-paid">${dollars(last.amountCents)} of ${dollars(t.totalCents)} has arrived. Send the remaining ${dollars(Math.max(0, t.totalCents - last.amountCents))} from the payment page before the invoice expires; nothing is credited until all of it arrives.</p>`;
+}
 
 const KIND_WORDS: Record<string, string> = {
   top_up: 'Top-up',
@@ -80,11 +90,11 @@ export function balancePage(
     html`<h1>Balance</h1>${
       flash === undefined
         ? ''
-        : data.cancelled === true
-          ? html`<p class="note" role="status">Top-up cancelled: nothing was charged.</p>`
-          : flash.state === 'credited'
-            ? html`<p class="ok" role="status">${dollars(flash.creditCents)} was added to your balance.</p>`
-            : html`<p class="note" role="status">Your top-up of ${dollars(flash.creditCents)} is ${(STATE_WORDS[flash.state] ?? flash.state).toLowerCase()}. <a href="/top-ups/${flash.id}">Details</a></p>`
+        : flash.state === 'credited'
+          ? html`<p class="ok" role="status">${dollars(flash.creditCents)} was added to your balance.</p>`
+          : flash.state === 'cancelled' || (data.cancelled === true && flash.state !== 'pending')
+            ? html`<p class="note" role="status">Top-up cancelled: nothing was charged.</p>`
+            : html`<p class="note" role="status">Your top-up of ${dollars(flash.creditCents)} is ${(STATE_WORDS[flash.state] ?? flash.state).toLowerCase()}. <a href="/top-ups/${flash.id}">Details</a></p>${partPaid(flash)}`
     }
 <div class="card"><div class="big" id="balance">${usd(data.balance)}</div><p>available to spend${data.held > 0 ? html`, of which <strong>${usd(data.held)}</strong> is held by requests in flight` : ''}.</p></div>
 ${data.canTopUp ? topUpForm(session, data.error, data.amount) : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`}
@@ -108,12 +118,12 @@ ${methods.map((m) => html`<button name="provider" value="${m.name}">Pay ${dollar
 }
 
 export function topUpPage(session: Session, t: TopUpView, admin = false): Html {
-  const canRecheck = t.state === 'pending' || t.state === 'quoted' || t.state === 'failed' || t.state === 'expired';
+  const canRecheck = t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired';
   return layout(
     'Top-up',
     session,
     html`<h1>Top-up of ${dollars(t.creditCents)}</h1><p>${t.provider === 'stripe' ? 'Card' : 'Crypto'} · ${dollars(t.totalCents)} to pay (fee ${dollars(t.feeCents)}) · <strong>${STATE_WORDS[t.state] ?? t.state}</strong></p>
-<h2>Timeline</h2><ol>${(t.timeline ?? []).map((e) => html`<li><time>${when(e.at)}</time> ${e.kind.replace(/_/g, ' ')}${e.amountCents === null ? '' : html` · ${dollars(e.amountCents)}`}${e.detail === null ? '' : html` — ${e.detail}`}</li>`)}</ol>
+${partPaid(t)}<h2>Timeline</h2><ol>${(t.timeline ?? []).map((e) => html`<li><time>${when(e.at)}</time> ${e.kind.replace(/_/g, ' ')}${e.amountCents === null ? '' : html` · ${dollars(e.amountCents)}`}${e.detail === null ? '' : html` — ${e.detail}`}</li>`)}</ol>
 ${
   canRecheck
     ? html`<form method="post" action="${admin ? `/admin/top-ups/${t.id}/recheck` : `/top-ups/${t.id}/recheck`}"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Re-check payment</button></form>`

@@ -51,7 +51,13 @@ export function balanceRoutes(router: Router<DashboardState>, deps: { service: D
     const s = who(ctx);
     const [bal, statement, list] = await Promise.all([service.balance(s.user), service.statement(s.user, query(ctx, 'cursor')), topUps?.list(s.user.accountId) ?? []]);
     const flashId = query(ctx, 'top_up');
-    const flash = flashId === undefined || topUps === undefined ? undefined : await topUps.get(s.user.accountId, flashId).catch(() => undefined);
+    // Back from the provider's "cancel" link: the checkout is closed there, so the top-up says cancelled
+    // (or, paid meanwhile in another tab, is re-checked and credited).
+    const leaving = query(ctx, 'cancelled') === '1';
+    const flash =
+      flashId === undefined || topUps === undefined
+        ? undefined
+        : await (leaving ? topUps.cancel(s.user.accountId, flashId) : topUps.get(s.user.accountId, flashId)).catch(() => (leaving ? topUps.get(s.user.accountId, flashId).catch(() => undefined) : undefined));
     send(ctx, balancePage(s, { ...bal, statement, topUps: list, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...extra }), status);
   };
 

@@ -250,11 +250,12 @@ export class TopUpService {
     if (row === undefined || (row.state !== 'pending' && row.state !== 'quoted') || row.provider_ref === null) return t;
     const provider = this.provider(t.provider);
     if (provider.cancelCheckout === undefined) return t;
-    if (!(await provider.cancelCheckout(row.provider_ref))) return this.recheck(accountId, topUpId);
+    // Said first, then asked of the provider: a payment that still lands credits a cancelled top-up.
     await this.opts.db.transaction(async (tx) => {
       const r = await tx.query(`UPDATE top_ups SET state = 'cancelled', updated_at = now() WHERE id = $1 AND state IN ('quoted', 'pending') RETURNING id`, [topUpId]);
       if (r.rows.length > 0) await event(tx, topUpId, 'cancelled', null, 'you left the payment page; it was closed, nothing was charged');
     });
+    if (!(await provider.cancelCheckout(row.provider_ref))) return this.recheck(accountId, topUpId);
     return this.get(accountId, topUpId);
   }
 
@@ -479,10 +480,20 @@ async function transition(ctx: TransitionContext, tx: Queryable, row: TopUpRow, 
       await setState('reversed');
       return;
     }
-    case 'refunded':
+    case 'refunded': {
       if (!PAID.has(row.state)) return;
-      await settleRefunds(tx, applied, row, await refundedNow(ctx, row, fact.refundedCents));
+      const refunded = await refundedNow(ctx, row, fact.refundedCents);
+      if (row.state === 'disputed') {
+        // A dispute holds what refunds left: a change of refunds waits for its outcome (won: settled
+        // then at the latest total; lost: the credit stays taken), so the order of events cannot matter.
+        await tx.query('UPDATE top_ups SET refunded_cents = $2, updated_at = now() WHERE id = $1', [id, refunded]);
+        const { reversed } = await withdrawn(tx, id);
+        if (Math.min(refunded, credit) !== reversed) await event(tx, id, 'refund_deferred', refunded, 'a dispute holds the credit: this refund is settled when the dispute closes (if it is won)');
+        return;
+      }
+      await settleRefunds(tx, applied, row, refunded);
       return;
+    }
     case 'dispute_opened':
     case 'dispute_closed': {
       if (!PAID.has(row.state)) return;
@@ -508,7 +519,7 @@ async function transition(ctx: TransitionContext, tx: Queryable, row: TopUpRow, 
       await setState(after.reversed > 0 ? 'refunded' : 'credited');
       // A refund reported while the dispute held the credit is taken now (at the provider's latest total).
       const latest = (await tx.query<{ refunded_cents: number | null }>('SELECT refunded_cents FROM top_ups WHERE id = $1', [id])).rows[0]?.refunded_cents;
-      if (latest !== null && latest !== undefined && Number(latest) > 0) {
+      if (latest !== null && latest !== undefined) {
         const fresh = (await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1`, [id])).rows[0];
         if (fresh !== undefined) await settleRefunds(tx, applied, fresh, Number(latest));
       }
