@@ -38,6 +38,9 @@ export interface GatewayConfig {
   /** How long a key lookup is trusted before it is read again (revocation latency bound). */
   keyCacheTtlMs: number;
   usageMaxRecords: number;
+  /** Per account: most bytes and responses the Responses API keeps (oldest first out). */
+  storedResponsesMaxBytes: number;
+  storedResponsesMaxCount: number;
   /**
    * Most connections to one upstream origin; 0 means no limit (the default). A stream holds its
    * connection until it ends, so a cap here is a cap on concurrent streams to that provider.
@@ -111,6 +114,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     reconcileIntervalMs: int(env, 'TOLLGATE_RECONCILE_INTERVAL_MS', 15 * 60 * 1000),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
+    storedResponsesMaxBytes: int(env, 'TOLLGATE_STORED_RESPONSES_MAX_BYTES', 256 * 1024 * 1024),
+    storedResponsesMaxCount: int(env, 'TOLLGATE_STORED_RESPONSES_MAX_COUNT', 10_000),
     upstreamMaxConnections: int(env, 'TOLLGATE_UPSTREAM_MAX_CONNECTIONS', 0),
     redisCommandTimeoutMs: int(env, 'TOLLGATE_REDIS_COMMAND_TIMEOUT_MS', 1000),
     settlementFlushMs: int(env, 'TOLLGATE_SETTLEMENT_FLUSH_MS', 10 * 1000),

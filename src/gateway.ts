@@ -150,7 +150,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
     responses: {
-      store: parts.responsesStore ?? new MemoryResponsesStore(),
+      store: parts.responsesStore ?? new MemoryResponsesStore({ maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }),
       envelopeKey: reasoningKey(config.reasoningKey),
       onStoreError: (err) => logger.log.error({ event: 'response_store_failed', error: String(err) }, 'a Responses API object could not be stored'),
     },

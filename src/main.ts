@@ -73,7 +73,7 @@ async function main(): Promise<void> {
     secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
   }
 
-  const gateway = await startGateway({ config, catalog, backend, responsesStore: new RecordResponsesStore(record), secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
+  const gateway = await startGateway({ config, catalog, backend, responsesStore: new RecordResponsesStore(record, Date.now, { maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }), secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
   const books = reconcileSources(record, backend, owned.journalStream, journal);
   const reconciler = startReconciler(books, {
     intervalMs: config.reconcileIntervalMs,

@@ -57,6 +57,9 @@ export function createResponse(catalog: CatalogSource, exchange: ExchangeDeps, d
     const previousId = typeof body.previous_response_id === 'string' && body.previous_response_id !== '' ? body.previous_response_id : undefined;
     const previous = previousId === undefined ? undefined : await deps.store.get(accountId, previousId);
     if (previousId !== undefined && previous === undefined) throw notFound(previousId, 'previous_response_id');
+    if (previous?.contextLost === true) {
+      throw new GatewayError(400, `Previous response '${previousId ?? ''}' is stored, but an earlier response of its conversation is not (expired, deleted, or evicted by the account's storage bound): send the conversation's history as input instead.`, { code: 'previous_response_not_found', param: 'previous_response_id' });
+    }
     const refs = Array.isArray(body.input) ? body.input.flatMap((it) => (isRecord(it) && it.type === 'item_reference' && typeof it.id === 'string' ? [it.id] : [])) : [];
     const found = await deps.store.items(accountId, refs);
     const accountTag = accountTagOf(accountId);
@@ -81,7 +84,10 @@ export function createResponse(catalog: CatalogSource, exchange: ExchangeDeps, d
       if (!decoded.store || result.body.status === 'failed') return;
       // A store that fails does not fail the answer the client paid for; it is logged.
       await deps.store
-        .save({ id, accountId, body: result.body, context: [...(previous?.context ?? []), ...inputItems, ...result.storedOutput], inputItems }, [...inputItems, ...result.storedOutput])
+        .save({ id, accountId, body: result.body, context: [...(previous?.context ?? []), ...inputItems, ...result.storedOutput], inputItems, ...(previousId === undefined ? {} : { previousId }) }, [...inputItems, ...result.storedOutput])
+        .then((kept) => {
+          if (!kept) deps.onStoreError?.(new Error(`response ${id} is larger than the account's stored-response bound: not stored`));
+        })
         .catch((err: unknown) => deps.onStoreError?.(err));
     };
     const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(encodeOpenAIRequest(internal, { supportsReasoning: model.supportsReasoning })));
