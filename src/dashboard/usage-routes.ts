@@ -8,7 +8,7 @@ import type { Html } from './html.js';
 import type { RefundTicket, RefundTickets } from './refund-tickets.js';
 import { DashboardError, type DashboardService, type Session } from './service.js';
 import { refundRequestPage, refundsPage, usagePageHtml } from './usage-pages.js';
-import { dailySpend, usageCsv, usagePage, usageQueryOf } from './usage-view.js';
+import { dailySpend, usageCsvStream, usagePage, usageQueryOf } from './usage-view.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
 
@@ -76,9 +76,10 @@ export function usageRoutes(
     const c = ctx as Ctx;
     const s = who(c);
     const names = new Map((await keysOf(s)).map((k) => [k.id, k.name]));
+    const body = await usageCsvStream(db, s.user.accountId, usageQueryOf(c.query), names);
     c.type = 'text/csv; charset=utf-8';
     c.set('Content-Disposition', `attachment; filename="tollgate-usage-${new Date().toISOString().slice(0, 10)}.csv"`);
-    c.body = await usageCsv(db, s.user.accountId, usageQueryOf(c.query), names);
+    c.body = body;
   };
   router.get('/usage.csv', csv);
   router.get('/api/usage.csv', csv);

@@ -1,6 +1,7 @@
 // The Usage page's data: an account's requests of record with filters, one request by id, each key's
 // daily spend, and the CSV export (every matching record, whose cost column sums to the usage entries
 // of the statement for the same records).
+import { Readable } from 'node:stream';
 import type { RequestStatus } from '../billing/ledger.js';
 import { formatUsd } from '../billing/money.js';
 import type { Database } from '../record/database.js';
@@ -82,23 +83,33 @@ const csvCell = (v: string | number | boolean | null): string => {
   return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
 };
 
-/** Every matching record as CSV (all pages), newest first, with a total row. */
-export async function usageCsv(db: Database, accountId: string, q: UsageQuery, keyNames: Map<string, string>): Promise<string> {
-  const lines = ['finished_at,request_id,key_id,key_name,model,status,finish_reason,refusal_reason,input_tokens,output_tokens,cached_input_tokens,reasoning_tokens,cost_micro_usd,cost_usd,refunded'];
-  let total = 0;
-  let cursor: string | undefined;
-  do {
-    const page = await checked(() => listUsagePage(db, { ...filterOf(accountId, q), limit: 1000, ...(cursor === undefined ? {} : { cursor }) }));
-    for (const r of page.records) {
-      total += r.cost;
-      lines.push(
-        [new Date(r.finishedAt).toISOString(), r.requestId, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.status, r.finishReason, r.refusalReason, r.usage.input, r.usage.output, r.usage.cachedInput, r.usage.reasoning, r.cost, formatUsd(r.cost), r.refunded]
-          .map(csvCell)
-          .join(','),
-      );
+const CSV_HEADER = 'finished_at,request_id,key_id,key_name,model,status,finish_reason,refusal_reason,input_tokens,output_tokens,cached_input_tokens,reasoning_tokens,cost_micro_usd,cost_usd,refunded';
+
+/**
+ * Every matching record as CSV (all pages), newest first, with a total row, as a stream: a page of
+ * 1,000 records is read when the client has taken what came before (at most one page ahead), so an
+ * export of any size holds a page or two in memory. The first page is read before the stream is
+ * returned, so a bad filter is still a 400, not a cut-off download.
+ */
+export async function usageCsvStream(db: Database, accountId: string, q: UsageQuery, keyNames: Map<string, string>): Promise<Readable> {
+  const read = (cursor: string | undefined) => checked(() => listUsagePage(db, { ...filterOf(accountId, q), limit: 1000, ...(cursor === undefined ? {} : { cursor }) }));
+  const first = await read(undefined);
+  async function* lines(): AsyncGenerator<string> {
+    yield `${CSV_HEADER}\r\n`;
+    let total = 0;
+    let page = first;
+    for (;;) {
+      let chunk = '';
+      for (const r of page.records) {
+        total += r.cost;
+        chunk += `${[new Date(r.finishedAt).toISOString(), r.requestId, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.status, r.finishReason, r.refusalReason, r.usage.input, r.usage.output, r.usage.cachedInput, r.usage.reasoning, r.cost, formatUsd(r.cost), r.refunded].map(csvCell).join(',')}\r\n`;
+      }
+      if (chunk !== '') yield chunk;
+      if (page.nextCursor === undefined) break;
+      page = await read(page.nextCursor);
     }
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  lines.push(['total', '', '', '', '', '', '', '', '', '', '', '', total, formatUsd(total), ''].map(csvCell).join(','));
-  return `${lines.join('\r\n')}\r\n`;
+    yield `${['total', '', '', '', '', '', '', '', '', '', '', '', total, formatUsd(total), ''].map(csvCell).join(',')}\r\n`;
+  }
+  // Bytes, not objects, with a small buffer: a page is not read until the one before has been taken.
+  return Readable.from(lines(), { objectMode: false, highWaterMark: 16 * 1024 });
 }
