@@ -1,5 +1,6 @@
 // Validates an Anthropic messages request enough to bill and route it, and measures its footprint.
 // Unknown fields and block types pass through; their encoded size still counts toward the bound.
+import { imageTokenEstimate, MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 import { invalidRequest } from './invalid-request.js';
 import type { RequestFootprint } from '../reserve/worst-case.js';
 import { isObject, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
@@ -19,6 +20,8 @@ const ROLES = new Set(['user', 'assistant', 'system']);
 interface Tally {
   textBytes: number;
   images: number;
+  /** The images' tokens as an upstream that reports no usage would have counted them (the estimate). */
+  imageTokens: number;
   texts: string[];
 }
 
@@ -47,6 +50,7 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
           throw invalidRequest(`${at}.source: an image needs a source {type: "base64", media_type, data} or {type: "url", url}.`, `${at}.source`);
         }
         tally.images += 1;
+        tally.imageTokens += source.type === 'base64' && typeof source.data === 'string' ? imageTokenEstimate({ data: source.data }) : MAX_IMAGE_TOKENS;
         return;
       }
       case 'thinking':
@@ -96,7 +100,7 @@ export function decodeMessagesRequest(raw: unknown, opts: { requireMaxTokens: bo
   const messages = body.messages;
   if (!Array.isArray(messages) || messages.length === 0) throw invalidRequest('messages: Field required (a non-empty array of {role, content}).', 'messages');
   if (body.stream !== undefined && typeof body.stream !== 'boolean') throw invalidRequest('stream: must be a boolean.', 'stream');
-  const tally: Tally = { textBytes: 0, images: 0, texts: [] };
+  const tally: Tally = { textBytes: 0, images: 0, imageTokens: 0, texts: [] };
   if (body.system !== undefined && body.system !== null) tallyBlocks(body.system, 'system', tally);
   messages.forEach((m: unknown, i) => {
     const at = `messages.${i}`;
@@ -123,6 +127,6 @@ export function decodeMessagesRequest(raw: unknown, opts: { requireMaxTokens: bo
       maxOutputTokens: typeof maxTokens === 'number' ? maxTokens : undefined,
     },
     hasImages: tally.images > 0,
-    prompt: { texts: tally.texts, messages: messages.length, images: tally.images },
+    prompt: { texts: tally.texts, messages: messages.length, images: tally.images, imageTokens: tally.imageTokens },
   };
 }

@@ -6,6 +6,7 @@
 // the largest of its bodies, since any of them may serve.
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { UpstreamBody } from '../translate/pair.js';
+import { imagePayloadTokens, MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 import { reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
 import type { WireFormat } from '../wire/format.js';
 import { isObject, jsonBytes, type JsonObject } from '../wire/json-shape.js';
@@ -22,6 +23,8 @@ export interface UpstreamBodies {
 
 interface ImageTally {
   images: number;
+  /** Their vision tokens, each bounded from its decoded size. */
+  tokens: number;
   /** Bytes of the image payloads (base64 data, URLs) as they appear in the JSON text. */
   bytes: number;
 }
@@ -31,10 +34,12 @@ function tallyImage(part: unknown, tally: ImageTally): void {
   if (!isObject(part)) return;
   if (part.type === 'image_url' && isObject(part.image_url) && typeof part.image_url.url === 'string') {
     tally.images += 1;
+    tally.tokens += imagePayloadTokens({ url: part.image_url.url });
     tally.bytes += jsonBytes(part.image_url.url);
   } else if (part.type === 'image' && isObject(part.source)) {
     const payload = typeof part.source.data === 'string' ? part.source.data : typeof part.source.url === 'string' ? part.source.url : undefined;
     tally.images += 1;
+    tally.tokens += typeof part.source.data === 'string' ? imagePayloadTokens({ data: part.source.data }) : MAX_IMAGE_TOKENS;
     if (payload !== undefined) tally.bytes += jsonBytes(payload);
   } else if (part.type === 'tool_result' && Array.isArray(part.content)) {
     // Anthropic tool results may return images.
@@ -49,7 +54,7 @@ function tallyImage(part: unknown, tally: ImageTally): void {
  * argument, say) is text to the model, and its bytes stay counted.
  */
 export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, format: WireFormat, maxOutputTokens: number | undefined): RequestFootprint {
-  const tally: ImageTally = { images: 0, bytes: 0 };
+  const tally: ImageTally = { images: 0, tokens: 0, bytes: 0 };
   const messages = Array.isArray(request.messages) ? request.messages : [];
   for (const m of messages) {
     if (isObject(m) && Array.isArray(m.content)) for (const part of m.content) tallyImage(part, tally);
@@ -59,6 +64,7 @@ export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, 
     textBytes: Buffer.byteLength(sent, 'utf8') - tally.bytes,
     messages: messages.length + system,
     images: tally.images,
+    imageTokens: tally.tokens,
     maxOutputTokens,
   };
 }

@@ -6,7 +6,8 @@
 // bytes. What the client sends is not all the model sees: the chat template wraps each message in
 // role and separator tokens (a handful per message; 16 is above every template we know), the whole
 // prompt gets begin/assistant-start tokens (16 again), and each image becomes vision tokens whose count
-// is bounded by the model's tiling (1600 covers the largest tiling of the models we route to). Nothing
+// follows from its decoded size by the largest of the families' formulas, never more than 1,600 (the
+// largest tiling of the models we route to), and 1,600 when its size cannot be read (image-tokens.ts). Nothing
 // can exceed the context window either: the upstream refuses longer prompts, so the bound is capped by it.
 //
 // The bytes are those of the upstream request body itself, as sent (src/reserve/upstream-bodies.ts), less
@@ -14,11 +15,12 @@
 // string has (escapes only add), so no field, known or new, is left out.
 import type { CatalogModel, Micros } from '../catalog/snapshot.js';
 import { ceilDiv, toMicros, TOKENS_PER_PRICE_UNIT } from '../billing/money.js';
+import { MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 
 /** Chat-template tokens allowed per message (role markers, separators). */
 export const TOKENS_PER_MESSAGE_ALLOWANCE = 16;
-/** Vision tokens allowed per image. */
-export const TOKENS_PER_IMAGE_ALLOWANCE = 1600;
+/** Vision tokens allowed per image whose size is not known. */
+export const TOKENS_PER_IMAGE_ALLOWANCE = MAX_IMAGE_TOKENS;
 /** Tokens allowed once per request (begin-of-text, assistant start). */
 export const TOKENS_PER_REQUEST_ALLOWANCE = 16;
 
@@ -27,6 +29,8 @@ export interface RequestFootprint {
   textBytes: number;
   messages: number;
   images: number;
+  /** Vision tokens of those images, each bounded from its decoded size (TOKENS_PER_IMAGE_ALLOWANCE each when not measured). */
+  imageTokens?: number;
   /** The client's output limit; undefined = the model's default. */
   maxOutputTokens: number | undefined;
 }
@@ -52,7 +56,7 @@ export function inputTokenBound(fp: RequestFootprint, model: CatalogModel): numb
   const raw =
     count(fp.textBytes, 'textBytes') +
     TOKENS_PER_MESSAGE_ALLOWANCE * count(fp.messages, 'messages') +
-    TOKENS_PER_IMAGE_ALLOWANCE * count(fp.images, 'images') +
+    (fp.imageTokens === undefined ? TOKENS_PER_IMAGE_ALLOWANCE * count(fp.images, 'images') : count(fp.imageTokens, 'imageTokens')) +
     TOKENS_PER_REQUEST_ALLOWANCE;
   return Math.min(raw, model.contextWindow);
 }

@@ -168,8 +168,10 @@ export interface PromptParts {
   texts: string[];
   messages: number;
   images: number;
+  /** Those images' tokens when their sizes were read (else TOKENS_PER_IMAGE each). */
+  imageTokens?: number;
 }
 
 export async function countPromptTokens(parts: PromptParts): Promise<number> {
-  return (await countTokens(parts.texts)) + parts.messages * TEMPLATE_TOKENS_PER_MESSAGE + parts.images * TOKENS_PER_IMAGE;
+  return (await countTokens(parts.texts)) + parts.messages * TEMPLATE_TOKENS_PER_MESSAGE + (parts.imageTokens ?? parts.images * TOKENS_PER_IMAGE);
 }

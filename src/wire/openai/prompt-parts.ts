@@ -1,9 +1,10 @@
 // The text of an OpenAI chat request, for counting its prompt tokens when the upstream did not.
 import { isObject, type JsonObject } from '../json-shape.js';
+import { imageTokenEstimate, MAX_IMAGE_TOKENS } from '../image-tokens.js';
 import type { PromptParts } from '../token-count.js';
 
 export function openaiPromptParts(body: JsonObject): PromptParts {
-  const parts: PromptParts = { texts: [], messages: 0, images: 0 };
+  const parts: PromptParts = { texts: [], messages: 0, images: 0, imageTokens: 0 };
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const m of messages) {
     if (!isObject(m)) continue;
@@ -14,7 +15,11 @@ export function openaiPromptParts(body: JsonObject): PromptParts {
       for (const p of content) {
         if (!isObject(p)) continue;
         if (p.type === 'text' && typeof p.text === 'string') parts.texts.push(p.text);
-        else if (p.type === 'image_url') parts.images += 1;
+        else if (p.type === 'image_url') {
+          parts.images += 1;
+          const image = isObject(p.image_url) ? p.image_url : {};
+          parts.imageTokens = (parts.imageTokens ?? 0) + (typeof image.url === 'string' ? imageTokenEstimate({ url: image.url }, image.detail) : MAX_IMAGE_TOKENS);
+        }
       }
     }
     if (Array.isArray(m.tool_calls)) {
