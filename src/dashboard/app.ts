@@ -382,12 +382,12 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   });
 
   // Address confirmation, sent again on request.
-  guarded.post('/verify-email/resend', async (ctx) => {
+  guarded.post('/resend-verification', async (ctx) => {
     await service.resendConfirmation(who(ctx).user, linkBase(), ctx.ip);
     ctx.status = 303;
     ctx.redirect('/keys?sent=confirmation');
   });
-  guarded.post('/api/verify-email/resend', async (ctx) => {
+  guarded.post('/api/resend-verification', async (ctx) => {
     await service.resendConfirmation(who(ctx).user, linkBase(), ctx.ip);
     ctx.status = 202;
     ctx.body = { message: who(ctx).user.emailVerified ? 'This address is confirmed already.' : 'A new confirmation link was mailed.' };
