@@ -55,9 +55,16 @@ interface Holder {
   openai: OpenAI;
 }
 
-async function holder(email: string, credit = 5_000_000): Promise<Holder> {
+/** A holder with a key and money: signed up with the address confirmed, or provisioned by the operator. */
+async function holder(email: string, credit = 5_000_000, how: 'sign-up' | 'provisioned' = 'sign-up'): Promise<Holder> {
   const client = new DashboardClient(base, {}, seen);
-  await client.signUpConfirmed(tdb.db, email);
+  if (how === 'sign-up') await client.signUpConfirmed(tdb.db, email);
+  else {
+    const account = await harness.backend.accounts.createAccount(email);
+    await service.upsertUser(email, 'correct horse battery', account.id);
+    const r = await client.req('POST', '/api/sign-in', { email, password: 'correct horse battery' });
+    client.csrf = (r.json() as { csrf_token: string }).csrf_token;
+  }
   const session = (await client.api('GET', '/api/session')).json() as { user: { account_id: string } };
   const created = (await client.req('POST', '/api/keys', { name: `${email} key` }, { headers: { 'x-csrf-token': client.csrf }, reveal: true })).json() as { key: { id: string }; secret: string };
   if (credit > 0) await harness.backend.ledger.credit(session.user.account_id, credit, `start-${email}`);
@@ -305,7 +312,7 @@ describe('CSRF and origin on the new pages', () => {
 
 describe('post-redirect-get after every form that creates something (issue 29, defect 11)', () => {
   it('a refund request, an admin credit and an admin decision each answer 303, so a reload repeats nothing', async () => {
-    const h = await holder('prg@example.com');
+    const h = await holder('prg@example.com', 5_000_000, 'provisioned');
     const served = await call(h);
     await recorded(h, served.requestId);
     const opened = await h.client.req('POST', '/refunds', { csrf: h.client.csrf, request_id: served.requestId, reason: 'please refund' }, { form: true });
