@@ -281,7 +281,12 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   });
   // Address confirmation: the mailed link (a GET, as mail clients open it), and the same for API clients.
   open.get('/verify-email/:token', async (ctx) => {
-    await service.confirmEmail(ctx.params.token ?? '');
+    try {
+      await service.confirmEmail(ctx.params.token ?? '');
+    } catch (err) {
+      // A reload of the link after it worked: say so again rather than "expired".
+      if (!(err instanceof DashboardError) || ctx.state.session?.user.emailVerified !== true) throw err;
+    }
     send(ctx, confirmedPage(ctx.state.session));
   });
   open.post('/api/verify-email/:token', async (ctx) => {

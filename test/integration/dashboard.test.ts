@@ -4,6 +4,7 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { readDashboardConfig } from '../../src/dashboard/config.js';
 import { runDashboard } from '../../src/dashboard/run.js';
 import { totpCode } from '../../src/dashboard/totp.js';
 import { DashboardService } from '../../src/dashboard/service.js';
@@ -460,6 +461,26 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     } finally {
       spy.mockRestore();
       await app.close();
+    }
+  });
+});
+
+describe('DASHBOARD_ADMIN_REQUIRE_TOTP', () => {
+  it('is read from the environment (true/false, default false) and, when true, the started dashboard refuses admin calls without a code', async () => {
+    expect(readDashboardConfig({}).adminRequireTotp).toBe(false);
+    expect(readDashboardConfig({ DASHBOARD_ADMIN_REQUIRE_TOTP: 'true' }).adminRequireTotp).toBe(true);
+    expect(() => readDashboardConfig({ DASHBOARD_ADMIN_REQUIRE_TOTP: 'maybe' })).toThrow(/DASHBOARD_ADMIN_REQUIRE_TOTP/);
+    expect(() => readDashboardConfig({ DASHBOARD_ADMIN_EMAIL: 'a@example.com', DASHBOARD_ADMIN_PASSWORD: 'long enough pw', DASHBOARD_ADMIN_PROMOTE: 'sure' })).toThrow(/DASHBOARD_ADMIN_PROMOTE/);
+    const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'env-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'env admin password' };
+    for (const [required, expected] of [['true', 403], ['false', 200]] as const) {
+      const running = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_REQUIRE_TOTP: required }, testModePayments: false });
+      try {
+        const a = new Browser(() => running.url);
+        expect((await a.req('POST', '/api/sign-in', { email: 'env-admin@example.com', password: 'env admin password' })).status).toBe(200);
+        expect((await a.req('GET', '/api/admin/accounts')).status).toBe(expected);
+      } finally {
+        await running.close();
+      }
     }
   });
 });
