@@ -33,8 +33,8 @@ export function adminHome(session: Session, data: { accounts: AccountLine[]; tic
 <form class="inline" method="post" action="/admin/refund-tickets/${t.id}/decline">${csrf(session)}<input name="note" placeholder="Why not" aria-label="Why it is declined"><button>Decline</button></form></td></tr>`,
           )}</tbody></table>`
     }
-<h2>Accounts</h2><table><thead><tr><th>Account</th><th>Name</th><th>Created</th><th class="num">Balance</th><th class="num">Held</th></tr></thead><tbody>${data.accounts.map(
-      (a) => html`<tr><td><a href="/admin/accounts/${a.account.id}">${a.account.id}</a></td><td>${a.account.name}</td><td>${when(a.account.createdAt)}</td><td class="num">${usd(a.balance)}</td><td class="num">${usd(a.held)}</td></tr>`,
+<h2>Accounts</h2><table class="stack"><thead><tr><th>Account</th><th>Name</th><th>Created</th><th class="num">Balance</th><th class="num">Held</th></tr></thead><tbody>${data.accounts.map(
+      (a) => html`<tr><td data-label="Account"><a href="/admin/accounts/${a.account.id}">${a.account.id}</a></td><td data-label="Name">${a.account.name}</td><td data-label="Created">${when(a.account.createdAt)}</td><td data-label="Balance" class="num">${usd(a.balance)}</td><td data-label="Held" class="num">${usd(a.held)}</td></tr>`,
     )}</tbody></table>
 <h2>Reconciliation</h2>${
       data.report === undefined
@@ -53,16 +53,16 @@ export function adminAccountPage(session: Session, data: { account: Account; bal
 <div class="card"><div class="big">${usd(data.balance)}</div><p>balance, ${usd(data.held)} held by requests in flight.</p></div>
 <form method="post" action="/admin/accounts/${a.id}/credit" class="card">${csrf(session)}<input type="hidden" name="idempotency_key" value="${`admin-${randomBytes(12).toString('hex')}`}">
 <h2>Manual credit</h2><label>Amount, USD <input name="amount_usd" inputmode="decimal" required></label><button>Credit</button></form>
-<h2>Keys</h2><table><thead><tr><th>Name</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${data.keys.map(
-      (k) => html`<tr><td>${k.name}</td><td><code>${k.displayHint}</code></td><td>${k.revokedAt === undefined ? 'active' : 'revoked'}</td><td>${
+<h2>Keys</h2><table class="stack"><thead><tr><th>Name</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${data.keys.map(
+      (k) => html`<tr><td data-label="Name">${k.name}</td><td data-label="Key"><code>${k.displayHint}</code></td><td data-label="State">${k.revokedAt === undefined ? 'active' : 'revoked'}</td><td>${
         k.revokedAt === undefined ? html`<form class="inline" method="post" action="/admin/accounts/${a.id}/keys/${k.id}/revoke">${csrf(session)}<button>Revoke for the holder</button></form>` : ''
       }</td></tr>`,
     )}</tbody></table>
 <h2>Top-ups</h2>${
       data.topUps.length === 0
         ? html`<p class="note">None.</p>`
-        : html`<table><thead><tr><th>Started</th><th>Method</th><th class="num">Credit</th><th>State</th></tr></thead><tbody>${data.topUps.map(
-            (t) => html`<tr><td><a href="/admin/top-ups/${t.id}">${when(t.createdAt)}</a></td><td>${t.provider}</td><td class="num">$${formatCents(t.creditCents)}</td><td>${t.state}</td></tr>`,
+        : html`<table class="stack"><thead><tr><th>Started</th><th>Method</th><th class="num">Credit</th><th>State</th></tr></thead><tbody>${data.topUps.map(
+            (t) => html`<tr><td data-label="Started"><a href="/admin/top-ups/${t.id}">${when(t.createdAt)}</a></td><td data-label="Method">${t.provider}</td><td data-label="Credit" class="num">$${formatCents(t.creditCents)}</td><td data-label="State">${t.state}</td></tr>`,
           )}</tbody></table>`
     }<p><a href="/admin">Back to admin</a></p>`,
   );

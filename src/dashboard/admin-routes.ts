@@ -24,6 +24,8 @@ export interface AdminDeps {
   topUps: TopUpService | undefined;
   reconcile?: () => Promise<ReconciliationReport>;
   onRevoke?: () => void;
+  /** Admin pages need a session opened with TOTP (DASHBOARD_ADMIN_REQUIRE_TOTP). */
+  requireTotp?: boolean;
   send: (ctx: Context, page: Html, status?: number) => void;
 }
 
@@ -32,6 +34,14 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
   const admin = (ctx: Context): Session => {
     const s = (ctx as Ctx).state.session as Session;
     if (s.user.role !== 'admin') throw new DashboardError(403, 'This needs the admin role.');
+    if (deps.requireTotp === true && !s.secondFactor) {
+      throw new DashboardError(
+        403,
+        s.user.totpEnabled
+          ? 'The admin pages need a session opened with your authenticator code: sign out and sign in again with it.'
+          : 'The admin pages need two-factor sign-in on this Tollgate: turn it on at /account/two-factor.',
+      );
+    }
     return s;
   };
   const accountLines = async (): Promise<AccountLine[]> =>
@@ -73,49 +83,74 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
   const home = async (ctx: Context, extra: { flash?: string; error?: string; report?: ReconciliationReport } = {}, status = 200) =>
     send(ctx, adminHome(admin(ctx), { accounts: await accountLines(), tickets: await tickets.list(undefined, 'open'), ...extra }), status);
   const accountPage = async (ctx: Context, id: string, extra: { flash?: string; error?: string } = {}, status = 200) => {
+    // The role first: a holder learns nothing of which account ids exist (403 for every id).
+    const session = admin(ctx);
     const account = await accountOf(id);
     send(
       ctx,
-      adminAccountPage(admin(ctx), { account, ...(await backend.ledger.balance(id)), keys: await backend.accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], ...extra }),
+      adminAccountPage(session, { account, ...(await backend.ledger.balance(id)), keys: await backend.accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], ...extra }),
       status,
     );
   };
 
-  router.get('/admin', (ctx) => home(ctx));
+  // Flashes after a redirect name what was done, never an amount or text taken from the query.
+  const DONE: Record<string, string> = { credited: 'Credit applied: the balance above includes it.', revoked: 'Key revoked: its next call gets 401.' };
+  router.get('/admin', async (ctx) => {
+    admin(ctx);
+    const id = typeof ctx.query.decided === 'string' ? ctx.query.decided : undefined;
+    const t = id === undefined ? undefined : await tickets.get(undefined, id).catch(() => undefined);
+    const flash =
+      t === undefined || t.status === 'open'
+        ? undefined
+        : t.status === 'approved'
+          ? `Refunded $${((t.refunded ?? 0) / 1e6).toFixed(6)} for ${t.requestId}.`
+          : `Declined the refund of ${t.requestId}.`;
+    await home(ctx, flash === undefined ? {} : { flash });
+  });
   router.post('/admin/reconciliation', async (ctx) => {
     admin(ctx);
     if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
     await home(ctx, { report: await deps.reconcile() });
   });
-  router.get('/admin/accounts/:accountId', (ctx) => accountPage(ctx, (ctx as Ctx).params.accountId ?? ''));
+  router.get('/admin/accounts/:accountId', (ctx) => {
+    const done = typeof ctx.query.done === 'string' ? DONE[ctx.query.done] : undefined;
+    return accountPage(ctx, (ctx as Ctx).params.accountId ?? '', done === undefined ? {} : { flash: done });
+  });
   router.post('/admin/accounts/:accountId/credit', async (ctx) => {
     const c = ctx as Ctx;
     const id = await namedAccount(c);
     try {
-      const cents = await credit(id, c.state.body?.amount_usd, c.state.body?.idempotency_key);
-      await accountPage(c, id, { flash: `Credited $${(cents / 100).toFixed(2)}.` });
+      await credit(id, c.state.body?.amount_usd, c.state.body?.idempotency_key);
+      // Post-redirect-get: a reload shows the page, it does not post the credit again.
+      c.status = 303;
+      c.redirect(`/admin/accounts/${encodeURIComponent(id)}?done=credited`);
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
       await accountPage(c, id, { error: err.message }, err.status);
     }
   });
   router.post('/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
-    await accountPage(ctx, await revokeFor(ctx), { flash: 'Key revoked: its next call gets 401.' });
+    const id = await revokeFor(ctx);
+    ctx.status = 303;
+    ctx.redirect(`/admin/accounts/${encodeURIComponent(id)}?done=revoked`);
   });
   router.post('/admin/refund-tickets/:ticketId/approve', async (ctx) => {
     const t = await decide(ctx, true);
-    await home(ctx, { flash: `Refunded $${((t.refunded ?? 0) / 1e6).toFixed(6)} for ${t.requestId}.` });
+    ctx.status = 303;
+    ctx.redirect(`/admin?decided=${encodeURIComponent(t.id)}`);
   });
   router.post('/admin/refund-tickets/:ticketId/decline', async (ctx) => {
     const t = await decide(ctx, false);
-    await home(ctx, { flash: `Declined the refund of ${t.requestId}.` });
+    ctx.status = 303;
+    ctx.redirect(`/admin?decided=${encodeURIComponent(t.id)}`);
   });
   router.get('/admin/top-ups/:topUpId', async (ctx) => {
     const c = ctx as Ctx;
+    const session = admin(c);
     if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
     const topUps = deps.topUps;
     try {
-      send(c, topUpPage(admin(c), await topUps.get(undefined, c.params.topUpId ?? ''), true));
+      send(c, topUpPage(session, await topUps.get(undefined, c.params.topUpId ?? ''), true));
     } catch (err) {
       if (err instanceof TopUpError) throw new DashboardError(err.status, err.message);
       throw err;

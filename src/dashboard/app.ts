@@ -5,7 +5,8 @@ import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
 import getRawBody from 'raw-body';
 import type { Html } from './html.js';
-import { editCapsPage, errorPage, keysPage, resetPasswordPage, resetRequestPage, revokePage, signInPage, signUpPage } from './pages.js';
+import { confirmedPage, editCapsPage, errorPage, keysPage, resetPasswordPage, resetRequestPage, revokePage, signInPage, signUpPage, twoFactorPage } from './pages.js';
+import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { capsFromInput, DashboardError, DashboardService, type KeyView, type Session } from './service.js';
 import { balanceRoutes } from './balance-routes.js';
 import { adminRoutes } from './admin-routes.js';
@@ -43,7 +44,16 @@ export interface DashboardAppOptions {
   supportEmail?: string;
   /** Compares the record and the hot path (the admin page's reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
+  /**
+   * This server's own address as configured to listen (set by startDashboard once it listens): the base
+   * of mailed links when publicUrl is unset. Never the request's Host header, which a sender controls.
+   */
+  selfUrl?: () => string;
 }
+
+/** Paths that carry a secret token: logged with the token replaced. */
+const TOKEN_PATH = /^(\/(?:api\/)?(?:password-reset|verify-email)\/)[^/]+/;
+export const redactPath = (path: string): string => path.replace(TOKEN_PATH, '$1[redacted]');
 
 export const SESSION_COOKIE = 'tg_session';
 
@@ -71,6 +81,14 @@ function apiKey(k: KeyView): Record<string, unknown> {
     month_spent_micro_usd: k.monthSpent,
     held_micro_usd: k.held,
     last_used_at: k.lastUsedAt === undefined ? null : new Date(k.lastUsedAt).toISOString(),
+  };
+}
+
+function apiSession(s: Session): Record<string, unknown> {
+  return {
+    user: { email: s.user.email, role: s.user.role, account_id: s.user.accountId, email_verified: s.user.emailVerified, totp_enabled: s.user.totpEnabled },
+    csrf_token: s.csrfToken,
+    second_factor: s.secondFactor,
   };
 }
 
@@ -129,7 +147,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
       const known = err instanceof DashboardError;
       const status = known ? err.status : 500;
       const message = known ? err.message : 'The dashboard failed to handle this request; try again.';
-      if (!known) process.stderr.write(`dashboard: ${ctx.method} ${ctx.path}: ${err instanceof Error ? err.message : String(err)}\n`);
+      if (!known) process.stderr.write(`dashboard: ${ctx.method} ${redactPath(ctx.path)}: ${err instanceof Error ? err.message : String(err)}\n`);
       if (known && err.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(err.retryAfterSeconds));
       if (isApi(ctx)) {
         ctx.status = status;
@@ -188,6 +206,14 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
     await next();
   });
 
+  // Mailed links (password reset, address confirmation) go to the configured public address, else the
+  // address this server was configured to listen on; never one taken from the request's Host header.
+  const linkBase = (): string => {
+    const own = publicOrigin ?? opts.selfUrl?.();
+    if (own === undefined || own === '') throw new Error('the dashboard has no address for mailed links (DASHBOARD_PUBLIC_URL)');
+    return own;
+  };
+
   const open = new Router<DashboardState>();
   // Sign-in and sign-up have no session yet, so no token: the origin guard above covers them.
   open.get('/', (ctx) => ctx.redirect(ctx.state.session === undefined ? '/sign-in' : '/keys'));
@@ -199,7 +225,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   open.post('/sign-in', async (ctx) => {
     const b = ctx.state.body ?? {};
     try {
-      const { sessionId, session } = await service.signIn(b.email, b.password, ctx.ip, ctx.state.sessionId);
+      const { sessionId, session } = await service.signIn(b.email, b.password, ctx.ip, ctx.state.sessionId, b.code);
       setSessionCookie(ctx, sessionId, session.expiresAt);
       ctx.redirect('/keys');
     } catch (err) {
@@ -211,25 +237,24 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   open.post('/sign-up', async (ctx) => {
     const b = ctx.state.body ?? {};
     try {
-      const { sessionId, session } = await service.signUp(b.email, b.password);
+      const { sessionId, session } = await service.signUp(b.email, b.password, ctx.ip, linkBase());
       if (ctx.state.sessionId !== undefined) await service.signOut(ctx.state.sessionId);
       setSessionCookie(ctx, sessionId, session.expiresAt);
       ctx.redirect('/keys');
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
+      if (err.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(err.retryAfterSeconds));
       send(ctx, signUpPage(err.message, typeof b.email === 'string' ? b.email : ''), err.status);
     }
   });
-  // Password reset: the link goes to the configured public address (never one taken from the Host header
-  // of the request, which a sender controls), else this server's own.
-  const linkBase = (ctx: Context): string => publicOrigin ?? `${ctx.protocol}://${ctx.host}`;
   open.get('/password-reset', (ctx) => send(ctx, resetRequestPage(false)));
   open.post('/password-reset', async (ctx) => {
     try {
-      await service.requestPasswordReset(ctx.state.body?.email, linkBase(ctx));
+      await service.requestPasswordReset(ctx.state.body?.email, linkBase(), ctx.ip);
       send(ctx, resetRequestPage(true));
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
+      if (err.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(err.retryAfterSeconds));
       send(ctx, resetRequestPage(false, err.message), err.status);
     }
   });
@@ -237,35 +262,50 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   open.post('/password-reset/:token', async (ctx) => {
     const token = ctx.params.token ?? '';
     try {
-      await service.resetPassword(token, ctx.state.body?.password);
+      await service.resetPassword(token, ctx.state.body?.password, ctx.ip);
       send(ctx, signInPage(service.signUpOpen, undefined, '', 'Your password is set. Sign in with it; every other session was signed out.'));
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
+      if (err.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(err.retryAfterSeconds));
       send(ctx, resetPasswordPage(token, await service.resetTokenValid(token), err.message), err.status);
     }
   });
   open.post('/api/password-reset', async (ctx) => {
-    await service.requestPasswordReset(ctx.state.body?.email, linkBase(ctx));
+    await service.requestPasswordReset(ctx.state.body?.email, linkBase(), ctx.ip);
     ctx.status = 202;
     ctx.body = { message: 'If that address has an account, a reset link was mailed to it.' };
   });
   open.post('/api/password-reset/:token', async (ctx) => {
-    await service.resetPassword(ctx.params.token ?? '', ctx.state.body?.password);
+    await service.resetPassword(ctx.params.token ?? '', ctx.state.body?.password, ctx.ip);
+    ctx.status = 204;
+  });
+  // Address confirmation: the mailed link (a GET, as mail clients open it), and the same for API clients.
+  open.get('/verify-email/:token', async (ctx) => {
+    try {
+      await service.confirmEmail(ctx.params.token ?? '');
+    } catch (err) {
+      // A reload of the link after it worked: say so again rather than "expired".
+      if (!(err instanceof DashboardError) || ctx.state.session?.user.emailVerified !== true) throw err;
+    }
+    send(ctx, confirmedPage(ctx.state.session));
+  });
+  open.post('/api/verify-email/:token', async (ctx) => {
+    await service.confirmEmail(ctx.params.token ?? '');
     ctx.status = 204;
   });
   open.post('/api/sign-in', async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { sessionId, session } = await service.signIn(b.email, b.password, ctx.ip, ctx.state.sessionId);
+    const { sessionId, session } = await service.signIn(b.email, b.password, ctx.ip, ctx.state.sessionId, b.code);
     setSessionCookie(ctx, sessionId, session.expiresAt);
-    ctx.body = { user: { email: session.user.email, role: session.user.role, account_id: session.user.accountId }, csrf_token: session.csrfToken };
+    ctx.body = apiSession(session);
   });
   open.post('/api/sign-up', async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { sessionId, session } = await service.signUp(b.email, b.password);
+    const { sessionId, session } = await service.signUp(b.email, b.password, ctx.ip, linkBase());
     if (ctx.state.sessionId !== undefined) await service.signOut(ctx.state.sessionId);
     setSessionCookie(ctx, sessionId, session.expiresAt);
     ctx.status = 201;
-    ctx.body = { user: { email: session.user.email, role: session.user.role, account_id: session.user.accountId }, csrf_token: session.csrfToken };
+    ctx.body = apiSession(session);
   });
 
   // Everything below needs a live session, and every state change its CSRF token
@@ -297,14 +337,32 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
     clearSessionCookie(ctx);
     ctx.redirect('/sign-in');
   });
-  guarded.get('/keys', async (ctx) => send(ctx, keysPage(who(ctx), await service.listKeys(who(ctx).user))));
+  const clearReveal = (ctx: Context): void => {
+    if (opts.secureCookie) ctx.cookies.secure = true;
+    ctx.cookies.set(REVEAL_COOKIE, '', { httpOnly: true, sameSite: 'strict', secure: opts.secureCookie, expires: new Date(0), path: '/keys', overwrite: true });
+  };
+  guarded.get('/keys', async (ctx) => {
+    const s = who(ctx);
+    // A key just made (post-redirect-get): its secret is shown by this one response, then the sealed
+    // copy is gone, so a reload shows the list and makes nothing.
+    const sealed = ctx.cookies.get(REVEAL_COOKIE);
+    const reveal = sealed === undefined || sealed === '' ? undefined : await openReveal(service.db, sealed, ctx.state.sessionId ?? '');
+    if (sealed !== undefined && sealed !== '') clearReveal(ctx);
+    const notice = ctx.query.sent === 'confirmation' ? 'A new confirmation link is on its way.' : undefined;
+    send(ctx, keysPage(s, await service.listKeys(s.user), { ...(reveal === undefined ? {} : { reveal }), ...(notice === undefined ? {} : { notice }) }));
+  });
   guarded.post('/keys', async (ctx) => {
     const s = who(ctx);
     const b = ctx.state.body ?? {};
     try {
       const { key, secret } = await service.createKey(s.user, b.name, capsFromInput(b));
-      // The secret goes into this one response only (never a redirect target, a log or a cache).
-      send(ctx, keysPage(s, await service.listKeys(s.user), { reveal: { name: key.name, secret } }), 201);
+      // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
+      // a log or a cache), and shown by the GET the redirect leads to.
+      const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
+      if (opts.secureCookie) ctx.cookies.secure = true;
+      ctx.cookies.set(REVEAL_COOKIE, cookie, { httpOnly: true, sameSite: 'strict', secure: opts.secureCookie, maxAge: 5 * 60_000, path: '/keys', overwrite: true });
+      ctx.status = 303;
+      ctx.redirect('/keys');
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
       send(ctx, keysPage(s, await service.listKeys(s.user), { error: err.message }), err.status);
@@ -328,11 +386,47 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
     ctx.redirect('/keys');
   });
 
+  // Address confirmation, sent again on request.
+  guarded.post('/resend-verification', async (ctx) => {
+    await service.resendConfirmation(who(ctx).user, linkBase(), ctx.ip);
+    ctx.status = 303;
+    ctx.redirect('/keys?sent=confirmation');
+  });
+  guarded.post('/api/resend-verification', async (ctx) => {
+    await service.resendConfirmation(who(ctx).user, linkBase(), ctx.ip);
+    ctx.status = 202;
+    ctx.body = { message: who(ctx).user.emailVerified ? 'This address is confirmed already.' : 'A new confirmation link was mailed.' };
+  });
+  // TOTP enrolment (any user; admins may be required to have it, DASHBOARD_ADMIN_REQUIRE_TOTP).
+  guarded.get('/account/two-factor', (ctx) => {
+    const s = who(ctx);
+    send(ctx, twoFactorPage(s, s.user.totpEnabled ? undefined : service.totpEnrolment(s.user), { requiredForAdmin: service.adminRequiresTotp }));
+  });
+  guarded.post('/account/two-factor', async (ctx) => {
+    const s = who(ctx);
+    const b = ctx.state.body ?? {};
+    try {
+      await service.enableTotp(s.user, ctx.state.sessionId ?? '', b.secret, b.code);
+      ctx.status = 303;
+      ctx.redirect('/account/two-factor');
+    } catch (err) {
+      if (!(err instanceof DashboardError) || typeof b.secret !== 'string') throw err;
+      send(ctx, twoFactorPage(s, { secret: b.secret, uri: '' }, { error: err.message, requiredForAdmin: service.adminRequiresTotp }), err.status);
+    }
+  });
+
+  // Money comes in only to a confirmed address's account (the top-up routes are balance-routes').
+  const TOP_UP_STARTS = new Set(['/balance/quote', '/balance/top-ups', '/api/top-ups', '/api/top-ups/quote']);
+  guarded.use(async (ctx, next) => {
+    if (ctx.method === 'POST' && TOP_UP_STARTS.has(ctx.path)) DashboardService.requireConfirmed(who(ctx).user);
+    await next();
+  });
   balanceRoutes(guarded, { service, topUps: opts.topUps, send });
   const tickets = new RefundTickets({ db: service.db, ledger: service.backend.ledger, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
   usageRoutes(guarded, { service, db: service.db, tickets, send });
   adminRoutes(guarded, {
     backend: service.backend,
+    requireTotp: service.adminRequiresTotp,
     tickets,
     topUps: opts.topUps,
     onRevoke: () => service.keyRevoked(),
@@ -341,8 +435,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   });
 
   guarded.get('/api/session', (ctx) => {
-    const s = who(ctx);
-    ctx.body = { user: { email: s.user.email, role: s.user.role, account_id: s.user.accountId }, csrf_token: s.csrfToken, expires_at: s.expiresAt.toISOString() };
+    ctx.body = { ...apiSession(who(ctx)), expires_at: who(ctx).expiresAt.toISOString() };
   });
   guarded.post('/api/sign-out', async (ctx) => {
     await service.signOut(ctx.state.sessionId ?? '');

@@ -74,8 +74,9 @@ function statementDetail(l: StatementLine): Html | string {
 
 function statementRows(page: StatementPage): Html {
   if (page.lines.length === 0) return html`<p class="note">Nothing yet: money added and every request's charge appear here.</p>`;
-  return html`<table><thead><tr><th>When</th><th>What</th><th class="num">Amount</th><th class="num">Balance</th></tr></thead><tbody>${page.lines.map(
-    (l) => html`<tr><td>${when(l.createdAt)}</td><td>${KIND_WORDS[l.kind] ?? l.kind}${statementDetail(l)}</td><td class="num">${signed(l.amount)}</td><td class="num">${usd(l.balanceAfter)}</td></tr>`,
+  // Stacked into labelled lines on a narrow screen: Amount and Balance stay in view, no sideways scroll.
+  return html`<table class="stack" id="statement"><thead><tr><th>When</th><th>What</th><th class="num">Amount</th><th class="num">Balance</th></tr></thead><tbody>${page.lines.map(
+    (l) => html`<tr><td data-label="When">${when(l.createdAt)}</td><td data-label="What">${KIND_WORDS[l.kind] ?? l.kind}${statementDetail(l)}</td><td data-label="Amount" class="num">${signed(l.amount)}</td><td data-label="Balance" class="num">${usd(l.balanceAfter)}</td></tr>`,
   )}</tbody></table>${page.nextCursor === undefined ? '' : html`<p><a href="/balance?cursor=${page.nextCursor}">Older entries</a></p>`}`;
 }
 

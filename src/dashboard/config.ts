@@ -15,8 +15,13 @@ export interface DashboardConfig {
   /** SMTP server for the outbox (SMTP_URL, e.g. smtps://user:pass@mail.example.com); unset: mail is logged. */
   smtpUrl?: string;
   mailFrom: string;
-  /** An admin user made (or re-passworded) at start: DASHBOARD_ADMIN_EMAIL and DASHBOARD_ADMIN_PASSWORD. */
-  admin?: { email: string; password: string };
+  /**
+   * An admin user made (or re-passworded) at start: DASHBOARD_ADMIN_EMAIL and DASHBOARD_ADMIN_PASSWORD.
+   * An address that belongs to a holder is refused unless DASHBOARD_ADMIN_PROMOTE names it a promotion.
+   */
+  admin?: { email: string; password: string; promote: boolean };
+  /** Admin pages need a session opened with TOTP (DASHBOARD_ADMIN_REQUIRE_TOTP). */
+  adminRequireTotp: boolean;
   /** Pause between alert passes. */
   alertIntervalMs: number;
   /** Client addresses from X-Forwarded-For (behind an ingress). */
@@ -28,6 +33,14 @@ function bool(v: string | undefined, dflt: boolean): boolean {
   if (/^(1|true|yes|on)$/i.test(v)) return true;
   if (/^(0|false|no|off)$/i.test(v)) return false;
   throw new Error(`expected true or false, got ${JSON.stringify(v)}`);
+}
+
+function named(name: string, v: string | undefined, dflt: boolean): boolean {
+  try {
+    return bool(v, dflt);
+  } catch (err) {
+    throw new Error(`${name}: ${(err as Error).message}`);
+  }
 }
 
 function int(v: string | undefined, name: string, dflt: number): number {
@@ -59,7 +72,10 @@ export function readDashboardConfig(env: Record<string, string | undefined> = pr
     supportEmail: env.DASHBOARD_SUPPORT_EMAIL || 'support@tollgate.local',
     ...(env.SMTP_URL === undefined || env.SMTP_URL === '' ? {} : { smtpUrl: env.SMTP_URL }),
     mailFrom: env.MAIL_FROM || 'Tollgate <no-reply@tollgate.local>',
-    ...(env.DASHBOARD_ADMIN_EMAIL && env.DASHBOARD_ADMIN_PASSWORD ? { admin: { email: env.DASHBOARD_ADMIN_EMAIL, password: env.DASHBOARD_ADMIN_PASSWORD } } : {}),
+    ...(env.DASHBOARD_ADMIN_EMAIL && env.DASHBOARD_ADMIN_PASSWORD
+      ? { admin: { email: env.DASHBOARD_ADMIN_EMAIL, password: env.DASHBOARD_ADMIN_PASSWORD, promote: named('DASHBOARD_ADMIN_PROMOTE', env.DASHBOARD_ADMIN_PROMOTE, false) } }
+      : {}),
+    adminRequireTotp: named('DASHBOARD_ADMIN_REQUIRE_TOTP', env.DASHBOARD_ADMIN_REQUIRE_TOTP, false),
     trustProxy: bool(env.DASHBOARD_TRUST_PROXY, false),
     alertIntervalMs: int(env.DASHBOARD_ALERT_INTERVAL_SECONDS, 'DASHBOARD_ALERT_INTERVAL_SECONDS', 60) * 1000,
   };

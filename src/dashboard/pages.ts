@@ -2,11 +2,12 @@
 import { formatUsd } from '../billing/money.js';
 import { html, trusted, type Html } from './html.js';
 import type { KeyView, Session } from './service.js';
+import type { TotpEnrolment } from './totp.js';
 
 // One small stylesheet, inline (no build step, no CDN): a dark bar, white cards, quiet tables, one accent.
 const STYLE = `:root{--ink:#1b1f24;--muted:#5b6572;--line:#e2e6ea;--bg:#f5f6f8;--accent:#2456d6;--accent-ink:#fff}
 *{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:var(--ink);background:var(--bg)}
-a{color:var(--accent)}h1{font-size:1.6rem;margin:1.2rem 0 .8rem}h2{font-size:1.15rem;margin:1.6rem 0 .6rem}
+a{color:var(--accent)}h1{font-size:1.6rem;margin:1.2rem 0 .8rem;overflow-wrap:anywhere}h2{font-size:1.15rem;margin:1.6rem 0 .6rem}
 header{background:#111827;color:#fff;padding:.55rem 1.25rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
 header strong{font-size:1.05rem;letter-spacing:.02em;margin-right:.5rem}header a{color:#d1d5db;text-decoration:none}header a:hover{color:#fff}
 header nav a{margin-right:.9rem}header span{margin-left:auto;color:#9ca3af;font-size:.9rem}
@@ -28,10 +29,16 @@ button:hover{filter:brightness(1.08)}
 .rid{user-select:all;font:.78em ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.refused{color:#8a1010}
 form.filters label{display:inline-block;margin-right:.8rem}nav a{margin-right:.5rem}
 .num{text-align:right;font-variant-numeric:tabular-nums}.note{color:var(--muted)}
-.card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px}
+.card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px;overflow-wrap:anywhere}
+textarea{width:100%;max-width:40rem}input{max-width:100%}.actions a{white-space:nowrap}
 .big{font-size:2rem;font-weight:650;letter-spacing:-.01em}
 dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
-@media(max-width:40rem){table{display:block;overflow-x:auto}main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}}`;
+@media(max-width:40rem){main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}.card{padding:.8rem}
+table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}
+table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}table.stack tr:last-child{border-bottom:0}
+table.stack td{border:0;padding:.2rem .7rem;text-align:right;overflow-wrap:anywhere}table.stack td::before{content:attr(data-label);float:left;margin-right:1rem;color:var(--muted);font-size:.8rem}
+table.stack meter.bar{margin-left:auto}
+table:not(.stack){display:block;overflow-x:auto;background:linear-gradient(90deg,#fff 30%,#fff0) left/2rem 100% no-repeat local,linear-gradient(270deg,#fff 30%,#fff0) right/2rem 100% no-repeat local,radial-gradient(farthest-side at 0 50%,#0003,#0000) left/.8rem 100% no-repeat scroll,radial-gradient(farthest-side at 100% 50%,#0003,#0000) right/.8rem 100% no-repeat scroll,#fff}}`;
 
 export function layout(title: string, session: Session | undefined, body: Html): Html {
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
@@ -39,7 +46,7 @@ export function layout(title: string, session: Session | undefined, body: Html):
 <header><strong>Tollgate</strong>${
     session === undefined
       ? ''
-      : html`<nav aria-label="Main"><a href="/keys">Keys</a> <a href="/usage">Usage</a> <a href="/balance">Balance</a> <a href="/refunds">Refunds</a>${session.user.role === 'admin' ? html` <a href="/admin">Admin</a>` : ''}</nav><span>${session.user.email}</span>
+      : html`<nav aria-label="Main"><a href="/keys">Keys</a> <a href="/usage">Usage</a> <a href="/balance">Balance</a> <a href="/refunds">Refunds</a>${session.user.role === 'admin' ? html` <a href="/admin">Admin</a>` : ''} <a href="/account/two-factor">Security</a></nav><span>${session.user.email}</span>
 <form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out</button></form>
 <form class="inline" method="post" action="/sign-out-everywhere"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out everywhere</button></form>`
   }</header><main>${body}</main></body></html>`;
@@ -54,6 +61,7 @@ export function signInPage(signUpOpen: boolean, error?: string, email = '', noti
     html`<h1>Sign in</h1>${notice === undefined ? '' : html`<p class="ok" role="status">${notice}</p>`}${errorBox(error)}<form method="post" action="/sign-in">
 <label>E-mail <input type="email" name="email" autocomplete="username" required value="${email}"></label>
 <label>Password <input type="password" name="password" autocomplete="current-password" required></label>
+<label>Authenticator code (only if you turned on two-factor sign-in) <input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="\\d{6}" maxlength="6"></label>
 <button>Sign in</button></form><p><a href="/password-reset">Forgot your password?</a></p>${signUpOpen ? html`<p>New here? <a href="/sign-up">Create an account</a>.</p>` : ''}`,
   );
 }
@@ -73,21 +81,26 @@ export const usd = (micros: number | undefined): string => (micros === undefined
 const usdInput = (micros: number | undefined): string => (micros === undefined ? '' : formatUsd(micros));
 const day = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
-export function keysPage(session: Session, keys: KeyView[], opts: { error?: string; reveal?: { name: string; secret: string } } = {}): Html {
+export function keysPage(session: Session, keys: KeyView[], opts: { error?: string; notice?: string; reveal?: { name: string; secret: string } } = {}): Html {
   const csrf = html`<input type="hidden" name="csrf" value="${session.csrfToken}">`;
   const bar = (spent: number, cap: number | undefined, label: string): Html =>
     cap === undefined
       ? html`${usd(spent)} <span class="note">no cap</span>`
       : html`${usd(spent)} of ${usd(cap)}<meter class="bar" min="0" max="${cap}" low="${Math.floor(cap * 0.8)}" high="${Math.floor(cap * 0.8)}" optimum="0" value="${Math.min(spent, cap)}" aria-label="${label}: ${Math.floor((Math.min(spent, cap) * 100) / Math.max(cap, 1))}% used"></meter>`;
   const rows = keys.map(
-    (k) => html`<tr class="${k.state}"><td>${k.name}</td><td><code>${k.displayHint}</code></td><td>${day(k.createdAt)}</td><td>${k.state}</td>
-<td>${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td>${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td>${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
-<td>${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
+    (k) => html`<tr class="${k.state}"><td data-label="Name">${k.name}</td><td data-label="Key"><code>${k.displayHint}</code></td><td data-label="Created">${day(k.createdAt)}</td><td data-label="State">${k.state}</td>
+<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
+<td class="actions">${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
   );
   return layout(
     'API keys',
     session,
-    html`<h1>API keys</h1>${errorBox(opts.error)}${
+    html`<h1>API keys</h1>${opts.notice === undefined ? '' : html`<p class="ok" role="status">${opts.notice}</p>`}${errorBox(opts.error)}${
+      session.user.emailVerified
+        ? ''
+        : html`<div class="card" role="note"><p><strong>Confirm your e-mail address.</strong> We mailed a link to ${session.user.email}; follow it to create keys and add money.</p>
+<form method="post" action="/resend-verification">${csrf}<button>Send the link again</button></form></div>`
+    }${
       opts.reveal === undefined
         ? ''
         : html`<div class="secret" role="status"><p>Your new key <strong>${opts.reveal.name}</strong>. Copy it now: it is shown only this once.</p>
@@ -96,13 +109,17 @@ export function keysPage(session: Session, keys: KeyView[], opts: { error?: stri
 ${
   keys.length === 0
     ? html`<p>No keys yet. Create one below to call the API.</p>`
-    : html`<table><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month</th><th>Lifetime</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month</th><th>Lifetime</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
 }
-<h2>Create a key</h2><form method="post" action="/keys">${csrf}
+${
+  session.user.emailVerified
+    ? html`<h2>Create a key</h2><form method="post" action="/keys">${csrf}
 <label>Name <input name="name" maxlength="100"></label>
 <label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 <label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
-<button>Create key</button></form>`,
+<button>Create key</button></form>`
+    : ''
+}`,
   );
 }
 
@@ -153,5 +170,32 @@ export function resetPasswordPage(token: string, valid: boolean, error?: string)
       ? html`<h1>Choose a new password</h1>${errorBox(error)}<form method="post" action="/password-reset/${token}">
 <label>New password (at least 10 characters) <input type="password" name="password" autocomplete="new-password" minlength="10" required></label><button>Set password</button></form>`
       : html`<h1>This link has expired</h1><p>It was used already or is over an hour old. <a href="/password-reset">Ask for a new one</a>.</p>`,
+  );
+}
+
+export function confirmedPage(session: Session | undefined): Html {
+  return layout(
+    'Address confirmed',
+    session,
+    html`<h1>Your address is confirmed</h1><p class="ok" role="status">You can now create API keys and add money.</p><p><a href="${session === undefined ? '/sign-in' : '/keys'}">${session === undefined ? 'Sign in' : 'Go to your keys'}</a></p>`,
+  );
+}
+
+/** Two-factor sign-in: on (and since when), or the enrolment form with a fresh secret. */
+export function twoFactorPage(session: Session, enrolment: TotpEnrolment | undefined, opts: { error?: string; requiredForAdmin?: boolean } = {}): Html {
+  const adminNote =
+    opts.requiredForAdmin === true && session.user.role === 'admin' ? html`<p class="note">This Tollgate requires two-factor sign-in for the admin pages.</p>` : '';
+  return layout(
+    'Two-factor sign-in',
+    session,
+    enrolment === undefined
+      ? html`<h1>Two-factor sign-in</h1><p class="ok" role="status">Two-factor sign-in is on: signing in asks for a code from your authenticator app.</p>${adminNote}`
+      : html`<h1>Turn on two-factor sign-in</h1>${adminNote}${errorBox(opts.error)}<div class="card">
+<p>Add this secret to an authenticator app (time-based, 6 digits), then enter the code it shows.</p>
+<p><code id="totp-secret" class="rid">${enrolment.secret}</code> <button type="button" class="copy" data-copy="totp-secret">Copy</button></p>
+${enrolment.uri === '' ? '' : html`<p class="note">Or open this link on the phone: <a href="${enrolment.uri}">${enrolment.uri}</a></p>`}
+<form method="post" action="/account/two-factor"><input type="hidden" name="csrf" value="${session.csrfToken}"><input type="hidden" name="secret" value="${enrolment.secret}">
+<label>Code from the app <input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="\\d{6}" maxlength="6" required></label>
+<button>Turn on</button></form></div>`,
   );
 }

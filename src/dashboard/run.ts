@@ -35,6 +35,8 @@ export interface RunDashboardOptions {
   /** How often recent provider events are listed and applied (0: never). */
   catchUpIntervalMs?: number;
   reconcile?: () => Promise<ReconciliationReport>;
+  /** Start-up lines (the admin bootstrap's outcome); default: refusals to stderr. */
+  log?: (line: string) => void;
   /** Where mail goes without SMTP_URL (the local run's log). */
   logMail?: (line: string) => void;
   onError?: (what: string, err: unknown) => void;
@@ -51,6 +53,7 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
     ledger: opts.backend.ledger,
     signUp: config.signUp,
     sessionTtlMs: config.sessionTtlMs,
+    adminRequiresTotp: config.adminRequireTotp,
     onRevoke: opts.onRevoke,
   });
   const applyCommitted = opts.applyCommitted;
@@ -61,7 +64,10 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
   const topUps = providers.length === 0 || applyCommitted === undefined ? undefined : new TopUpService({ db: opts.db, providers, applyCommitted, publicUrl: () => publicUrl });
   if (config.admin !== undefined) {
     const operators = (await opts.backend.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.backend.accounts.createAccount('operators'));
-    await service.upsertUser(config.admin.email, config.admin.password, operators.id, 'admin');
+    const done = await service.bootstrapAdmin(config.admin.email, config.admin.password, operators.id, config.admin.promote);
+    // Refused: the dashboard still starts (the gateway beside it keeps serving), without that admin.
+    if (done.outcome === 'refused') (opts.log ?? ((l) => process.stderr.write(`${l}\n`)))(JSON.stringify({ level: 'error', event: 'dashboard_admin_refused', message: done.message }));
+    else (opts.log ?? (() => undefined))(JSON.stringify({ level: 'info', event: 'dashboard_admin', outcome: done.outcome, email: done.user.email }));
   }
   const server = await startDashboard(
     {

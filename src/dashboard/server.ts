@@ -2,6 +2,10 @@
 import { listenApp, type Listening } from '../http/listen.js';
 import { createDashboardApp, type DashboardAppOptions } from './app.js';
 
-export function startDashboard(opts: DashboardAppOptions, port: number, host: string): Promise<Listening> {
-  return listenApp(createDashboardApp(opts), port, host);
+export async function startDashboard(opts: DashboardAppOptions, port: number, host: string): Promise<Listening> {
+  // Mailed links fall back to the address this server listens on (known once it listens), never the Host header.
+  let own = '';
+  const listening = await listenApp(createDashboardApp({ selfUrl: () => own, ...opts }), port, host);
+  own = listening.url;
+  return listening;
 }

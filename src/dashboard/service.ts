@@ -4,11 +4,12 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import { hash, verify } from '@node-rs/argon2';
 import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
-import type { Database } from '../record/database.js';
+import type { Database, Queryable } from '../record/database.js';
 import { statementPage, type StatementPage } from '../record/statement.js';
 import { UsageQueryError } from '../record/usage-query.js';
-import { SignInThrottle } from './throttle.js';
+import { defaultThrottles, THROTTLED_MESSAGE, type AttemptThrottle, type Throttles } from './throttle.js';
 import { enqueueEmail } from './outbox.js';
+import { checkTotp, newTotpEnrolment, TOTP_SECRET, type TotpEnrolment } from './totp.js';
 
 export type Role = 'holder' | 'admin';
 
@@ -17,12 +18,18 @@ export interface User {
   email: string;
   role: Role;
   accountId: string;
+  /** The address was confirmed through a mailed link (or provisioned by the operator). */
+  emailVerified: boolean;
+  /** TOTP is enrolled: sign-in asks for a code. */
+  totpEnabled: boolean;
 }
 
 export interface Session {
   user: User;
   csrfToken: string;
   expiresAt: Date;
+  /** This session was opened (or confirmed) with the TOTP code. */
+  secondFactor: boolean;
 }
 
 export interface KeyView {
@@ -54,29 +61,58 @@ export interface DashboardServiceOptions {
   ledger: Ledger;
   signUp: boolean;
   sessionTtlMs: number;
-  throttle?: SignInThrottle;
+  /** Attempt budgets of sign-in, sign-up and password reset (defaults: throttle.ts). */
+  throttles?: Partial<Throttles>;
+  /** Admin pages and the admin API need a session opened with TOTP (DASHBOARD_ADMIN_REQUIRE_TOTP). */
+  adminRequiresTotp?: boolean;
   /** Called after a key is revoked so an in-process gateway drops cached lookups at once. */
   onRevoke?: () => void;
 }
 
+/** What the admin bootstrap did at start. */
+export type AdminBootstrap = { outcome: 'created' | 'unchanged' | 'updated' | 'promoted'; user: User } | { outcome: 'refused'; message: string };
+
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,190}\.[^\s@]{1,60}$/;
 const MIN_PASSWORD = 10;
 const MAX_PASSWORD = 1024;
+const VERIFY_HOURS = 48;
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
+interface UserRow {
+  id: string;
+  email: string;
+  password_hash: string;
+  role: Role;
+  account_id: string;
+  email_verified_at: Date | null;
+  totp_secret: string | null;
+  totp_enabled_at: Date | null;
+  totp_last_step: string | number | null;
+}
+
+const USER_COLUMNS = 'id, email, password_hash, role, account_id, email_verified_at, totp_secret, totp_enabled_at, totp_last_step';
+
+function userOf(r: Pick<UserRow, 'id' | 'email' | 'role' | 'account_id' | 'email_verified_at' | 'totp_enabled_at'>): User {
+  return { id: r.id, email: r.email, role: r.role, accountId: r.account_id, emailVerified: r.email_verified_at !== null, totpEnabled: r.totp_enabled_at !== null };
+}
+
 export class DashboardService {
-  private readonly throttle: SignInThrottle;
+  private readonly throttles: Throttles;
   // Verified against when the e-mail is unknown, so a miss costs as long as a wrong password.
   private readonly decoy: Promise<string>;
 
   constructor(private readonly opts: DashboardServiceOptions) {
-    this.throttle = opts.throttle ?? new SignInThrottle();
+    this.throttles = defaultThrottles(opts.throttles);
     this.decoy = hash(randomBytes(16).toString('hex'));
   }
 
   get signUpOpen(): boolean {
     return this.opts.signUp;
+  }
+
+  get adminRequiresTotp(): boolean {
+    return this.opts.adminRequiresTotp === true;
   }
 
   /** The parts the other page modules (usage, refunds, admin) read through. */
@@ -88,12 +124,19 @@ export class DashboardService {
     return { accounts: this.opts.accounts, ledger: this.opts.ledger };
   }
 
+  /** Takes one attempt from a budget before any costly work, or refuses with the one throttled answer. */
+  private static attempt(throttle: AttemptThrottle, subject: string, address: string): void {
+    const wait = throttle.take(subject, address);
+    if (wait > 0) throw new DashboardError(429, THROTTLED_MESSAGE(wait), wait);
+  }
+
   /**
    * Starts a password reset: for a known address, a single-use token (stored hashed, valid an hour) is
    * mailed as a link under `linkBase`. The answer is the same whether the address is known or not.
    */
-  async requestPasswordReset(emailIn: unknown, linkBase: string): Promise<void> {
+  async requestPasswordReset(emailIn: unknown, linkBase: string, address: string): Promise<void> {
     const email = DashboardService.normalizeEmail(emailIn);
+    DashboardService.attempt(this.throttles.resetRequest, email, address);
     const found = await this.opts.db.query<{ id: string }>('SELECT id FROM dashboard_users WHERE email = $1', [email]);
     const user = found.rows[0];
     if (user === undefined) return;
@@ -115,26 +158,30 @@ export class DashboardService {
   }
 
   /** Sets the new password once per token, and ends every session of the user. */
-  async resetPassword(token: string, password: unknown): Promise<void> {
+  async resetPassword(token: string, password: unknown, address: string): Promise<void> {
     if (typeof password !== 'string' || password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) {
       throw new DashboardError(400, `Choose a password of ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
     }
+    DashboardService.attempt(this.throttles.resetSubmit, sha256(token), address);
     const passwordHash = await hash(password);
     await this.opts.db.transaction(async (tx) => {
       const used = await tx.query<{ user_id: string }>('DELETE FROM password_resets WHERE token_hash = $1 AND expires_at > now() RETURNING user_id', [sha256(token)]);
       const userId = used.rows[0]?.user_id;
       if (userId === undefined) throw new DashboardError(400, 'This reset link has expired or was used already; ask for a new one.');
-      await tx.query('UPDATE dashboard_users SET password_hash = $2 WHERE id = $1', [userId, passwordHash]);
+      // The link arrived by mail, so it proves the address as well.
+      await tx.query('UPDATE dashboard_users SET password_hash = $2, email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1', [userId, passwordHash]);
       await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1', [userId]);
       await tx.query('DELETE FROM password_resets WHERE user_id = $1', [userId]);
     });
   }
 
-  /** Removes expired sessions and reset tokens (a periodic job). */
+  /** Removes expired sessions, reset and confirmation tokens and key reveals (a periodic job). */
   async purgeExpired(): Promise<number> {
-    const s = await this.opts.db.query('DELETE FROM dashboard_sessions WHERE expires_at <= now()');
-    const r = await this.opts.db.query('DELETE FROM password_resets WHERE expires_at <= now()');
-    return s.rowCount + r.rowCount;
+    let n = 0;
+    for (const table of ['dashboard_sessions', 'password_resets', 'email_verifications', 'key_reveals']) {
+      n += (await this.opts.db.query(`DELETE FROM ${table} WHERE expires_at <= now()`)).rowCount;
+    }
+    return n;
   }
 
   /** After a key is revoked elsewhere (the admin pages): an in-process gateway forgets cached lookups. */
@@ -147,100 +194,234 @@ export class DashboardService {
     return email.trim().toLowerCase();
   }
 
-  async signUp(emailIn: unknown, password: unknown): Promise<{ user: User; sessionId: string; session: Session }> {
-    if (!this.opts.signUp) throw new DashboardError(403, 'Sign-up is closed on this Tollgate; ask the operator for an account.');
-    const email = DashboardService.normalizeEmail(emailIn);
+  private static checkPassword(password: unknown): string {
     if (typeof password !== 'string' || password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) {
       throw new DashboardError(400, `Choose a password of ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
     }
+    return password;
+  }
+
+  /**
+   * Opens an account whose address is not yet confirmed: a link is mailed (through the outbox) and the
+   * account can create keys or top up only once it is followed.
+   */
+  async signUp(emailIn: unknown, passwordIn: unknown, address: string, linkBase: string): Promise<{ user: User; sessionId: string; session: Session }> {
+    if (!this.opts.signUp) throw new DashboardError(403, 'Sign-up is closed on this Tollgate; ask the operator for an account.');
+    const email = DashboardService.normalizeEmail(emailIn);
+    const password = DashboardService.checkPassword(passwordIn);
+    DashboardService.attempt(this.throttles.signUp, email, address);
     const existing = await this.opts.db.query('SELECT 1 FROM dashboard_users WHERE email = $1', [email]);
     if (existing.rows.length > 0) throw new DashboardError(409, 'An account with this e-mail already exists; sign in instead.');
     const passwordHash = await hash(password); // @node-rs/argon2 defaults to argon2id
     const account = await this.opts.accounts.createAccount(email);
-    const user: User = { id: `usr_${randomUUID()}`, email, role: 'holder', accountId: account.id };
+    const user: User = { id: `usr_${randomUUID()}`, email, role: 'holder', accountId: account.id, emailVerified: false, totpEnabled: false };
     try {
-      await this.opts.db.query('INSERT INTO dashboard_users (id, email, password_hash, role, account_id) VALUES ($1, $2, $3, $4, $5)', [
-        user.id,
-        email,
-        passwordHash,
-        user.role,
-        user.accountId,
-      ]);
+      await this.opts.db.transaction(async (tx) => {
+        await tx.query('INSERT INTO dashboard_users (id, email, password_hash, role, account_id) VALUES ($1, $2, $3, $4, $5)', [user.id, email, passwordHash, user.role, user.accountId]);
+        await this.mailConfirmation(tx, user, linkBase);
+      });
     } catch (err) {
       // Two sign-ups racing on one e-mail: the unique index decides; the loser's empty account stays unused.
       if ((err as { code?: string }).code === '23505') throw new DashboardError(409, 'An account with this e-mail already exists; sign in instead.');
       throw err;
     }
-    const { sessionId, session } = await this.openSession(user);
+    const { sessionId, session } = await this.openSession(user, false);
     return { user, sessionId, session };
   }
 
+  private async mailConfirmation(tx: Queryable, user: User, linkBase: string): Promise<void> {
+    const token = randomBytes(32).toString('base64url');
+    await tx.query(`INSERT INTO email_verifications (token_hash, user_id, expires_at) VALUES ($1, $2, now() + interval '${VERIFY_HOURS} hours')`, [sha256(token), user.id]);
+    await enqueueEmail(tx, {
+      to: user.email,
+      subject: 'Confirm your Tollgate e-mail address',
+      text: `Someone (hopefully you) opened a Tollgate account with ${user.email}. Confirm the address within ${VERIFY_HOURS} hours to create API keys and add money:\n\n${linkBase.replace(/\/$/, '')}/verify-email/${token}\n\nIf it was not you, ignore this message.`,
+    });
+  }
+
+  /** Mails a new confirmation link to a signed-in user whose address is not confirmed yet. */
+  async resendConfirmation(user: User, linkBase: string, address: string): Promise<void> {
+    if (user.emailVerified) return;
+    DashboardService.attempt(this.throttles.resetRequest, `verify:${user.id}`, address);
+    await this.opts.db.transaction((tx) => this.mailConfirmation(tx, user, linkBase));
+  }
+
+  /** Follows a confirmation link (single use); the address is confirmed. */
+  async confirmEmail(token: string): Promise<void> {
+    await this.opts.db.transaction(async (tx) => {
+      const used = await tx.query<{ user_id: string }>('DELETE FROM email_verifications WHERE token_hash = $1 AND expires_at > now() RETURNING user_id', [sha256(token)]);
+      const userId = used.rows[0]?.user_id;
+      if (userId === undefined) throw new DashboardError(400, 'This confirmation link has expired or was used already; sign in and ask for a new one.');
+      await tx.query('UPDATE dashboard_users SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1', [userId]);
+      await tx.query('DELETE FROM email_verifications WHERE user_id = $1', [userId]);
+    });
+  }
+
+  /** Keys and top-ups need a confirmed address. */
+  static requireConfirmed(user: User): void {
+    if (!user.emailVerified) {
+      throw new DashboardError(403, `Confirm your e-mail address first: open the link we mailed to ${user.email} (the Keys page can send it again).`);
+    }
+  }
+
   /**
-   * Creates the user of an existing account, or sets the password of the one with this e-mail (the local
-   * run's demo sign-in, and operators provisioning a holder while sign-up is closed).
+   * Creates the user of an existing account, or sets the password, role and account of the one with
+   * this e-mail (the local run's demo sign-in, and operators provisioning a holder while sign-up is
+   * closed). The address is the operator's word, so it counts as confirmed. Any change ends every
+   * session of that user.
    */
   async upsertUser(emailIn: string, password: string, accountId: string, role: Role = 'holder'): Promise<User> {
     const email = DashboardService.normalizeEmail(emailIn);
     if (password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) throw new DashboardError(400, `A password has ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
     if ((await this.opts.accounts.getAccount(accountId)) === undefined) throw new DashboardError(404, `No account ${accountId}.`);
+    const created = await this.insertUser(email, password, accountId, role);
+    if (created !== undefined) return created;
+    return (await this.updateUser(email, password, accountId, role)).user;
+  }
+
+  /** A new user with a confirmed address, or undefined when the address is taken. */
+  private async insertUser(email: string, password: string, accountId: string, role: Role): Promise<User | undefined> {
+    if ((await this.findUser(email)) !== undefined) return undefined;
     const row = (
-      await this.opts.db.query<{ id: string }>(
-        `INSERT INTO dashboard_users (id, email, password_hash, role, account_id) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (email) DO UPDATE SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, account_id = EXCLUDED.account_id
-         RETURNING id`,
+      await this.opts.db.query<UserRow>(
+        `INSERT INTO dashboard_users (id, email, password_hash, role, account_id, email_verified_at) VALUES ($1, $2, $3, $4, $5, now())
+         ON CONFLICT (email) DO NOTHING RETURNING ${USER_COLUMNS}`,
         [`usr_${randomUUID()}`, email, await hash(password), role, accountId],
       )
     ).rows[0];
-    if (row === undefined) throw new Error('upsert returned no row');
-    return { id: row.id, email, role, accountId };
+    return row === undefined ? undefined : userOf(row);
   }
 
-  async signIn(emailIn: unknown, password: unknown, address: string, previousSessionId?: string): Promise<{ sessionId: string; session: Session }> {
+  private async findUser(email: string): Promise<UserRow | undefined> {
+    return (await this.opts.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE email = $1`, [email])).rows[0];
+  }
+
+  /** Sets password, role and account; when any of them changes, every session of the user ends. */
+  private async updateUser(email: string, password: string, accountId: string, role: Role): Promise<{ user: User; changed: boolean }> {
+    const row = await this.findUser(email);
+    if (row === undefined) throw new Error(`no dashboard user ${email}`);
+    const samePassword = await verify(row.password_hash, password).catch(() => false);
+    const changed = !samePassword || row.role !== role || row.account_id !== accountId;
+    const passwordHash = samePassword ? row.password_hash : await hash(password);
+    const updated = await this.opts.db.transaction(async (tx) => {
+      const r = await tx.query<UserRow>(
+        `UPDATE dashboard_users SET password_hash = $2, role = $3, account_id = $4, email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1 RETURNING ${USER_COLUMNS}`,
+        [row.id, passwordHash, role, accountId],
+      );
+      if (changed) await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1', [row.id]);
+      return r.rows[0];
+    });
+    if (updated === undefined) throw new Error(`dashboard user ${email} vanished`);
+    return { user: userOf(updated), changed };
+  }
+
+  /**
+   * The admin named in the configuration, at start. A new address becomes an admin of the operators'
+   * account; an existing admin keeps its place (its password set again if it changed, which ends its
+   * sessions). An address that belongs to a holder is refused (anyone may have signed it up before the
+   * operator configured it) unless the operator names it as a promotion: then it becomes admin, keeps
+   * its account, and every session it had ends.
+   */
+  async bootstrapAdmin(emailIn: string, password: string, operatorsAccountId: string, promote: boolean): Promise<AdminBootstrap> {
+    const email = DashboardService.normalizeEmail(emailIn);
+    if (password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) throw new DashboardError(400, `DASHBOARD_ADMIN_PASSWORD must have ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
+    const created = await this.insertUser(email, password, operatorsAccountId, 'admin');
+    if (created !== undefined) return { outcome: 'created', user: created };
+    const existing = await this.findUser(email);
+    if (existing === undefined) throw new Error(`dashboard user ${email} vanished`);
+    if (existing.role === 'admin') {
+      const { user, changed } = await this.updateUser(email, password, existing.account_id, 'admin');
+      return { outcome: changed ? 'updated' : 'unchanged', user };
+    }
+    if (!promote) {
+      return {
+        outcome: 'refused',
+        message: `DASHBOARD_ADMIN_EMAIL ${email} belongs to an existing holder (account ${existing.account_id}); it was NOT made admin. If that holder is yours, set DASHBOARD_ADMIN_PROMOTE=true once to promote it (its sessions end); otherwise choose another address.`,
+      };
+    }
+    const { user } = await this.updateUser(email, password, existing.account_id, 'admin');
+    // A promotion always ends the holder's sessions, even with the same password: none of them was an admin's.
+    await this.opts.db.query('DELETE FROM dashboard_sessions WHERE user_id = $1', [user.id]);
+    return { outcome: 'promoted', user };
+  }
+
+  async signIn(emailIn: unknown, password: unknown, address: string, previousSessionId?: string, codeIn?: unknown): Promise<{ sessionId: string; session: Session }> {
     const email = typeof emailIn === 'string' ? emailIn.trim().toLowerCase() : '';
-    const wait = this.throttle.retryAfter(email, address);
-    if (wait > 0) throw new DashboardError(429, `Too many failed sign-ins; try again in ${wait} seconds.`, wait);
-    const row = (
-      await this.opts.db.query<{ id: string; email: string; password_hash: string; role: Role; account_id: string }>(
-        'SELECT id, email, password_hash, role, account_id FROM dashboard_users WHERE email = $1',
-        [email],
-      )
-    ).rows[0];
+    // Counted before argon2 runs: guesses sent at once each take their own attempt.
+    DashboardService.attempt(this.throttles.signIn, email, address);
+    const row = email === '' ? undefined : await this.findUser(email);
     const pw = typeof password === 'string' && password.length <= MAX_PASSWORD ? password : '';
     const ok = await verify(row?.password_hash ?? (await this.decoy), pw);
-    if (row === undefined || !ok) {
-      this.throttle.fail(email, address);
-      throw new DashboardError(401, 'Wrong e-mail or password.');
+    if (row === undefined || !ok) throw new DashboardError(401, 'Wrong e-mail or password.');
+    let secondFactor = false;
+    if (row.totp_enabled_at !== null && row.totp_secret !== null) {
+      const code = typeof codeIn === 'string' ? codeIn.replace(/\s/g, '') : '';
+      if (code === '') throw new DashboardError(401, 'Enter the 6-digit code from your authenticator app as well.');
+      if (!(await this.consumeTotp(row.id, row.totp_secret, code))) throw new DashboardError(401, 'Wrong or already used authenticator code.');
+      secondFactor = true;
     }
-    this.throttle.succeed(email);
+    this.throttles.signIn.succeed(email, address);
     // Rotation: whatever session the browser brought is ended, and a new id is issued.
     if (previousSessionId !== undefined) await this.signOut(previousSessionId);
-    return this.openSession({ id: row.id, email: row.email, role: row.role, accountId: row.account_id });
+    return this.openSession(userOf(row), secondFactor);
   }
 
-  private async openSession(user: User): Promise<{ sessionId: string; session: Session }> {
+  /** A code is accepted once: its time step must be later than the last one accepted (set atomically). */
+  private async consumeTotp(userId: string, secret: string, code: string): Promise<boolean> {
+    const step = checkTotp(secret, code);
+    if (step === undefined) return false;
+    const r = await this.opts.db.query('UPDATE dashboard_users SET totp_last_step = $2 WHERE id = $1 AND (totp_last_step IS NULL OR totp_last_step < $2)', [userId, step]);
+    return r.rowCount === 1;
+  }
+
+  /** A fresh TOTP secret for the enrolment page (nothing stored until a code confirms it). */
+  totpEnrolment(user: User): TotpEnrolment {
+    return newTotpEnrolment(user.email);
+  }
+
+  /**
+   * Turns TOTP on with the secret the enrolment page showed, once a code from it checks out. This
+   * session counts as opened with the second factor; every other session of the user ends.
+   */
+  async enableTotp(user: User, sessionId: string, secret: unknown, codeIn: unknown): Promise<void> {
+    if (user.totpEnabled) throw new DashboardError(409, 'Two-factor sign-in is already on for this account.');
+    if (typeof secret !== 'string' || !TOTP_SECRET.test(secret)) throw new DashboardError(400, 'The setup form is damaged; reload the page and start again.');
+    const code = typeof codeIn === 'string' ? codeIn.replace(/\s/g, '') : '';
+    const step = checkTotp(secret, code);
+    if (step === undefined) throw new DashboardError(400, 'That code does not match; check the time on your phone and enter the current code.');
+    await this.opts.db.transaction(async (tx) => {
+      const r = await tx.query('UPDATE dashboard_users SET totp_secret = $2, totp_enabled_at = now(), totp_last_step = $3 WHERE id = $1 AND totp_enabled_at IS NULL', [user.id, secret, step]);
+      if (r.rowCount !== 1) throw new DashboardError(409, 'Two-factor sign-in is already on for this account.');
+      await tx.query('UPDATE dashboard_sessions SET second_factor = true WHERE id_hash = $1', [sha256(sessionId)]);
+      await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1 AND id_hash <> $2', [user.id, sha256(sessionId)]);
+    });
+  }
+
+  private async openSession(user: User, secondFactor: boolean): Promise<{ sessionId: string; session: Session }> {
     const sessionId = randomBytes(32).toString('base64url');
     const csrfToken = randomBytes(32).toString('base64url');
     const expiresAt = new Date(Date.now() + this.opts.sessionTtlMs);
-    await this.opts.db.query('INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at) VALUES ($1, $2, $3, $4)', [
+    await this.opts.db.query('INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at, second_factor) VALUES ($1, $2, $3, $4, $5)', [
       sha256(sessionId),
       user.id,
       csrfToken,
       expiresAt,
+      secondFactor,
     ]);
-    return { sessionId, session: { user, csrfToken, expiresAt } };
+    return { sessionId, session: { user, csrfToken, expiresAt, secondFactor } };
   }
 
   /** The live session for a cookie value, or undefined (unknown or expired). */
   async session(sessionId: string): Promise<Session | undefined> {
-    const r = await this.opts.db.query<{ csrf_token: string; expires_at: Date; id: string; email: string; role: Role; account_id: string }>(
+    const r = await this.opts.db.query<UserRow & { csrf_token: string; expires_at: Date; second_factor: boolean }>(
       `UPDATE dashboard_sessions s SET last_seen_at = now() FROM dashboard_users u
         WHERE s.id_hash = $1 AND s.user_id = u.id AND s.expires_at > now()
-        RETURNING s.csrf_token, s.expires_at, u.id, u.email, u.role, u.account_id`,
+        RETURNING s.csrf_token, s.expires_at, s.second_factor, u.id, u.email, u.role, u.account_id, u.email_verified_at, u.totp_enabled_at`,
       [sha256(sessionId)],
     );
     const row = r.rows[0];
     if (row === undefined) return undefined;
-    return { csrfToken: row.csrf_token, expiresAt: row.expires_at, user: { id: row.id, email: row.email, role: row.role, accountId: row.account_id } };
+    return { csrfToken: row.csrf_token, expiresAt: row.expires_at, secondFactor: row.second_factor, user: userOf(row) };
   }
 
   static csrfMatches(session: Session, presented: unknown): boolean {
@@ -316,6 +497,7 @@ export class DashboardService {
   }
 
   async createKey(user: User, name: unknown, caps: KeyCaps): Promise<{ key: KeyView; secret: string }> {
+    DashboardService.requireConfirmed(user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
     const created = await this.opts.accounts.createKey(user.accountId, { name: keyName, ...caps });

@@ -83,7 +83,7 @@ export function refundRequestPage(session: Session, r: RecordedUsage, error?: st
     session,
     html`<h1>Request a refund</h1>${errorBox(error)}<div class="card"><p>Request <code>${r.requestId}</code> · ${r.model} · ${when(r.finishedAt)} · cost <strong>${usd(r.cost)}</strong>${r.modelRefused ? html` · <strong>the model refused to answer</strong>` : ''}</p>
 <form method="post" action="/refunds"><input type="hidden" name="csrf" value="${session.csrfToken}"><input type="hidden" name="request_id" value="${r.requestId}">
-<label>Why should it be refunded? <textarea name="reason" rows="4" cols="50" required minlength="3" maxlength="2000"></textarea></label>
+<label>Why should it be refunded? <textarea name="reason" rows="4" required minlength="3" maxlength="2000"></textarea></label>
 <button>Send to support</button> <a href="/usage">Cancel</a></form></div>`,
   );
 }
@@ -95,9 +95,9 @@ export function refundsPage(session: Session, tickets: RefundTicket[], flash?: s
     html`<h1>Refund requests</h1>${flash === undefined ? '' : html`<p class="ok" role="status">${flash}</p>`}${
       tickets.length === 0
         ? html`<p class="note">No refund requests. Ask for one from a request on the <a href="/usage">Usage</a> page.</p>`
-        : html`<table><thead><tr><th>Asked</th><th>Request id</th><th class="num">Cost</th><th>Status</th><th>Reason</th></tr></thead><tbody>${tickets.map(
-            (t) => html`<tr><td>${when(t.createdAt)}</td><td><code class="rid">${t.requestId}</code></td><td class="num">${usd(t.cost)}</td>
-<td>${t.status === 'approved' ? html`approved · ${usd(t.refunded ?? 0)} back` : t.status}${t.note === null ? '' : html` — ${t.note}`}</td><td>${t.reason}</td></tr>`,
+        : html`<table class="stack"><thead><tr><th>Asked</th><th>Request id</th><th class="num">Cost</th><th>Status</th><th>Reason</th></tr></thead><tbody>${tickets.map(
+            (t) => html`<tr><td data-label="Asked">${when(t.createdAt)}</td><td data-label="Request id"><code class="rid">${t.requestId}</code></td><td data-label="Cost" class="num">${usd(t.cost)}</td>
+<td data-label="Status">${t.status === 'approved' ? html`approved · ${usd(t.refunded ?? 0)} back` : t.status}${t.note === null ? '' : html` — ${t.note}`}</td><td data-label="Reason">${t.reason}</td></tr>`,
           )}</tbody></table>`
     }`,
   );

@@ -95,7 +95,9 @@ export function usageRoutes(
     const b = c.state.body ?? {};
     try {
       const t = await tickets.open(s.user.accountId, b.request_id, b.reason, s.user.email);
-      send(c, refundsPage(s, await tickets.list(s.user.accountId), `Sent to support: refund request for ${t.requestId}.`), 201);
+      // Post-redirect-get: a reload shows the list, it does not post the request again.
+      c.status = 303;
+      c.redirect(`/refunds?opened=${encodeURIComponent(t.id)}`);
     } catch (err) {
       if (!(err instanceof DashboardError) || err.status >= 500) throw err;
       const r = typeof b.request_id === 'string' ? await findUsage(db, s.user.accountId, b.request_id) : undefined;
@@ -105,7 +107,10 @@ export function usageRoutes(
   });
   router.get('/refunds', async (ctx) => {
     const c = ctx as Ctx;
-    send(c, refundsPage(who(c), await tickets.list(who(c).user.accountId)));
+    const s = who(c);
+    const list = await tickets.list(s.user.accountId);
+    const opened = typeof c.query.opened === 'string' ? list.find((t) => t.id === c.query.opened) : undefined;
+    send(c, refundsPage(s, list, opened === undefined ? undefined : `Sent to support: refund request for ${opened.requestId}.`));
   });
 
   router.get('/api/usage', async (ctx) => {

@@ -13,6 +13,7 @@ import { usdPerMillionToMicros } from '../../src/catalog/price.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { DashboardClient } from '../helpers/dashboard-client.js';
 import { EXAMPLE_MODELS, startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { until } from './e2e-support.js';
@@ -26,11 +27,12 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
   let harness: Harness;
   let dash: { url: string; close(): Promise<void> };
   let browser: Browser;
+  let service: DashboardService;
   const shots: Array<[string, Buffer]> = [];
 
   beforeAll(async () => {
     harness = await startHarness({ record: tdb.db });
-    const service = new DashboardService({
+    service = new DashboardService({
       db: tdb.db,
       accounts: harness.backend.accounts,
       ledger: harness.backend.ledger,
@@ -77,15 +79,27 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Create account' }).click();
     await page.waitForURL(`${dash.url}/keys`);
     expect(await page.getByText('No keys yet').count()).toBe(1);
+    // No key before the address is confirmed: the holder follows the mailed link.
+    expect(await page.getByRole('button', { name: 'Create key' }).count()).toBe(0);
+    expect(await page.getByText('Confirm your e-mail address').count()).toBe(1);
+    await page.goto(`${dash.url}${await DashboardClient.confirmationPath(tdb.db, 'browser@example.com')}`);
+    expect(await page.getByRole('status').textContent()).toMatch(/create API keys/);
+    await page.getByRole('link', { name: 'Go to your keys' }).click();
 
     await page.getByLabel('Name').fill('browser key');
     await page.getByRole('button', { name: 'Create key' }).click();
+    await page.waitForURL(`${dash.url}/keys`);
     const shown = (await page.locator('#new-key').textContent()) ?? '';
     expect(shown).toMatch(/^sk-tg-/);
     await page.getByRole('button', { name: 'Copy' }).click();
     await until('copied', async () => ((await page.getByRole('button', { name: 'Copied' }).count()) === 1 ? true : undefined), 5_000);
     const secret = await page.evaluate<string>('navigator.clipboard.readText()');
     expect(secret).toBe(shown);
+    // A reload (the browser's, after the redirect) shows the list: no second key, no secret again.
+    await page.reload();
+    expect(await page.locator('#new-key').count()).toBe(0);
+    expect(await page.getByRole('row').filter({ hasText: 'browser key' }).count()).toBe(1);
+    expect(await page.content()).not.toContain(secret);
 
     const account = (await harness.backend.accounts.listAccounts()).find((a) => a.name === 'browser@example.com');
     await harness.backend.ledger.credit(account?.id ?? '', 5_000_000, 'browser-test');
@@ -178,4 +192,94 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
     await adminContext.close();
     await context.close();
   }, 90_000);
+  /** Nothing on the page reaches past the viewport's right edge, so nothing needs a sideways scroll. */
+  async function fitsWidth(page: Page, what: string): Promise<void> {
+    const widths = await page.evaluate<{ doc: number; view: number; wide: string[] }>(`(() => {
+      const view = document.documentElement.clientWidth;
+      const wide = [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > view + 0.5 && e.closest('table:not(.stack)') === null).map((e) => e.tagName + '.' + e.className + ': ' + (e.textContent || '').slice(0, 40));
+      return { doc: document.documentElement.scrollWidth, view, wide };
+    })()`);
+    expect(widths.wide, `${what}: elements past the right edge`).toEqual([]);
+    expect(widths.doc, `${what}: page wider than the screen`).toBeLessThanOrEqual(widths.view);
+  }
+
+  /** The element is on screen horizontally (not clipped inside a scrolling table). */
+  async function reachable(page: Page, selector: string): Promise<number> {
+    const boxes = await page.locator(selector).evaluateAll((els) => els.map((e) => e.getBoundingClientRect()).map((r) => ({ left: r.left, right: r.right, width: r.width })));
+    for (const b of boxes) {
+      expect(b.width).toBeGreaterThan(0);
+      expect(b.left).toBeGreaterThanOrEqual(0);
+      expect(b.right).toBeLessThanOrEqual(390);
+    }
+    return boxes.length;
+  }
+
+  it('on a 390 px phone: Keys actions and the statement\'s Amount and Balance are in view, the refund form and the admin account heading fit (issue 29, defect 11)', async () => {
+    const account = await harness.backend.accounts.createAccount('a-holder-with-a-rather-long-name@phone.example.com');
+    await service.upsertUser('phone@example.com', 'a phone password', account.id);
+    const context = await browser.newContext({ viewport: { width: 390, height: 800 }, isMobile: true, hasTouch: true });
+    const page = await context.newPage();
+    await page.goto(`${dash.url}/sign-in`);
+    await page.getByLabel('E-mail').fill('phone@example.com');
+    await page.getByLabel('Password').fill('a phone password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${dash.url}/keys`);
+    for (const name of ['phone key with a long descriptive name', 'second phone key']) {
+      await page.getByLabel('Name').fill(name);
+      await page.getByLabel(/Monthly cap/).fill('25.50');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.waitForURL(`${dash.url}/keys`);
+    }
+    const secret = (await page.locator('#new-key').textContent()) ?? '';
+    await page.reload();
+    await fitsWidth(page, 'Keys');
+    expect(await reachable(page, 'a:text-is("Revoke")')).toBe(2);
+    expect(await reachable(page, 'a:text-is("Edit caps")')).toBe(2);
+    const keysShot = await page.screenshot({ fullPage: true });
+
+    await harness.backend.ledger.credit(account.id, 12_345_678, 'phone-credit');
+    const client = new OpenAI({ apiKey: secret, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    const res = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
+    const requestId = res.response.headers.get('x-request-id') ?? '';
+    await until(
+      'the request on the statement',
+      async () => {
+        await page.goto(`${dash.url}/balance`);
+        return (await page.locator('#statement td[data-label="Amount"]').count()) >= 2 ? true : undefined;
+      },
+      10_000,
+    );
+    await fitsWidth(page, 'Balance');
+    expect(await reachable(page, '#statement td[data-label="Amount"]')).toBeGreaterThanOrEqual(2);
+    expect(await reachable(page, '#statement td[data-label="Balance"]')).toBeGreaterThanOrEqual(2);
+    expect(await page.locator('#statement td[data-label="Balance"]').first().isVisible()).toBe(true);
+    const statementShot = await page.screenshot({ fullPage: true });
+
+    await until('the request in the record', async () => ((await (await page.request.get(`${dash.url}/api/usage?request_id=${requestId}`)).json()) as { usage: unknown[] }).usage.length === 1 ? true : undefined, 10_000);
+    await page.goto(`${dash.url}/usage/${requestId}/refund`);
+    await fitsWidth(page, 'Refund form');
+    await reachable(page, 'textarea[name="reason"]');
+    await reachable(page, 'button:text-is("Send to support")');
+
+    const adminContext = await browser.newContext({ viewport: { width: 390, height: 800 }, isMobile: true, hasTouch: true });
+    const admin = await adminContext.newPage();
+    await admin.goto(`${dash.url}/sign-in`);
+    await admin.getByLabel('E-mail').fill('admin@example.com');
+    await admin.getByLabel('Password').fill('the admin password');
+    await admin.getByRole('button', { name: 'Sign in' }).click();
+    await admin.waitForURL(`${dash.url}/keys`);
+    await admin.goto(`${dash.url}/admin/accounts/${account.id}`);
+    await fitsWidth(admin, 'Admin account');
+    await reachable(admin, 'h1');
+    await reachable(admin, 'button:text-is("Revoke for the holder")');
+    const adminShot = await admin.screenshot({ fullPage: true });
+    const dir = process.env.TOLLGATE_NARROW_SHOTS;
+    if (dir !== undefined && dir !== '') {
+      writeFileSync(`${dir}/keys-390.png`, keysShot);
+      writeFileSync(`${dir}/statement-390.png`, statementShot);
+      writeFileSync(`${dir}/admin-account-390.png`, adminShot);
+    }
+    await adminContext.close();
+    await context.close();
+  }, 60_000);
 });

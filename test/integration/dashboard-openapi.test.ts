@@ -104,6 +104,14 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     const signUp = await h.req('POST', '/api/sign-up', { email: 'openapi@example.com', password: 'correct horse battery' });
     h.csrf = (signUp.json() as { csrf_token: string }).csrf_token;
     expect((await h.req('POST', '/api/sign-up', { email: 'bad', password: 'x' })).status).toBe(400);
+    // Keys and top-ups wait for the address: a new link, then the link followed through the API.
+    expect((await h.api('POST', '/api/keys', { name: 'too soon' })).status).toBe(403);
+    expect((await h.api('POST', '/api/top-ups/quote', { amount_usd: '10' })).status).toBe(403);
+    expect((await h.api('POST', '/api/top-ups', { amount_usd: '10', provider: 'stripe' })).status).toBe(403);
+    expect((await h.api('POST', '/api/resend-verification')).status).toBe(202);
+    expect((await h.req('POST', '/api/verify-email/not-a-token')).status).toBe(400);
+    const link = await DashboardClient.confirmationPath(tdb.db, 'openapi@example.com');
+    expect((await h.req('POST', `/api${link}`)).status).toBe(204);
     const anon = new CheckedClient(base);
     expect((await anon.req('POST', '/api/sign-in', { email: 'openapi@example.com', password: 'wrong password!' })).status).toBe(401);
     const session = (await h.api('GET', '/api/session')).json() as { user: { account_id: string } };

@@ -14,6 +14,7 @@ import { createDashboardApp } from '../../src/dashboard/app.js';
 import { smtpMailer, startOutboxWorker } from '../../src/dashboard/outbox.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
+import { AttemptThrottle } from '../../src/dashboard/throttle.js';
 import { recordMovement } from '../../src/record/money-movement.js';
 import { until } from '../e2e/e2e-support.js';
 import { DashboardClient, type SeenResponse } from '../helpers/dashboard-client.js';
@@ -33,7 +34,9 @@ const prices = { input: usdPerMillionToMicros(pricing?.input ?? '0'), output: us
 
 beforeAll(async () => {
   harness = await startHarness({ record: tdb.db });
-  service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, onRevoke: () => harness.gateway.authenticator.forget() });
+  // Every holder here signs up from 127.0.0.1: a wide sign-up budget (the throttles have their own tests).
+  const wide = new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 });
+  service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide }, onRevoke: () => harness.gateway.authenticator.forget() });
   dash = await startDashboard({ service, secureCookie: false, supportEmail: 'support@example.com' }, 0, '127.0.0.1');
   const operators = await harness.backend.accounts.createAccount('operators');
   await service.upsertUser('root@example.com', 'an admin password', operators.id, 'admin');
@@ -52,9 +55,16 @@ interface Holder {
   openai: OpenAI;
 }
 
-async function holder(email: string, credit = 5_000_000): Promise<Holder> {
+/** A holder with a key and money: signed up with the address confirmed, or provisioned by the operator. */
+async function holder(email: string, credit = 5_000_000, how: 'sign-up' | 'provisioned' = 'sign-up'): Promise<Holder> {
   const client = new DashboardClient(base, {}, seen);
-  await client.signUp(email);
+  if (how === 'sign-up') await client.signUpConfirmed(tdb.db, email);
+  else {
+    const account = await harness.backend.accounts.createAccount(email);
+    await service.upsertUser(email, 'correct horse battery', account.id);
+    const r = await client.req('POST', '/api/sign-in', { email, password: 'correct horse battery' });
+    client.csrf = (r.json() as { csrf_token: string }).csrf_token;
+  }
   const session = (await client.api('GET', '/api/session')).json() as { user: { account_id: string } };
   const created = (await client.req('POST', '/api/keys', { name: `${email} key` }, { headers: { 'x-csrf-token': client.csrf }, reveal: true })).json() as { key: { id: string }; secret: string };
   if (credit > 0) await harness.backend.ledger.credit(session.user.account_id, credit, `start-${email}`);
@@ -187,7 +197,7 @@ describe('E-mail and alerts', () => {
     // A top-up of 10.00 on record, then the balance falls to 1.50: below 20%, not below 5%.
     await tdb.db.transaction((tx) => recordMovement(tx, { accountId: h.accountId, kind: 'top_up', amount: 10_000_000, idempotencyKey: `tu-${h.accountId}` }));
     await tdb.db.transaction((tx) => recordMovement(tx, { accountId: h.accountId, kind: 'adjustment', amount: -8_500_000, idempotencyKey: `adj-${h.accountId}` }));
-    const mails = async () => (await tdb.db.query<{ subject: string }>(`SELECT subject FROM email_outbox WHERE recipient = 'alerts@example.com' ORDER BY id`)).rows.map((r) => r.subject);
+    const mails = async () => (await tdb.db.query<{ subject: string }>(`SELECT subject FROM email_outbox WHERE recipient = 'alerts@example.com' AND subject NOT LIKE 'Confirm%' ORDER BY id`)).rows.map((r) => r.subject);
     await checkAlerts(tdb.db);
     await checkAlerts(tdb.db);
     expect(await mails()).toEqual(['Your Tollgate balance is below 20% of your last top-up']);
@@ -297,5 +307,34 @@ describe('CSRF and origin on the new pages', () => {
     expect((await h.client.api('POST', '/api/refund-tickets', { request_id: served.requestId, reason: 'x y z' }, { 'x-csrf-token': 'wrong' })).status).toBe(403);
     expect((await h.client.api('POST', '/api/refund-tickets', { request_id: served.requestId, reason: 'x y z' }, { origin: 'https://evil.example' })).status).toBe(403);
     expect((await tdb.db.query('SELECT id FROM refund_tickets WHERE request_id = $1', [served.requestId])).rows).toEqual([]);
+  });
+});
+
+describe('post-redirect-get after every form that creates something (issue 29, defect 11)', () => {
+  it('a refund request, an admin credit and an admin decision each answer 303, so a reload repeats nothing', async () => {
+    const h = await holder('prg@example.com', 5_000_000, 'provisioned');
+    const served = await call(h);
+    await recorded(h, served.requestId);
+    const opened = await h.client.req('POST', '/refunds', { csrf: h.client.csrf, request_id: served.requestId, reason: 'please refund' }, { form: true });
+    expect(opened.status).toBe(303);
+    const location = opened.res.headers.get('location') ?? '';
+    expect(location).toMatch(/^\/refunds\?opened=/);
+    const shown = await h.client.req('GET', location);
+    expect(shown.text).toContain(`Sent to support: refund request for ${served.requestId}.`);
+    // A reload is that GET again: still one ticket.
+    await h.client.req('GET', location);
+    expect((await tdb.db.query('SELECT id FROM refund_tickets WHERE request_id = $1', [served.requestId])).rows).toHaveLength(1);
+
+    const root = await admin();
+    const page = await root.req('GET', `/admin/accounts/${h.accountId}`);
+    const idem = /name="idempotency_key" value="([^"]+)"/.exec(page.text)?.[1] ?? '';
+    const credited = await root.req('POST', `/admin/accounts/${h.accountId}/credit`, { csrf: root.csrf, amount_usd: '1.25', idempotency_key: idem }, { form: true });
+    expect(credited.status).toBe(303);
+    expect(credited.res.headers.get('location')).toBe(`/admin/accounts/${h.accountId}?done=credited`);
+    expect((await root.req('GET', credited.res.headers.get('location') ?? '')).text).toContain('Credit applied');
+    const ticket = (await tdb.db.query<{ id: string }>('SELECT id FROM refund_tickets WHERE request_id = $1', [served.requestId])).rows[0]?.id ?? '';
+    const decided = await root.req('POST', `/admin/refund-tickets/${ticket}/decline`, { csrf: root.csrf, note: 'no' }, { form: true });
+    expect(decided.status).toBe(303);
+    expect((await root.req('GET', decided.res.headers.get('location') ?? '')).text).toContain(`Declined the refund of ${served.requestId}.`);
   });
 });

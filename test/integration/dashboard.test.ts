@@ -1,11 +1,16 @@
 // The dashboard over real HTTP on loopback, against a real PostgreSQL (users, sessions) and the same
 // account store and ledger as a real gateway, so a key made in the dashboard is the key the gateway takes.
+import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { readDashboardConfig } from '../../src/dashboard/config.js';
+import { runDashboard } from '../../src/dashboard/run.js';
+import { totpCode } from '../../src/dashboard/totp.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { startLocalDashboard } from '../../src/dashboard/local-run.js';
 import { startDashboard } from '../../src/dashboard/server.js';
-import { SignInThrottle } from '../../src/dashboard/throttle.js';
+import { AttemptThrottle } from '../../src/dashboard/throttle.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
@@ -14,6 +19,8 @@ const tdb = useTestDatabase('dash');
 let harness: Harness;
 let dash: { url: string; close(): Promise<void> };
 let secureDash: { url: string; close(): Promise<void> };
+/** The issue-29 tests' dashboard: wide budgets, so the throttle tests above leave them alone. */
+let trust: { url: string; close(): Promise<void> };
 
 /** Every response body the dashboard sent in this file, and whether it was a key's one-time reveal. */
 const seen: { text: string; reveal: boolean }[] = [];
@@ -26,6 +33,7 @@ class Browser extends DashboardClient {
 }
 
 const base = (): string => dash.url;
+const tbase = (): string => trust.url;
 
 beforeAll(async () => {
   harness = await startHarness();
@@ -35,16 +43,24 @@ beforeAll(async () => {
     ledger: harness.backend.ledger,
     signUp: true,
     sessionTtlMs: 3_600_000,
-    throttle: new SignInThrottle({ perAccount: 5, perAddress: 12, windowMs: 60_000 }),
+    // Every sign-up here comes from 127.0.0.1: a wide address budget for them (their own test is below).
+    throttles: { signIn: new AttemptThrottle({ perAccount: 5, perAddress: 12, windowMs: 60_000 }), signUp: new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 }) },
     onRevoke: () => harness.gateway.authenticator.forget(),
   });
   dash = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
   secureDash = await startDashboard({ service, secureCookie: true }, 0, '127.0.0.1');
+  const wide = (): AttemptThrottle => new AttemptThrottle({ perAccount: 50, perAddress: 1000, windowMs: 60_000 });
+  trust = await startDashboard(
+    { service: new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signIn: wide(), signUp: wide() } }), secureCookie: false },
+    0,
+    '127.0.0.1',
+  );
 });
 
 afterAll(async () => {
   await dash?.close();
   await secureDash?.close();
+  await trust?.close();
   await harness?.close();
 });
 
@@ -150,12 +166,12 @@ describe('dashboard keys', () => {
   let aliceKeyId = '';
 
   beforeAll(async () => {
-    await alice.signUp('alice@example.com');
-    await bob.signUp('bob@example.com');
+    await alice.signUpConfirmed(tdb.db, 'alice@example.com');
+    await bob.signUpConfirmed(tdb.db, 'bob@example.com');
   });
 
   it('behind a trusted proxy, throttles by the forwarded address; otherwise a forwarded header changes nothing', async () => {
-    const throttled = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttle: new SignInThrottle({ perAccount: 100, perAddress: 3, windowMs: 60_000 }) });
+    const throttled = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signIn: new AttemptThrottle({ perAccount: 100, perAddress: 3, windowMs: 60_000 }) } });
     const proxied = await startDashboard({ service: throttled, secureCookie: false, trustProxy: true }, 0, '127.0.0.1');
     const direct = await startDashboard({ service: throttled, secureCookie: false }, 0, '127.0.0.1');
     try {
@@ -189,9 +205,10 @@ describe('dashboard keys', () => {
     expect((await new Browser(base).req('POST', '/sign-in', { email: 'alice@example.com', password: 'correct horse battery' }, { form: true, headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
     expect(((await alice.api('GET', '/api/keys')).json() as { keys: unknown[] }).keys).toHaveLength(0);
     // A same-origin form with the token goes through.
-    const ok = await alice.req('POST', '/keys', { name: 'form key', monthly_cap_usd: '2.50', csrf: alice.csrf }, { form: true, headers: { origin: base(), 'sec-fetch-site': 'same-origin' }, reveal: true });
-    expect(ok.status).toBe(201);
-    const m = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(ok.text);
+    const ok = await alice.req('POST', '/keys', { name: 'form key', monthly_cap_usd: '2.50', csrf: alice.csrf }, { form: true, headers: { origin: base(), 'sec-fetch-site': 'same-origin' } });
+    expect(ok.status).toBe(303);
+    const shown = await alice.req('GET', '/keys', undefined, { reveal: true });
+    const m = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(shown.text);
     expect(m?.[1]).toMatch(/^sk-tg-/);
     secrets.push(m?.[1] ?? '');
     const list = await alice.req('GET', '/keys');
@@ -303,5 +320,309 @@ describe('the local run dashboard', () => {
     } finally {
       await local.close();
     }
+  });
+});
+
+describe('accounts you can trust (issue 29, defect 1)', () => {
+  it('sign-up mails a confirmation link through the outbox; keys and top-ups wait until it is followed', async () => {
+    const h = new Browser(tbase);
+    await h.signUp('unconfirmed@example.com');
+    const refused = await h.api('POST', '/api/keys', { name: 'too soon' });
+    expect(refused.status).toBe(403);
+    expect((refused.json() as { error: { message: string } }).error.message).toMatch(/Confirm your e-mail address/);
+    const session = (await h.api('GET', '/api/session')).json() as { user: { email_verified: boolean } };
+    expect(session.user.email_verified).toBe(false);
+    expect((await h.req('POST', '/keys', { name: 'too soon', csrf: h.csrf }, { form: true })).status).toBe(403);
+    // Top-ups are refused before anything is quoted or started (this app has no providers: 403, not 404).
+    expect((await h.api('POST', '/api/top-ups', { amount_usd: '10', provider: 'stripe' })).status).toBe(403);
+    expect((await h.req('POST', '/balance/quote', { amount_usd: '10', csrf: h.csrf }, { form: true })).status).toBe(403);
+    expect((await h.req('GET', '/keys')).text).toContain('Confirm your e-mail address');
+    // The link is mailed under the dashboard's own address and works once.
+    const path = await DashboardClient.confirmationPath(tdb.db, 'unconfirmed@example.com');
+    const mail = await tdb.db.query<{ body: string }>("SELECT body FROM email_outbox WHERE recipient = 'unconfirmed@example.com'");
+    expect(mail.rows[0]?.body).toContain(`${trust.url}${path}`);
+    expect((await tdb.db.query('SELECT 1 FROM email_verifications WHERE token_hash = $1', [path.split('/').pop() ?? ''])).rows).toEqual([]);
+    expect((await new Browser(tbase).req('GET', path)).status).toBe(200);
+    expect((await new Browser(tbase).req('GET', path)).status).toBe(400);
+    expect(((await h.api('GET', '/api/session')).json() as { user: { email_verified: boolean } }).user.email_verified).toBe(true);
+    const created = await h.api('POST', '/api/keys', { name: 'now' }, {});
+    expect(created.status).toBe(201);
+    expect((created.json() as { secret: string }).secret).toMatch(/^sk-tg-/);
+  });
+
+  it('the admin bootstrap refuses an address a holder signed up (clear log line), unless named a promotion; either way the squatter gains nothing', async () => {
+    const squatter = new Browser(tbase);
+    await squatter.signUp('operator@example.com', 'squatter password 1');
+    const lines: string[] = [];
+    const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'operator@example.com', DASHBOARD_ADMIN_PASSWORD: 'the operator password' };
+    const first = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, testModePayments: false, log: (l) => lines.push(l) });
+    await first.close();
+    const still = (await squatter.req('GET', '/api/session')).json() as { user: { role: string } };
+    expect(still.user.role).toBe('holder');
+    const refusal = lines.map((l) => JSON.parse(l) as { event: string; message?: string }).find((l) => l.event === 'dashboard_admin_refused');
+    expect(refusal?.message).toMatch(/operator@example\.com belongs to an existing holder.*DASHBOARD_ADMIN_PROMOTE=true/);
+    expect((await new Browser(tbase).req('POST', '/api/sign-in', { email: 'operator@example.com', password: 'the operator password' })).status).toBe(401);
+    // Named as a promotion: it becomes admin with the configured password, and the squatter's session ends.
+    const second = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PROMOTE: 'true' }, testModePayments: false, log: (l) => lines.push(l) });
+    await second.close();
+    expect((await squatter.req('GET', '/api/session')).status).toBe(401);
+    expect((await squatter.req('GET', '/admin')).status).toBe(302);
+    const op = new Browser(tbase);
+    const signIn = await op.req('POST', '/api/sign-in', { email: 'operator@example.com', password: 'the operator password' });
+    expect(signIn.status).toBe(200);
+    expect((signIn.json() as { user: { role: string; email_verified: boolean } }).user).toMatchObject({ role: 'admin', email_verified: true });
+    expect((await new Browser(tbase).req('POST', '/api/sign-in', { email: 'operator@example.com', password: 'squatter password 1' })).status).toBe(401);
+  });
+
+  it('a new admin address is created confirmed; a restart with the same password keeps its sessions, a new password ends them', async () => {
+    const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'fresh-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'fresh admin password' };
+    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, testModePayments: false })).close();
+    const a = new Browser(tbase);
+    const r = await a.req('POST', '/api/sign-in', { email: 'fresh-admin@example.com', password: 'fresh admin password' });
+    expect((r.json() as { user: { role: string } }).user.role).toBe('admin');
+    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, testModePayments: false })).close();
+    expect((await a.req('GET', '/api/session')).status).toBe(200);
+    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PASSWORD: 'a changed admin password' }, testModePayments: false })).close();
+    expect((await a.req('GET', '/api/session')).status).toBe(401);
+    const again = await a.req('POST', '/api/sign-in', { email: 'fresh-admin@example.com', password: 'a changed admin password' });
+    expect((again.json() as { user: { email_verified: boolean } }).user.email_verified).toBe(true);
+  });
+
+  it("every change of a user's password, role or account ends that user's sessions", async () => {
+    const holderAccount = await harness.backend.accounts.createAccount('provisioned');
+    const otherAccount = await harness.backend.accounts.createAccount('provisioned-2');
+    const service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: false, sessionTtlMs: 3_600_000 });
+    await service.upsertUser('provisioned@example.com', 'first password 1', holderAccount.id);
+    const signedIn = async (password: string): Promise<Browser> => {
+      const b = new Browser(tbase);
+      expect((await b.req('POST', '/api/sign-in', { email: 'provisioned@example.com', password })).status).toBe(200);
+      return b;
+    };
+    // The same settings again (a restart): nothing changed, the session stays.
+    let b = await signedIn('first password 1');
+    await service.upsertUser('provisioned@example.com', 'first password 1', holderAccount.id);
+    expect((await b.req('GET', '/api/session')).status).toBe(200);
+    // Password.
+    await service.upsertUser('provisioned@example.com', 'second password 2', holderAccount.id);
+    expect((await b.req('GET', '/api/session')).status).toBe(401);
+    // Account.
+    b = await signedIn('second password 2');
+    await service.upsertUser('provisioned@example.com', 'second password 2', otherAccount.id);
+    expect((await b.req('GET', '/api/session')).status).toBe(401);
+    // Role.
+    b = await signedIn('second password 2');
+    await service.upsertUser('provisioned@example.com', 'second password 2', otherAccount.id, 'admin');
+    expect((await b.req('GET', '/api/session')).status).toBe(401);
+  });
+
+  it('admins enrol TOTP; with DASHBOARD_ADMIN_REQUIRE_TOTP the admin pages need a session opened with a code, and a code works once', async () => {
+    const operators = await harness.backend.accounts.createAccount('totp-operators');
+    const service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: false, sessionTtlMs: 3_600_000, adminRequiresTotp: true });
+    await service.upsertUser('totp-admin@example.com', 'totp admin password', operators.id, 'admin');
+    const app = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
+    const errors: string[] = [];
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      errors.push(String(chunk));
+      return true;
+    });
+    try {
+      const url = (): string => app.url;
+      const other = new Browser(url);
+      expect((await other.req('POST', '/api/sign-in', { email: 'totp-admin@example.com', password: 'totp admin password' })).status).toBe(200);
+      const a = new Browser(url);
+      const r = await a.req('POST', '/api/sign-in', { email: 'totp-admin@example.com', password: 'totp admin password' });
+      a.csrf = (r.json() as { csrf_token: string }).csrf_token;
+      const refused = await a.api('GET', '/api/admin/accounts');
+      expect(refused.status).toBe(403);
+      expect(refused.text).toMatch(/two-factor/);
+      expect((await a.req('GET', '/admin')).status).toBe(403);
+      // Enrolment: the page shows a secret; a wrong code is refused, the right one turns it on.
+      const page = await a.req('GET', '/account/two-factor');
+      const secret = /<code id="totp-secret"[^>]*>([A-Z2-7]{32})<\/code>/.exec(page.text)?.[1] ?? '';
+      expect(secret).not.toBe('');
+      const wrong = String((Number(totpCode(secret)) + 1) % 1_000_000).padStart(6, '0');
+      expect((await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: wrong }, { form: true })).status).toBe(400);
+      const now = Date.now();
+      const enrolled = await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: totpCode(secret, now) }, { form: true });
+      expect(enrolled.status).toBe(303);
+      expect((await tdb.db.query<{ totp_secret: string }>("SELECT totp_secret FROM dashboard_users WHERE email = 'totp-admin@example.com'")).rows[0]?.totp_secret).toBe(secret);
+      // This session now counts as opened with the second factor; the other one ended.
+      expect((await a.api('GET', '/api/admin/accounts')).status).toBe(200);
+      expect((await other.req('GET', '/api/session')).status).toBe(401);
+      // Sign-in now needs a code; the code used at enrolment does not work again; the next one does.
+      const b = new Browser(url);
+      expect((await b.req('POST', '/api/sign-in', { email: 'totp-admin@example.com', password: 'totp admin password' })).status).toBe(401);
+      expect((await b.req('POST', '/api/sign-in', { email: 'totp-admin@example.com', password: 'totp admin password', code: totpCode(secret, now) })).status).toBe(401);
+      const ok = await b.req('POST', '/api/sign-in', { email: 'totp-admin@example.com', password: 'totp admin password', code: totpCode(secret, now + 30_000) });
+      expect(ok.status).toBe(200);
+      expect((ok.json() as { second_factor: boolean }).second_factor).toBe(true);
+      expect((await b.req('GET', '/api/admin/accounts')).status).toBe(200);
+      expect(errors.join('')).not.toContain(secret);
+    } finally {
+      spy.mockRestore();
+      await app.close();
+    }
+  });
+});
+
+describe('DASHBOARD_ADMIN_REQUIRE_TOTP', () => {
+  it('is read from the environment (true/false, default false) and, when true, the started dashboard refuses admin calls without a code', async () => {
+    expect(readDashboardConfig({}).adminRequireTotp).toBe(false);
+    expect(readDashboardConfig({ DASHBOARD_ADMIN_REQUIRE_TOTP: 'true' }).adminRequireTotp).toBe(true);
+    expect(() => readDashboardConfig({ DASHBOARD_ADMIN_REQUIRE_TOTP: 'maybe' })).toThrow(/DASHBOARD_ADMIN_REQUIRE_TOTP/);
+    expect(() => readDashboardConfig({ DASHBOARD_ADMIN_EMAIL: 'a@example.com', DASHBOARD_ADMIN_PASSWORD: 'long enough pw', DASHBOARD_ADMIN_PROMOTE: 'sure' })).toThrow(/DASHBOARD_ADMIN_PROMOTE/);
+    const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'env-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'env admin password' };
+    for (const [required, expected] of [['true', 403], ['false', 200]] as const) {
+      const running = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_REQUIRE_TOTP: required }, testModePayments: false });
+      try {
+        const a = new Browser(() => running.url);
+        expect((await a.req('POST', '/api/sign-in', { email: 'env-admin@example.com', password: 'env admin password' })).status).toBe(200);
+        expect((await a.req('GET', '/api/admin/accounts')).status).toBe(expected);
+      } finally {
+        await running.close();
+      }
+    }
+  });
+});
+
+describe('throttles that count before they verify (issue 29, defect 3)', () => {
+  let own: { url: string; close(): Promise<void> };
+  beforeAll(async () => {
+    // The default budgets, on a dashboard of its own (this file's other dashboard has its own counts).
+    const service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
+    own = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
+    await new Browser(() => own.url).signUp('burst@example.com', 'the right password');
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  it('40 simultaneous sign-ins, 39 wrong and the right one last: no 200 past the budget, the rest 429 with Retry-After', async () => {
+    // Forty connections opened first, so the forty attempts reach the server together.
+    const agent = new Agent({ connections: 40 });
+    try {
+      await Promise.all(Array.from({ length: 40 }, () => undiciFetch(`${own.url}/sign-in`, { dispatcher: agent }).then((r) => r.text())));
+      const attempt = (password: string) =>
+        undiciFetch(`${own.url}/api/sign-in`, { dispatcher: agent, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'burst@example.com', password }) });
+      const all = await Promise.all([...Array.from({ length: 39 }, (_, i) => attempt(`wrong guess ${i}`)), attempt('the right password')]);
+      const statuses = all.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toEqual([]);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(35);
+      expect(statuses[39]).toBe(429);
+      for (const r of all.filter((x) => x.status === 429)) expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+      await Promise.all(all.map((r) => r.text()));
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it('sign-up, reset requests and reset submissions are throttled too, with the same 429 answer', async () => {
+    const c = new Browser(() => own.url);
+    const answers: { status: number; message: string; retryAfter: string | null }[] = [];
+    const keep = async (r: Promise<{ status: number; json: () => unknown; res: Response }>) => {
+      const x = await r;
+      answers.push({ status: x.status, message: x.status === 429 ? (x.json() as { error: { message: string } }).error.message : '', retryAfter: x.res.headers.get('retry-after') });
+      return x.status;
+    };
+    // Sign-up: three attempts for one address, then 429 (before any argon2 work).
+    const signUps = [];
+    for (let i = 0; i < 4; i++) signUps.push(await keep(c.req('POST', '/api/sign-up', { email: 'bomb@example.com', password: 'a long enough password' })));
+    expect(signUps).toEqual([201, 409, 409, 429]);
+    // Reset requests: three mails to one address, then 429; nothing more is mailed.
+    const resets = [];
+    for (let i = 0; i < 4; i++) resets.push(await keep(c.req('POST', '/api/password-reset', { email: 'burst@example.com' })));
+    expect(resets).toEqual([202, 202, 202, 429]);
+    expect((await tdb.db.query("SELECT 1 FROM email_outbox WHERE recipient = 'burst@example.com' AND subject LIKE 'Reset%'")).rows).toHaveLength(3);
+    // Reset submissions: five tries of one token, then 429.
+    const submits = [];
+    for (let i = 0; i < 6; i++) submits.push(await keep(c.req('POST', '/api/password-reset/guessed-token-0000000000', { password: 'a long new password' })));
+    expect(submits).toEqual([400, 400, 400, 400, 400, 429]);
+    const throttled = answers.filter((a) => a.status === 429);
+    expect(throttled).toHaveLength(3);
+    for (const t of throttled) {
+      expect(t.message).toMatch(/^Too many attempts; try again in \d+ seconds\.$/);
+      expect(Number(t.retryAfter)).toBeGreaterThan(0);
+    }
+    // The form says the same, with the same header.
+    const form = await c.req('POST', '/password-reset', { email: 'burst@example.com' }, { form: true });
+    expect(form.status).toBe(429);
+    expect(form.text).toMatch(/Too many attempts; try again in \d+ seconds\./);
+    expect(Number(form.res.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+});
+
+describe('smaller holes (issue 29, defects 7 and 11)', () => {
+  it('the reset link never comes from the Host header: without DASHBOARD_PUBLIC_URL it is the dashboard\'s own address', async () => {
+    await new Browser(tbase).signUp('hosted@example.com');
+    const status = await new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify({ email: 'hosted@example.com' });
+      const u = new URL(`${trust.url}/api/password-reset`);
+      const r = httpRequest({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { host: 'attacker.example', 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      r.on('error', reject);
+      r.end(body);
+    });
+    expect(status).toBe(202);
+    const mail = await tdb.db.query<{ body: string }>("SELECT body FROM email_outbox WHERE recipient = 'hosted@example.com' AND subject LIKE 'Reset%'");
+    expect(mail.rows).toHaveLength(1);
+    expect(mail.rows[0]?.body).not.toContain('attacker.example');
+    expect(mail.rows[0]?.body).toContain(`${trust.url}/password-reset/`);
+  });
+
+  it('the admin account page checks the role before the account: a holder gets the same 403 for every id', async () => {
+    const h = new Browser(tbase);
+    await h.signUp('curious@example.com');
+    const mine = ((await h.api('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    const existing = await h.req('GET', `/admin/accounts/${mine}`);
+    const missing = await h.req('GET', '/admin/accounts/acct_does_not_exist');
+    expect([existing.status, missing.status]).toEqual([403, 403]);
+    expect(existing.text).toBe(missing.text);
+  });
+
+  it('an unexpected error on POST /password-reset/<token> is logged without the token', async () => {
+    const token = 'secret-reset-token-abcdefghijklmnop';
+    const errors: string[] = [];
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      errors.push(String(chunk));
+      return true;
+    });
+    // A real failure of the record: the table is away for the length of one request.
+    await tdb.db.query('ALTER TABLE password_resets RENAME TO password_resets_away');
+    try {
+      const r = await new Browser(tbase).req('POST', `/password-reset/${token}`, { password: 'a long new password' }, { form: true });
+      expect(r.status).toBe(500);
+      expect(r.text).not.toContain(token);
+    } finally {
+      await tdb.db.query('ALTER TABLE password_resets_away RENAME TO password_resets');
+      spy.mockRestore();
+    }
+    const logged = errors.join('');
+    expect(logged).toContain('POST /password-reset/[redacted]');
+    expect(logged).not.toContain(token);
+  });
+
+  it('reloading after a key is created shows the list and makes no second key (post-redirect-get); the secret is shown once', async () => {
+    // A provisioned holder (confirmed by the operator's word), signed in.
+    const account = await harness.backend.accounts.createAccount('reload');
+    await new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: false, sessionTtlMs: 3_600_000 }).upsertUser('reload@example.com', 'reload password', account.id);
+    const h = new Browser(tbase);
+    const signedIn = await h.req('POST', '/api/sign-in', { email: 'reload@example.com', password: 'reload password' });
+    h.csrf = (signedIn.json() as { csrf_token: string }).csrf_token;
+    const post = await h.req('POST', '/keys', { name: 'reloaded', csrf: h.csrf }, { form: true });
+    expect(post.status).toBe(303);
+    expect(post.res.headers.get('location')).toBe('/keys');
+    const first = await h.req('GET', '/keys');
+    const secret = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(first.text)?.[1] ?? '';
+    expect(secret).toMatch(/^sk-tg-/);
+    // The record never held it in the clear; the redirect and its cookie did not carry it.
+    expect(post.text + JSON.stringify([...post.res.headers])).not.toContain(secret);
+    const reload = await h.req('GET', '/keys');
+    expect(reload.text).not.toContain(secret);
+    expect(reload.text).not.toContain('id="new-key"');
+    expect(((await h.api('GET', '/api/keys')).json() as { keys: unknown[] }).keys).toHaveLength(1);
+    expect((await tdb.db.query('SELECT 1 FROM key_reveals')).rows).toEqual([]);
   });
 });
