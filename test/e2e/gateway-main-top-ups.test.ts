@@ -11,6 +11,7 @@ import { openPostgres } from '../../src/record/database.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { createTestDatabase } from '../helpers/test-database.js';
+import { DashboardClient } from '../helpers/dashboard-client.js';
 import { until } from './e2e-support.js';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -57,6 +58,10 @@ describe('gateway-main with the dashboard and a payment provider', () => {
     expect(signUp.status).toBe(201);
     const cookie = (signUp.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
     const { csrf_token: csrf, user } = (await signUp.json()) as { csrf_token: string; user: { account_id: string } };
+    // The holder follows the confirmation link mailed through the outbox before adding money.
+    const mailDb = await openPostgres(database.url, { max: 1 });
+    cleanups.push(() => mailDb.close());
+    expect((await fetch(`${dash}/api${await DashboardClient.confirmationPath(mailDb, 'main@example.com')}`, { method: 'POST' })).status).toBe(204);
     const started2 = await fetch(`${dash}/api/top-ups`, {
       method: 'POST',
       headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },

@@ -5,6 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DashboardClient } from '../helpers/dashboard-client.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
 import { startPaymentsWorld, type PaymentsWorld } from '../helpers/payments-world.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -45,6 +46,7 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
     await page.getByLabel(/Password/).fill('a payer password');
     await page.getByRole('button', { name: 'Create account' }).click();
     await page.waitForURL(`${w.url}/keys`);
+    await page.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'payer@example.com')}`);
     const accountId = (await w.backend.accounts.listAccounts()).find((a) => a.name === 'payer@example.com')?.id ?? '';
     expect(accountId).not.toBe('');
 
