@@ -229,7 +229,7 @@ describe('BTCPay amounts per payment method, and voided payments', () => {
 });
 
 describe('what the holder sees', () => {
-  const session = (accountId: string): Session => ({ user: { id: 'u', email: 'payer@example.com', role: 'holder', accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000) });
+  const session = (accountId: string): Session => ({ user: { id: 'u', email: 'payer@example.com', role: 'holder', accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000), secondFactor: false });
 
   it('a card top-up the payer left is cancelled: the checkout is closed at Stripe and the page says so', async () => {
     const a = await account();
