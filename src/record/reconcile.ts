@@ -5,12 +5,15 @@
 //   - the hot path with the record: the hot balance against the record's balance less the charges still
 //     in the journal (applied in Redis, not yet committed), each key's lifetime and this month's spend
 //     against its usage records plus its uncommitted ones, and the held total against its keys' holds.
+//   - each key's state (present, revoked, caps) in the hot path against the record; a key that differs is
+//     pushed from the record again on the spot (key state is not money: nothing in flight explains it).
 // A difference seen once may be a settlement in flight; the periodic job looks again before it reports.
 import type { AccountStore } from '../accounts/account-store.js';
 import type { Ledger, Micros } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
 import type { Database } from './database.js';
 import type { JournalEntry } from './journal.js';
+import type { KeyStateDifference } from './recorded-account-store.js';
 
 export type ReconciledField =
   | 'record_balance'
@@ -20,7 +23,23 @@ export type ReconciledField =
   | 'held'
   | 'key_lifetime'
   | 'key_lifetime_record'
-  | 'key_month';
+  | 'key_month'
+  // Key state, not money (see KeyStateDifference): left out of totalDifference.
+  | 'key_missing'
+  | 'key_revoked'
+  | 'key_lifetime_cap'
+  | 'key_monthly_cap';
+
+const KEY_STATE_FIELDS: ReadonlySet<ReconciledField> = new Set(['key_missing', 'key_revoked', 'key_lifetime_cap', 'key_monthly_cap']);
+
+/** An account store that can compare its keys with the hot path's and repair them (RecordedAccountStore). */
+interface KeyReconciler {
+  reconcileKeys(accountId: string): Promise<KeyStateDifference[]>;
+}
+
+function canReconcileKeys(store: object): store is KeyReconciler {
+  return typeof (store as Partial<KeyReconciler>).reconcileKeys === 'function';
+}
 
 export interface Difference {
   accountId: string;
@@ -40,7 +59,7 @@ export interface ReconciliationReport {
   at: number;
   accounts: number;
   accountsDiffering: number;
-  /** Sum of |difference| over every difference, micro-USD. */
+  /** Sum of |difference| over every money difference, micro-USD (key state is not counted). */
   totalDifference: Micros;
   differences: Difference[];
 }
@@ -133,6 +152,9 @@ export async function reconcileAccount(src: ReconcileSources, accountId: string)
     check('key_month', (rec.keyMonth.get(keyId) ?? 0) + monthPending, spend.monthSpent, { keyId, month });
   }
   check('held', keysHeld, hot.held);
+  if (canReconcileKeys(src.accounts)) {
+    for (const d of await src.accounts.reconcileKeys(accountId)) out.push({ ...d, difference: d.actual - d.expected });
+  }
   return out;
 }
 
@@ -151,7 +173,7 @@ export async function reconcile(src: ReconcileSources, accountIds?: readonly str
     at,
     accounts: ids.length,
     accountsDiffering: new Set(differences.map((d) => d.accountId)).size,
-    totalDifference: differences.reduce((s, d) => s + Math.abs(d.difference), 0),
+    totalDifference: differences.reduce((s, d) => s + (KEY_STATE_FIELDS.has(d.field) ? 0 : Math.abs(d.difference)), 0),
     differences,
   };
 }
