@@ -28,9 +28,21 @@ export type ReconciledField =
   | 'key_missing'
   | 'key_revoked'
   | 'key_lifetime_cap'
-  | 'key_monthly_cap';
+  | 'key_monthly_cap'
+  // The hot path's seq below the record's: it lost writes the record has (not money; repaired by a reload).
+  | 'hot_behind';
 
-const KEY_STATE_FIELDS: ReadonlySet<ReconciledField> = new Set(['key_missing', 'key_revoked', 'key_lifetime_cap', 'key_monthly_cap']);
+/** Fields that are not micro-USD: reported, repaired, and left out of totalDifference. */
+const NOT_MONEY_FIELDS: ReadonlySet<ReconciledField> = new Set(['key_missing', 'key_revoked', 'key_lifetime_cap', 'key_monthly_cap', 'hot_behind']);
+
+/** A ledger that loads an account again when its hot copy is behind the record (RecordedLedger). */
+interface BehindRepairer {
+  repairIfBehind(accountId: string): Promise<{ hot: number; record: number } | undefined>;
+}
+
+function canRepairBehind(ledger: object): ledger is BehindRepairer {
+  return typeof (ledger as Partial<BehindRepairer>).repairIfBehind === 'function';
+}
 
 /** An account store that can compare its keys with the hot path's and repair them (RecordedAccountStore). */
 interface KeyReconciler {
@@ -52,6 +64,8 @@ export interface Difference {
   actual: Micros;
   /** actual - expected. */
   difference: Micros;
+  /** Set when reconciliation put the hot path right from the record on finding it (key state, a copy behind). */
+  repaired?: boolean;
 }
 
 export interface ReconciliationReport {
@@ -121,11 +135,17 @@ async function recordFigures(db: Database, accountId: string, month: string, pen
 export async function reconcileAccount(src: ReconcileSources, accountId: string): Promise<Difference[]> {
   const now = (src.now ?? Date.now)();
   const month = utcMonth(now);
+  const out: Difference[] = [];
+  // First: a hot copy that lost writes the record has is loaded again, so the figures below compare the
+  // repaired copy (settlements it applied before the loss arrive through the journal's catch-up).
+  if (canRepairBehind(src.ledger)) {
+    const behind = await src.ledger.repairIfBehind(accountId);
+    if (behind !== undefined) out.push({ accountId, field: 'hot_behind', expected: behind.record, actual: behind.hot, difference: behind.hot - behind.record, repaired: true });
+  }
   const pendingAll = await src.uncommitted(accountId);
   const rec = await recordFigures(src.db, accountId, month, pendingAll.map((e) => e.requestId));
   // An entry both in the stream and in PostgreSQL was committed and not yet deleted: counted once.
   const pending = pendingAll.filter((e) => !rec.committed.has(e.requestId));
-  const out: Difference[] = [];
   const check = (field: ReconciledField, expected: number, actual: number, extra: { keyId?: string; month?: string } = {}): void => {
     if (expected !== actual) out.push({ accountId, field, ...extra, expected, actual, difference: actual - expected });
   };
@@ -153,7 +173,7 @@ export async function reconcileAccount(src: ReconcileSources, accountId: string)
   }
   check('held', keysHeld, hot.held);
   if (canReconcileKeys(src.accounts)) {
-    for (const d of await src.accounts.reconcileKeys(accountId)) out.push({ ...d, difference: d.actual - d.expected });
+    for (const d of await src.accounts.reconcileKeys(accountId)) out.push({ ...d, difference: d.actual - d.expected, repaired: true });
   }
   return out;
 }
@@ -173,7 +193,7 @@ export async function reconcile(src: ReconcileSources, accountIds?: readonly str
     at,
     accounts: ids.length,
     accountsDiffering: new Set(differences.map((d) => d.accountId)).size,
-    totalDifference: differences.reduce((s, d) => s + (KEY_STATE_FIELDS.has(d.field) ? 0 : Math.abs(d.difference)), 0),
+    totalDifference: differences.reduce((s, d) => s + (NOT_MONEY_FIELDS.has(d.field) ? 0 : Math.abs(d.difference)), 0),
     differences,
   };
 }

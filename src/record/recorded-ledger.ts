@@ -64,6 +64,11 @@ function accountRebuilding(): GatewayError {
   );
 }
 
+/** A hot path that keeps a seq per account (the Redis ledger) and can mark a copy behind it as unloaded. */
+interface StaleMarking {
+  markStaleIfBehind(accountId: string, recordSeq: number): Promise<{ marked: boolean; seq: number }>;
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class RecordedLedger extends DelegatingLedger {
@@ -194,6 +199,24 @@ export class RecordedLedger extends DelegatingLedger {
       this.onHotPathPending?.(err, m);
       return false;
     }
+  }
+
+  /**
+   * Reconciliation's repair of a partial loss: when the hot path's copy of the account is at a lower seq
+   * than the record has seen (Redis lost writes the record has), the account is loaded again from the
+   * record, as after a wipe. Returns the two seqs when it was behind; undefined when not (or when the hot
+   * path keeps no seq).
+   */
+  async repairIfBehind(accountId: string): Promise<{ hot: number; record: number } | undefined> {
+    const hot = this.inner as Partial<StaleMarking>;
+    if (typeof hot.markStaleIfBehind !== 'function') return undefined;
+    const r = await this.db.query<{ seq: number }>('SELECT seq FROM account_hot_seq WHERE account_id = $1', [accountId]);
+    const record = Number(r.rows[0]?.seq ?? 0);
+    if (record === 0) return undefined;
+    const marked = await hot.markStaleIfBehind(accountId, record);
+    if (!marked.marked) return undefined;
+    await this.seed(accountId);
+    return { hot: marked.seq, record };
   }
 
   /** One sweep of pending movements now (the timer runs them too); how many the hot path took. */
