@@ -67,6 +67,12 @@ export interface CommitResult {
   recordTx: string;
   /** The batch repeated a request already of record, so it was merged rather than loaded. */
   merged: boolean;
+  /**
+   * For a merge: the charged requests this commit added. The others were of record before, committed by
+   * another transaction, whose writer applies them to a reloaded Redis where its seed missed them; this
+   * commit's transaction id says nothing about them (see JournalWriter: their recordTx is '0').
+   */
+  added?: ReadonlySet<string>;
 }
 
 // A text element of a PostgreSQL array literal, always quoted, so no value is read as NULL or split at
@@ -137,7 +143,8 @@ WITH batch AS (
   RETURNING request_id, account_id, cost
 )
 SELECT account_id AS account, count(*)::int AS records, COALESCE(sum(cost) FILTER (WHERE cost > 0), 0)::bigint AS amount,
-       count(*) FILTER (WHERE cost > 0)::int AS requests, min(request_id) FILTER (WHERE cost > 0) AS first_request
+       count(*) FILTER (WHERE cost > 0)::int AS requests, min(request_id) FILTER (WHERE cost > 0) AS first_request,
+       COALESCE(array_agg(request_id) FILTER (WHERE cost > 0), '{}') AS added
   FROM rec GROUP BY account_id`;
 
 // COPY's text format: a tab between fields, a newline after a row, \N for NULL; inside a field only a
@@ -294,10 +301,10 @@ async function loadJournal(tx: Transaction, load: JournalLoad): Promise<CommitRe
 /** Adds what of a batch is new: the way in for a batch that repeats a request. */
 async function mergeJournal(tx: Transaction, load: JournalLoad): Promise<CommitResult> {
   // A request twice in one batch is inserted once (ON CONFLICT DO NOTHING skips the second).
-  const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null }>(
+  const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null; added: string[] }>(
     MERGE_SQL,
     journalColumns(load.entries),
-    { prepareAs: 'tollgate_journal_merge' },
+    { prepareAs: 'tollgate_journal_merge_2' },
   );
   const rows = added.rows.sort((x, y) => byText(x.account, y.account));
   const postings = rows.filter((r) => r.requests > 0).map((r) => ({ account: r.account, amount: r.amount, requests: r.requests, requestId: r.requests === 1 ? r.first_request : null }));
@@ -307,6 +314,7 @@ async function mergeJournal(tx: Transaction, load: JournalLoad): Promise<CommitR
     charged: postings.reduce((n, p) => n + p.amount, 0),
     recordTx,
     merged: true,
+    added: new Set(rows.flatMap((r) => r.added)),
   };
 }
 
