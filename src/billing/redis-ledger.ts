@@ -137,7 +137,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(seed.refunded),
       String(seed.charged),
       seed.month,
-      String(seed.recordSeq),
+      // Past what the record and this process saw: no gateway's next call takes the new copy for one behind.
+      String(Math.max(seed.recordSeq, this.seen.get(a) ?? 0)),
       ...seed.keys.flatMap((k) => [String(k.lifetimeSpent), String(k.monthSpent)]),
     ];
     return (await this.scripts.run<number>('seed', keys, args)) === 1;
