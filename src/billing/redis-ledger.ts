@@ -263,9 +263,10 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (r[4] !== undefined) {
       out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
       if (r[7]) out.journal.generation = r[7];
-      if (r[8] !== undefined) {
+      // The seq matters where the account is loaded from the record (seeded): it goes to the record.
+      if (r[8] !== undefined && this.seeding) {
         out.journal.seq = Number(r[8]);
-        if (this.seeding) this.saw(a, r[8]);
+        this.saw(a, r[8]);
       }
       if (!out.duplicate) this.sink?.settled(req, out);
     }
