@@ -115,6 +115,11 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     this.seen.set(accountId, n);
   }
 
+  /** The highest seq the account's Redis copy answered this process with (0 when none, or not seeded). */
+  seenSeq(accountId: string): number {
+    return this.seen.get(accountId) ?? 0;
+  }
+
   /**
    * Reconciliation's repair: an account whose Redis copy is at a lower seq than the record has seen is
    * marked unloaded (the next call loads it from the record). Returns whether it was, and Redis's seq.
@@ -150,7 +155,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const [r, seq] = await this.scripts.run<[number, number?]>(
       'adjust',
       [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey)],
-      [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : ''],
+      [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : '', String(this.seeding ? (this.seen.get(m.accountId) ?? 0) : 0)],
     );
     if (r === 1 && this.seeding) this.saw(m.accountId, seq);
     if (r === -1) throw new Error(`unknown account ${m.accountId}`);

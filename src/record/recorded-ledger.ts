@@ -21,7 +21,7 @@ import {
 import { GatewayError } from '../http/gateway-error.js';
 import { loadAccountSeed } from './account-seed.js';
 import type { Database } from './database.js';
-import { hotMovementOf, markApplied, recordMovement, type MoneyMovement, type MovementKind, type RecordedMovement } from './money-movement.js';
+import { hotMovementOf, markApplied, recordHotSeq, recordMovement, type MoneyMovement, type MovementKind, type RecordedMovement } from './money-movement.js';
 import { startMovementSweeper, type MovementSweeper } from './movement-sweeper.js';
 
 export interface RecordedLedgerOptions {
@@ -194,6 +194,9 @@ export class RecordedLedger extends DelegatingLedger {
         await this.seed(m.accountId);
       }
       await markApplied(this.db, recorded.entryId);
+      // The seq Redis reached with it: a Redis that later comes back below it lost the movement.
+      const seen = (this.inner as Partial<{ seenSeq(accountId: string): number }>).seenSeq?.(m.accountId) ?? 0;
+      await recordHotSeq(this.db, m.accountId, seen);
       return true;
     } catch (err) {
       this.onHotPathPending?.(err, m);
