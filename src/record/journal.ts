@@ -285,8 +285,7 @@ async function post(tx: Transaction, accounts: readonly string[], postings: read
   const r = await tx.query<{ record_tx: string }>(
     POSTINGS_SQL,
     [postings.map((p) => p.account), postings.map((p) => p.amount), postings.map((p) => p.requests), postings.map((p) => p.requestId), accounts, seqs],
-    // Named anew whenever its text changes: a pooled connection keeps what it prepared under a name.
-    { prepareAs: 'tollgate_journal_postings_2' },
+    { prepareAs: 'tollgate_journal_postings' },
   );
   return r.rows[0]?.record_tx ?? '';
 }
@@ -304,7 +303,7 @@ async function mergeJournal(tx: Transaction, load: JournalLoad): Promise<CommitR
   const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null; added: string[] }>(
     MERGE_SQL,
     journalColumns(load.entries),
-    { prepareAs: 'tollgate_journal_merge_2' },
+    { prepareAs: 'tollgate_journal_merge' },
   );
   const rows = added.rows.sort((x, y) => byText(x.account, y.account));
   const postings = rows.filter((r) => r.requests > 0).map((r) => ({ account: r.account, amount: r.amount, requests: r.requests, requestId: r.requests === 1 ? r.first_request : null }));
