@@ -6,8 +6,9 @@
 --       6 '1' when the account's money comes from the record (it must be seeded first), 7 the highest
 --       `seq` of the account this gateway has been answered with (see common.lua)
 -- Returns {1, generation, seq} admitted, {0, reason, needed, available, availableOverall} refused,
--- {-1} the account's money is not in this Redis (never seeded, wiped, or behind what the gateway saw), {-2, ms} a seed so fresh that
--- settlements applied before the wipe may still be on their way to the record: try again in ms.
+-- {-1} the account's money is not in this Redis (never seeded, wiped, or behind what the gateway saw),
+-- {-2, ms} a seed so fresh that settlements applied before the wipe may still be on their way to the
+-- record: try again in ms.
 -- All values are integers below 2^53; numbers go back to Redis through %d so they never print as 1e+15.
 
 local amount = tonumber(ARGV[1])
