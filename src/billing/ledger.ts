@@ -1,5 +1,6 @@
 // The ledger: where money is held and moved. Every operation on one account is atomic
 // (one Lua script in Redis; one synchronous step in memory), and every amount is integer micro-USD.
+import type { RequestDetail } from './request-detail.js';
 import type { Micros } from '../catalog/snapshot.js';
 
 export type { Micros };
@@ -72,6 +73,8 @@ export interface RequestOfRecord {
   usage: TokenUsage;
   status: RequestStatus;
   latencyMs: number;
+  /** What the usage record keeps beyond money: status, finish reason, upstream, refusal, first token. */
+  detail?: RequestDetail;
 }
 
 export interface SettlementRequest extends RequestOfRecord {

@@ -1,6 +1,7 @@
 // The Redis half of the journal: each account's stream (appended by the settle script under the
 // account's hash tag, so it works on a Redis Cluster) is read by sweeps and trimmed only of entries
 // PostgreSQL has committed.
+import { decodeRequestDetail } from './request-detail.js';
 import type { RedisClient } from './redis-client.js';
 import type { JournalEntry } from '../record/journal.js';
 import type { JournalStream } from '../record/journal-writer.js';
@@ -29,6 +30,7 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
     // which the catch-up applies where the seed did not count them.
     ...(f.gen ? { generation: f.gen } : {}),
     ...(f.seq ? { seq: n(f.seq) } : {}),
+    ...(f.d ? { detail: decodeRequestDetail(f.d) } : {}),
   };
 }
 

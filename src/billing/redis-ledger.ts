@@ -1,4 +1,5 @@
 // The ledger in Redis: every money movement is one Lua script over one account's keys.
+import { encodeRequestDetail } from './request-detail.js';
 import type { RedisClient } from './redis-client.js';
 import {
   AccountNotSeededError,
@@ -257,6 +258,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(hold?.amount ?? 0),
         this.journaling ? '1' : '',
         String(seen),
+        this.journaling ? encodeRequestDetail(req.detail) : '',
       ],
     );
     if (r[0] === -1) {

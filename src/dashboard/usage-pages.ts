@@ -16,6 +16,14 @@ const REFUSALS: Record<string, string> = {
   key_monthly_cap_reached: 'refused: key monthly cap',
 };
 
+const ms = (n: number): string => (n < 1000 ? `${n} ms` : `${(n / 1000).toFixed(n < 10_000 ? 2 : 1)} s`);
+
+/** How the request ended and who served it: finish reason, then upstream, HTTP status, latency and first token. */
+function finishCell(r: RecordedUsage): Html {
+  const facts = [r.upstream, r.httpStatus === null ? undefined : `HTTP ${r.httpStatus}`, r.status === 'refused' ? undefined : ms(r.latencyMs), r.ttftMs === null ? undefined : `first token ${ms(r.ttftMs)}`].filter((x): x is string => x !== undefined && x !== null);
+  return html`${r.finishReason ?? ''}${facts.length === 0 ? '' : html`<br><small class="note">${facts.join(' · ')}</small>`}`;
+}
+
 function statusCell(r: RecordedUsage): Html {
   if (r.status === 'refused') return html`<span class="refused">${REFUSALS[r.refusalReason ?? ''] ?? 'refused'}</span>`;
   return html`${r.status.replace(/_/g, ' ')}${r.refunded ? html` · <strong>refunded</strong>` : ''}${r.modelRefused ? html` · <span title="The model declined to answer">model refused</span>` : ''}`;
@@ -54,7 +62,7 @@ export function usagePageHtml(
   for (const [k, v] of Object.entries({ key: q.keyId, model: q.model, status: q.status, from: q.from, to: q.to })) if (v !== undefined) params.set(k, v);
   const rows = data.records.map(
     (r) => html`<tr><td>${when(r.finishedAt)}</td><td><code class="rid">${r.requestId}</code></td><td>${keyNames.get(r.keyId) ?? r.keyId}</td><td>${r.model}</td>
-<td class="num">${r.usage.input} / ${r.usage.output}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${r.finishReason ?? ''}</td>
+<td class="num">${r.usage.input} / ${r.usage.output}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${finishCell(r)}</td>
 <td>${r.cost > 0 && !r.refunded ? html`<a href="/usage/${r.requestId}/refund">Request a refund</a>` : ''}</td></tr>`,
   );
   return layout(
@@ -81,7 +89,7 @@ export function refundRequestPage(session: Session, r: RecordedUsage, error?: st
   return layout(
     'Request a refund',
     session,
-    html`<h1>Request a refund</h1>${errorBox(error)}<div class="card"><p>Request <code>${r.requestId}</code> · ${r.model} · ${when(r.finishedAt)} · cost <strong>${usd(r.cost)}</strong>${r.modelRefused ? html` · <strong>the model refused to answer</strong>` : ''}</p>
+    html`<h1>Request a refund</h1>${errorBox(error)}<div class="card"><p>Request <code>${r.requestId}</code> · ${r.model} · ${when(r.finishedAt)} · cost <strong>${usd(r.cost)}</strong>${r.modelRefused ? html` · <strong>the model refused to answer</strong>` : ''}</p><p class="note">${finishCell(r)}</p>
 <form method="post" action="/refunds"><input type="hidden" name="csrf" value="${session.csrfToken}"><input type="hidden" name="request_id" value="${r.requestId}">
 <label>Why should it be refunded? <textarea name="reason" rows="4" required minlength="3" maxlength="2000"></textarea></label>
 <button>Send to support</button> <a href="/usage">Cancel</a></form></div>`,

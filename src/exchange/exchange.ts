@@ -1,6 +1,7 @@
 // The metered exchange every completion endpoint shares: reserve the worst case, call an upstream
 // (retrying and falling back while nothing has reached the client), relay, and settle exactly once
 // with the actual cost — whatever happens in between.
+import { isModelRefusal, type RequestDetail } from '../billing/request-detail.js';
 import { credentialHeaders } from '../upstream/formats/index.js';
 import { respondBeforeSettling } from '../settle/respond-first.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
@@ -296,6 +297,9 @@ async function settle(
     cost,
     status: outcome.status,
     latencyMs: Math.round(performance.now() - started),
+    // The status the client was sent; none yet when the exchange failed before answering (the error
+    // middleware answers after this, and Koa's 404 default is not what the client gets).
+    detail: requestDetailOf(ctx.res.headersSent ? ctx.res.statusCode : ctx.body !== undefined && ctx.body !== null ? ctx.status : undefined, outcome, servedBy?.name, started),
   };
   // One attempt here; a failure is kept and retried by the queue, off the response path, until it
   // succeeds (late, after the reaper, it still charges exactly once). The metrics follow when it does.
@@ -303,4 +307,15 @@ async function settle(
     deps.observer.settled(ctx, plan.model, servedBy, usage, result.charged, outcome);
     ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
   });
+}
+
+/** What the usage record keeps of the exchange beyond money: the status the client got, how it ended, who served it. */
+function requestDetailOf(httpStatus: number | undefined, outcome: { finishReason: string | undefined; firstTokenAt: number | undefined }, upstream: string | undefined, started: number): RequestDetail {
+  const detail: RequestDetail = {};
+  if (httpStatus !== undefined) detail.httpStatus = httpStatus;
+  if (outcome.finishReason !== undefined) detail.finishReason = outcome.finishReason;
+  if (upstream !== undefined) detail.upstream = upstream;
+  if (isModelRefusal(outcome.finishReason)) detail.modelRefused = true;
+  if (outcome.firstTokenAt !== undefined) detail.ttftMs = Math.max(0, Math.round(outcome.firstTokenAt - started));
+  return detail;
 }

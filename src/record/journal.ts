@@ -56,6 +56,7 @@ export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcom
     generation: mark.generation,
     recordTx: undefined,
     seq: mark.seq,
+    detail: req.detail,
   };
 }
 
@@ -101,6 +102,7 @@ function bigintElement(n: number): string {
  */
 export function journalColumns(entries: readonly JournalEntry[]): string[] {
   let r = '', a = '', k = '', m = '', i = '', o = '', ci = '', rs = '', c = '', res = '', st = '', mo = '', t = '', lat = '', rr = '';
+  let hs = '', fr = '', up = '', mr = '', tf = '';
   for (let n = 0; n < entries.length; n++) {
     const e = entries[n] as JournalEntry;
     const sep = n === 0 ? '' : ',';
@@ -119,8 +121,15 @@ export function journalColumns(entries: readonly JournalEntry[]): string[] {
     t += sep + bigintElement(e.time);
     lat += sep + bigintElement(e.latencyMs);
     rr += sep + (e.refusal === undefined ? 'NULL' : textElement(e.refusal));
+    const d = e.detail;
+    const status = e.refusal !== undefined ? 402 : d?.httpStatus;
+    hs += sep + (status === undefined ? 'NULL' : bigintElement(status));
+    fr += sep + (d?.finishReason === undefined ? 'NULL' : textElement(d.finishReason));
+    up += sep + (d?.upstream === undefined ? 'NULL' : textElement(d.upstream));
+    mr += sep + (d?.modelRefused === true ? 't' : 'f');
+    tf += sep + (d?.ttftMs === undefined ? 'NULL' : bigintElement(d.ttftMs));
   }
-  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr].map((col) => `{${col}}`);
+  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf].map((col) => `{${col}}`);
 }
 
 // The merge's usage insert: the batch travels as one array literal per column (journalColumns), as
@@ -130,14 +139,15 @@ export function journalColumns(entries: readonly JournalEntry[]): string[] {
 const MERGE_SQL = `
 WITH batch AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
-                       $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::text[])
-                  WITH ORDINALITY AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, ord)
+                       $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::text[],
+                       $16::integer[], $17::text[], $18::text[], $19::boolean[], $20::integer[])
+                  WITH ORDINALITY AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, ord)
 ), rec AS (
   INSERT INTO usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens,
                              reasoning_tokens, cost, reserved, status, billing_month, started_at, finished_at,
-                             http_status, refusal_reason)
+                             http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms)
   SELECT r, a, k, m, i, o, ci, rs, c, res, st, mo, to_timestamp((t - lat)::double precision / 1000),
-         to_timestamp(t::double precision / 1000), CASE WHEN rr IS NULL THEN NULL ELSE 402 END, rr
+         to_timestamp(t::double precision / 1000), hs, rr, fr, up, mr, tf
     FROM batch ORDER BY ord
   ON CONFLICT (request_id) DO NOTHING
   RETURNING request_id, account_id, cost
@@ -155,6 +165,17 @@ const COPY_SPECIALS = /[\\\t\n\r]/g;
 const COPY_ESCAPE: Readonly<Record<string, string>> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 function copyField(s: string): string {
   return COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIALS, (c) => COPY_ESCAPE[c] ?? c) : s;
+}
+
+/** The row's last six fields: HTTP status, refusal reason, finish reason, upstream, model refused, time to first token. */
+function copyDetail(e: JournalEntry): string {
+  if (e.refusal !== undefined) return `402\t${copyField(e.refusal)}\t\\N\t\\N\tf\t\\N\n`;
+  const d = e.detail;
+  if (d === undefined) return '\\N\t\\N\t\\N\t\\N\tf\t\\N\n';
+  return (
+    `${d.httpStatus === undefined ? '\\N' : safeInteger(d.httpStatus)}\t\\N\t${d.finishReason === undefined ? '\\N' : copyField(d.finishReason)}\t` +
+    `${d.upstream === undefined ? '\\N' : copyField(d.upstream)}\t${d.modelRefused === true ? 't' : 'f'}\t${d.ttftMs === undefined ? '\\N' : safeInteger(d.ttftMs)}\n`
+  );
 }
 
 /**
@@ -236,7 +257,7 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
       `${copyField(e.requestId)}\t${copyField(e.accountId)}\t${copyField(e.keyId)}\t${copyField(e.model)}\t` +
       `${safeInteger(e.usage.input)}\t${safeInteger(e.usage.output)}\t${safeInteger(e.usage.cachedInput)}\t${safeInteger(e.usage.reasoning)}\t` +
       `${cost}\t${safeInteger(e.reserved)}\t${copyField(e.status)}\t${copyField(e.month)}\t${startedAt(started)}\t${finishedAt(finished)}\t` +
-      (e.refusal === undefined ? '\\N\t\\N\n' : `402\t${copyField(e.refusal)}\n`);
+      copyDetail(e);
   }
   const accounts = [...shares.keys()].sort(byText);
   const postings: Posting[] = [];
@@ -253,7 +274,7 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
 
 const USAGE_COPY_TARGET =
   'usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, ' +
-  'cost, reserved, status, billing_month, started_at, finished_at, http_status, refusal_reason)';
+  'cost, reserved, status, billing_month, started_at, finished_at, http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms)';
 
 // One statement after the usage records: a placeholder row for any account of the batch the record
 // has not seen (created in Redis before PostgreSQL was the record), so its usage and its posting always

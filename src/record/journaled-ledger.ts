@@ -25,7 +25,14 @@ export class JournalBehindError extends Error implements NotALedgerFault {
   }
 }
 
+/** A key refused again within this long is not recorded again (its refusals are counted in the metrics). */
+export const REFUSAL_RECORD_WINDOW_MS = 60_000;
+/** Keys remembered at most: past it, expired slots are dropped, and refusals beyond it go unrecorded. */
+const MAX_REFUSAL_SLOTS = 100_000;
+
 export class JournaledLedger extends DelegatingLedger {
+  private readonly refusalsRecorded = new Map<string, number>();
+
   constructor(
     inner: Ledger,
     readonly writer: JournalWriter,
@@ -56,6 +63,17 @@ export class JournaledLedger extends DelegatingLedger {
   private recordRefusal(req: ReservationRequest, reason: RefusalReason): void {
     if (!LIMIT_REFUSALS.has(reason)) return;
     const time = req.now ?? Date.now();
+    // One row per key and reason a window: a key refused in a loop (no balance left, a script retrying)
+    // shows its holder why, without a row per attempt; every refusal is still counted in the metrics
+    // (tollgate_reservations_total{outcome="refused"}).
+    const slot = `${req.keyId}\0${reason}`;
+    const last = this.refusalsRecorded.get(slot);
+    if (last !== undefined && time - last < REFUSAL_RECORD_WINDOW_MS) return;
+    if (this.refusalsRecorded.size >= MAX_REFUSAL_SLOTS) {
+      for (const [k, at] of this.refusalsRecorded) if (time - at >= REFUSAL_RECORD_WINDOW_MS) this.refusalsRecorded.delete(k);
+      if (this.refusalsRecorded.size >= MAX_REFUSAL_SLOTS) return;
+    }
+    this.refusalsRecorded.set(slot, time);
     this.writer.add({
       requestId: req.requestId,
       accountId: req.accountId,

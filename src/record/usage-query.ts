@@ -37,6 +37,8 @@ export interface RecordedUsage extends UsageRecord {
   /** Set on a request refused with 402: the limit that refused it. */
   refusalReason: RefusalReason | null;
   modelRefused: boolean;
+  /** Milliseconds to the first token the client was sent (streams); null when not measured. */
+  ttftMs: number | null;
   /** The calendar month (UTC, YYYY-MM) whose cap the charge counts against. */
   billingMonth: string;
   /** Unix ms. */
@@ -109,6 +111,7 @@ interface UsageRow {
   finish_reason: string | null;
   refusal_reason: string | null;
   model_refused: boolean;
+  ttft_ms: number | null;
   billing_month: string;
   started_us: string;
   finished_us: string;
@@ -136,6 +139,7 @@ function toRecord(r: UsageRow): RecordedUsage {
     finishReason: r.finish_reason,
     refusalReason: r.refusal_reason as RefusalReason | null,
     modelRefused: r.model_refused,
+    ttftMs: r.ttft_ms,
     billingMonth: r.billing_month,
     startedAt,
     finishedAt,
@@ -149,7 +153,7 @@ const micros = (column: string): string => `(extract(epoch FROM ${column}) * 100
 const fromMicros = (param: string): string => `(timestamptz 'epoch' + ${param}::bigint * interval '1 microsecond')`;
 
 const USAGE_COLUMNS = `request_id, account_id, key_id, model, upstream, input_tokens, output_tokens, cached_input_tokens,
-  reasoning_tokens, cost, reserved, status, http_status, finish_reason, refusal_reason, model_refused, billing_month,
+  reasoning_tokens, cost, reserved, status, http_status, finish_reason, refusal_reason, model_refused, ttft_ms, billing_month,
   ${micros('started_at')} AS started_us, ${micros('finished_at')} AS finished_us, ${micros('refunded_at')} AS refunded_us`;
 
 /** One page of an account's usage, newest first. */

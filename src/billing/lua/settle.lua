@@ -6,7 +6,8 @@
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold,
 --       15 '1' when the account's money comes from the record, 16 the generation the hold was reserved in,
 --       17 the amount it reserved, 18 '1' when a journal writer takes the settlements to the record,
---       19 the highest `seq` of the account this gateway has been answered with (see common.lua)
+--       19 the highest `seq` of the account this gateway has been answered with (see common.lua),
+--       20 the request's detail for the usage record (request-detail.ts), when journaled
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
 -- journal entry id, month, reserved, generation and the account's new seq;
 -- or {-1} when the account's money is not in this Redis (wiped, or it lost writes: behind the seq the
@@ -101,7 +102,7 @@ if ARGV[18] == '1' then
   -- Appended in this same script, so a settlement Redis applied is never without its entry.
   local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
     'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
-    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq))
+    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq), 'd', ARGV[20] or '')
   return {charge, released, 0, late, jid, month, reserved, gen, seq}
 end
 
