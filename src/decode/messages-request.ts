@@ -1,6 +1,7 @@
 // Validates an Anthropic messages request enough to bill and route it, and measures its footprint.
 // Unknown fields and block types pass through; their encoded size still counts toward the bound.
-import { imageTokenEstimate, MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
+import { imageTokenEstimate } from '../wire/image-tokens.js';
+import { TOKENS_PER_IMAGE } from '../wire/token-count.js';
 import { invalidRequest } from './invalid-request.js';
 import type { RequestFootprint } from '../reserve/worst-case.js';
 import { isObject, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
@@ -50,7 +51,7 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
           throw invalidRequest(`${at}.source: an image needs a source {type: "base64", media_type, data} or {type: "url", url}.`, `${at}.source`);
         }
         tally.images += 1;
-        tally.imageTokens += source.type === 'base64' && typeof source.data === 'string' ? imageTokenEstimate({ data: source.data }) : MAX_IMAGE_TOKENS;
+        tally.imageTokens += source.type === 'base64' && typeof source.data === 'string' ? imageTokenEstimate({ data: source.data }, 'anthropic') : TOKENS_PER_IMAGE;
         return;
       }
       case 'thinking':

@@ -91,8 +91,15 @@ export function imagePayloadTokens(payload: ImagePayload): number {
   return imageTokenBound(imageDimensions(payload));
 }
 
-/** An estimate of what an upstream that reported no usage counted for one image (low detail: 85). */
-export function imageTokenEstimate(payload: ImagePayload, detail?: unknown): number {
-  if (detail === 'low') return LOW_DETAIL_TOKENS;
-  return imagePayloadTokens(payload);
+/**
+ * What an upstream of `family` counts for one image, for count_tokens and for the estimate when it
+ * reported no usage: Anthropic's pixels/750, OpenAI's tiles (85 at detail "low"). An image whose size is
+ * unknown counts 85, one tile, as before sizes were read: an estimate, unlike the reservation, need
+ * not be an upper bound.
+ */
+export function imageTokenEstimate(payload: ImagePayload, family: 'anthropic' | 'openai', detail?: unknown): number {
+  if (family === 'openai' && detail === 'low') return LOW_DETAIL_TOKENS;
+  const size = imageDimensions(payload);
+  if (size === undefined) return LOW_DETAIL_TOKENS;
+  return Math.min(MAX_IMAGE_TOKENS, family === 'anthropic' ? anthropicTokens(size) : tileTokens(size));
 }

@@ -139,12 +139,14 @@ describe('the vision-token bound', () => {
     expect(measureUpstreamBody(remote, JSON.stringify(remote), 'anthropic', 16).imageTokens).toBe(MAX_IMAGE_TOKENS);
   });
 
-  it('the estimate for an upstream that reported no usage counts the image by its size (85 when low detail is asked)', async () => {
+  it('the estimate (count_tokens, missing usage) counts the image by its size with its family\'s formula; 85 when unknown or low detail', async () => {
     const url = `data:image/png;base64,${b64(png(1000, 1000))}`;
-    expect(imageTokenEstimate({ url })).toBe(1334);
-    expect(imageTokenEstimate({ url }, 'low')).toBe(85);
+    expect(imageTokenEstimate({ url }, 'anthropic')).toBe(1334);
+    expect(imageTokenEstimate({ url }, 'openai')).toBe(765);
+    expect(imageTokenEstimate({ url }, 'openai', 'low')).toBe(85);
+    expect(imageTokenEstimate({ url: 'https://example.com/cat.png' }, 'anthropic')).toBe(85);
     const parts = openaiPromptParts({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }] });
-    expect(parts.imageTokens).toBe(1334);
-    expect(await countPromptTokens(parts)).toBeGreaterThanOrEqual(1334);
+    expect(parts.imageTokens).toBe(765);
+    expect(await countPromptTokens(parts)).toBeGreaterThanOrEqual(765);
   });
 });

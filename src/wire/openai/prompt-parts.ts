@@ -1,7 +1,7 @@
 // The text of an OpenAI chat request, for counting its prompt tokens when the upstream did not.
 import { isObject, type JsonObject } from '../json-shape.js';
-import { imageTokenEstimate, MAX_IMAGE_TOKENS } from '../image-tokens.js';
-import type { PromptParts } from '../token-count.js';
+import { imageTokenEstimate } from '../image-tokens.js';
+import { TOKENS_PER_IMAGE, type PromptParts } from '../token-count.js';
 
 export function openaiPromptParts(body: JsonObject): PromptParts {
   const parts: PromptParts = { texts: [], messages: 0, images: 0, imageTokens: 0 };
@@ -18,7 +18,7 @@ export function openaiPromptParts(body: JsonObject): PromptParts {
         else if (p.type === 'image_url') {
           parts.images += 1;
           const image = isObject(p.image_url) ? p.image_url : {};
-          parts.imageTokens = (parts.imageTokens ?? 0) + (typeof image.url === 'string' ? imageTokenEstimate({ url: image.url }, image.detail) : MAX_IMAGE_TOKENS);
+          parts.imageTokens = (parts.imageTokens ?? 0) + (typeof image.url === 'string' ? imageTokenEstimate({ url: image.url }, 'openai', image.detail) : TOKENS_PER_IMAGE);
         }
       }
     }
