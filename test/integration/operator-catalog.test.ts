@@ -1,12 +1,13 @@
-// The real operator and the real gateway catalog source, both through @kubernetes/client-node over
-// loopback HTTP against the fake API server: apply -> Valid/Ready -> served; a bad edit keeps the last
+// The real operator and the real gateway catalog source, both through @kubernetes/client-node against
+// a real kube-apiserver on loopback (test/k8s/harness: etcd + kube-apiserver from `make tools`): apply -> Valid/Ready -> served; a bad edit keeps the last
 // valid version serving; deletion removes models; an upstream going down shows in status and snapshot.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createKubeCatalogSource } from '../../src/catalog/kube-source.js';
 import type { CatalogSource } from '../../src/catalog/snapshot.js';
 import { startOperator, type OperatorHandle } from '../../operator/controller.js';
-import { FakeKubeApiServer } from '../helpers/fake-kube-apiserver.js';
+import { startKubeApi, type KubeApi } from '../k8s/harness/kube-api.js';
+import { TOOLS_TIMEOUT_MS, ensureTools } from '../k8s/harness/tools.js';
 import {
   GROUP,
   PLURAL,
@@ -26,7 +27,7 @@ import {
 const NS = 'tollgate';
 
 describe('operator + kube catalog source', () => {
-  let api: FakeKubeApiServer;
+  let api: KubeApi;
   let operator: OperatorHandle;
   let source: CatalogSource;
   let up: FakeUpstream;
@@ -40,8 +41,8 @@ describe('operator + kube catalog source', () => {
   });
 
   beforeAll(async () => {
-    api = new FakeKubeApiServer();
-    await api.start();
+    ensureTools();
+    api = await startKubeApi([NS]);
     up = await startFakeUpstream('sk-upstream-one');
     spare = await startFakeUpstream('sk-upstream-two');
     const kc = api.kubeConfig(NS);
@@ -62,7 +63,7 @@ describe('operator + kube catalog source', () => {
     });
     source = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS, onError: (e) => sourceErrors.push(e) });
     await waitFor('operator leadership', () => operator.isLeader());
-  });
+  }, TOOLS_TIMEOUT_MS);
 
   afterAll(async () => {
     await source?.close();
@@ -138,12 +139,18 @@ describe('operator + kube catalog source', () => {
     const refused = await applyCatalog(kc, NS, schemaBad).catch((e: unknown) => e as { code?: number; body?: string });
     expect(refused).toMatchObject({ code: 422 });
     expect(String((refused as { body?: string }).body)).toContain('spec.models[0].pricing.input');
-    // Where the installed CRD is older and laxer, the operator's own schema check catches it.
-    api.validateCatalogs = false;
+    // Where the installed CRD is older and laxer (here: without the price pattern), the operator's
+    // own schema check catches it.
+    await api.replaceCrd((crd) => {
+      const props = crd.spec.versions[0]?.schema?.openAPIV3Schema?.properties?.spec?.properties?.models?.items?.properties?.pricing?.properties;
+      if (!props?.input) throw new Error('the CRD has no spec.models[].pricing.input');
+      delete props.input.pattern;
+    });
     try {
-      await applyCatalog(kc, NS, schemaBad);
+      // The server applies the replaced schema a moment after storing it.
+      await waitFor('the laxer CRD to accept the edit', () => applyCatalog(kc, NS, schemaBad).then(() => true, () => false), 15_000);
     } finally {
-      api.validateCatalogs = true;
+      await api.replaceCrd(() => undefined);
     }
     const obj3 = await waitFor('schema error status', async () => {
       const o = await getCatalog(kc, NS, 'main');

@@ -169,6 +169,10 @@ export async function startControlPlane(): Promise<ControlPlane> {
     '--service-cluster-ip-range=10.0.0.0/24',
     // Nothing runs pods here, and no controller-manager creates namespaces' default ServiceAccount.
     '--disable-admission-plugins=ServiceAccount',
+    // The endpoint reconciler refuses loopback addresses; nothing here routes to the kubernetes Service.
+    '--endpoint-reconciler-type=none',
+    // Fewer start-up hooks and goroutines on a small machine; no test is about request fairness.
+    '--enable-priority-and-fairness=false',
     '--v=1',
   ];
   let api: ChildProcess | undefined;
