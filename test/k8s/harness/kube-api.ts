@@ -2,8 +2,7 @@
 // ModelCatalog CRD installed and served, and the namespaces a test names.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { parse } from 'yaml';
+import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, loadYaml, type KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from './control-plane.js';
 import { ROOT } from './tools.js';
 
@@ -27,8 +26,11 @@ async function until(what: string, probe: () => Promise<boolean>, timeoutMs = 30
   }
 }
 
+/** crds/modelcatalog.yaml as client-node's typed object. Plain parsed YAML would not do: the typed
+ *  serializer drops keys it knows only by their TypeScript names, x-kubernetes-validations among them,
+ *  and the CRD would reach the server without its spec-level CEL rules. */
 export function catalogCrd(): V1CustomResourceDefinition {
-  return parse(readFileSync(join(ROOT, 'crds', 'modelcatalog.yaml'), 'utf8')) as V1CustomResourceDefinition;
+  return loadYaml<V1CustomResourceDefinition>(readFileSync(join(ROOT, 'crds', 'modelcatalog.yaml'), 'utf8'));
 }
 
 export async function startKubeApi(namespaces: string[] = []): Promise<KubeApi> {
