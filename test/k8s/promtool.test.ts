@@ -181,7 +181,8 @@ const CASES: Record<string, AlertCase[]> = {
       evalTime: '10m',
       fires: [{ labels: { severity: 'warning' }, summary: '3 settlements are waiting for the ledger' }],
     },
-    { name: 'silent: settlements wait for 2 minutes, then are applied', series: { 'tollgate_settlements_pending{pod="gw-1"}': '3 3 0x20' }, evalTime: '10m' },
+    { name: 'silent: settlements have waited 3 minutes (under the 5 the alert allows)', series: { 'tollgate_settlements_pending{pod="gw-1"}': '3x20' }, evalTime: '3m' },
+    { name: 'silent: settlements waited 2 minutes and were applied', series: { 'tollgate_settlements_pending{pod="gw-1"}': '3 3 0x20' }, evalTime: '10m' },
   ],
   TollgateLedgerDown: [
     {
@@ -247,7 +248,7 @@ const CASES: Record<string, AlertCase[]> = {
       evalTime: '10m',
       fires: [{ labels: { severity: 'critical', pod: 'gw-1' }, summary: 'Gateway gw-1 has no valid model catalog' }],
     },
-    { name: 'silent: a gateway loads its catalog within 3 minutes', series: { 'tollgate_catalog_ready{pod="gw-1"}': '0 0 0 1x12' }, evalTime: '10m' },
+    { name: 'silent: a gateway starting for 3 minutes without a catalog (under the 5 the alert allows)', series: { 'tollgate_catalog_ready{pod="gw-1"}': '0x15' }, evalTime: '3m' },
   ],
   TollgateCatalogUpdateRejected: [
     {
@@ -344,7 +345,8 @@ describe('alert rules and dashboard through promtool', () => {
     }
   });
 
-  it.each(rules.map((r) => [r.alert]))('promtool test rules: %s fires on its series and stays silent otherwise', async (alert) => {
+  // By the cases, not by the rules file: an alert removed from the file leaves its cases to fail.
+  it.each(Object.keys(CASES).map((a) => [a]))('promtool test rules: %s fires on its series and stays silent otherwise', async (alert) => {
     const result = await promtool(['test', 'rules', `--run=^${escapeRegExp(alert)}: `, testFile]);
     expect(result.out, result.out).toContain('SUCCESS');
     expect(result.code, result.out).toBe(0);

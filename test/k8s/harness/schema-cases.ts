@@ -1,11 +1,39 @@
 // One bad value per rule of charts/tollgate/values.schema.json, derived by walking the schema: for each
 // keyword that constrains a value (type, enum, pattern, minimum, maximum, minLength, maxLength,
-// required, additionalProperties, if/then) a values override that breaks that keyword alone, starting
-// from values that render. Removing a rule from the schema makes helm accept its case, so its test fails.
+// required, additionalProperties, if/then) the changes to values that render which break that keyword
+// alone. The cases are written to a fixture (write-schema-cases.ts) that the test runs through helm:
+// removing a rule from the schema makes helm accept its case, so the test fails.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { ROOT } from './tools.js';
+
+const CHART = join(ROOT, 'charts', 'tollgate');
+export const SCHEMA_CASES_PATH = join(ROOT, 'test', 'k8s', 'fixtures', 'values-schema-cases.json');
+
+export function chartSchema(): Schema {
+  return JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as Schema;
+}
+
+/** The chart's defaults plus the one value the templates require: values that render. */
+export function validValues(): Record<string, unknown> {
+  const defaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+  return { ...defaults, redis: { existingSecret: 'tollgate-redis', urlKey: 'url' } };
+}
+
+export interface StoredCase {
+  rule: string;
+  pointer: string;
+  sets: { path: Path; value: unknown }[];
+}
+
+export function storedCases(): StoredCase[] {
+  return JSON.parse(readFileSync(SCHEMA_CASES_PATH, 'utf8')) as StoredCase[];
+}
 
 type Case = SchemaCase;
 
-type Schema = {
+export type Schema = {
   $ref?: string;
   type?: string | string[];
   enum?: unknown[];
@@ -92,12 +120,13 @@ export function schemaCases(root: Schema, valid: Record<string, unknown>): Schem
     if (!target) throw new Error(`unresolved ${s.$ref}`);
     return resolve(target);
   };
-  const addCase = (doc: Record<string, unknown>, sets: Case['sets'], path: Path, keyword: string, detail: string, value: unknown): void => {
-    const all = [...sets, { path, value }];
+  /** A case that sets `value` at `setPath` (default: the rule's own path) and expects helm's error at `path`. */
+  const addCase = (doc: Record<string, unknown>, sets: Case['sets'], path: Path, keyword: string, detail: string, value: unknown, setPath: Path = path): void => {
+    const all = [...sets, { path: setPath, value }];
     cases.push({
       rule: `${path.join('.') || '(root)'}: ${keyword}${detail ? ` ${detail}` : ''}`,
       sets: all,
-      values: path.length === 0 ? (value as Record<string, unknown>) : setAt(doc, path, value),
+      values: setAt(doc, setPath, value),
       pointer: path.length === 0 ? '' : `/${path.join('/')}`,
       keyword,
     });
@@ -107,7 +136,7 @@ export function schemaCases(root: Schema, valid: Record<string, unknown>): Schem
   const walk = (raw: Schema, path: Path, doc: Record<string, unknown>, sets: Case['sets']): void => {
     const s = resolve(raw);
     const current = getAt(doc, path);
-    const add = (p: Path, keyword: string, detail: string, value: unknown): void => addCase(doc, sets, p, keyword, detail, value);
+    const add = (p: Path, keyword: string, detail: string, value: unknown, setPath?: Path): void => addCase(doc, sets, p, keyword, detail, value, setPath);
     // A values file is always a map: the root's type cannot be broken by one.
     if (s.type !== undefined && path.length > 0) {
       const allowed = Array.isArray(s.type) ? s.type : [s.type];
@@ -120,16 +149,20 @@ export function schemaCases(root: Schema, valid: Record<string, unknown>): Schem
     if (s.maximum !== undefined) add(path, 'maximum', String(s.maximum), s.maximum + 1);
     if (s.minLength !== undefined && s.minLength > 0) add(path, 'minLength', String(s.minLength), 'x'.repeat(s.minLength - 1));
     if (s.maxLength !== undefined) add(path, 'maxLength', String(s.maxLength), 'x'.repeat(s.maxLength + 1));
-    const base = current !== null && typeof current === 'object' && !Array.isArray(current) ? (current as Record<string, unknown>) : {};
+    const inArray = path.some((p) => typeof p === 'number');
     for (const key of s.required ?? []) {
-      // null deletes the chart's default for a key; an array item replaces the default whole, so
-      // there the key is simply left out (a null would break the key's type rule instead).
-      const inArray = path.some((p) => typeof p === 'number');
-      const without: Record<string, unknown> = { ...base, [key]: null };
-      if (inArray) delete without[key];
-      add(path, 'required', key, without);
+      if (inArray) {
+        // An array item replaces the default whole: the item without the key (a null would break the
+        // key's type rule instead).
+        const item: Record<string, unknown> = { ...(current as Record<string, unknown>) };
+        delete item[key];
+        add(path, 'required', key, item);
+      } else {
+        // Maps merge with the chart's defaults; null deletes the key's default.
+        add(path, 'required', key, null, [...path, key]);
+      }
     }
-    if (s.additionalProperties === false) add(path, 'additionalProperties', 'false', { ...base, notAValuesKey: 1 });
+    if (s.additionalProperties === false) add(path, 'additionalProperties', 'false', 1, [...path, 'notAValuesKey']);
     if (typeof s.additionalProperties === 'object') walk(s.additionalProperties, [...path, 'someKey'], doc, sets);
     for (const [key, child] of Object.entries(s.properties ?? {})) {
       if (path.length === 0 && key === 'global') continue; // helm owns .Values.global (it always injects one)
@@ -166,11 +199,15 @@ function overlaps(a: Path, b: Path): boolean {
  * (helm reports every schema error at once, each at its JSON pointer); each case still has its own
  * assertion on its own pointer, so removing one rule fails exactly that case.
  */
-export function batchCases(cases: SchemaCase[], valid: Record<string, unknown>): { cases: SchemaCase[]; values: Record<string, unknown> }[] {
-  const batches: SchemaCase[][] = [];
+export function batchCases<C extends StoredCase>(cases: C[], valid: Record<string, unknown>): { cases: C[]; values: Record<string, unknown> }[] {
+  const batches: C[][] = [];
+  // A case's footprint: what it changes, and where helm reports its error (a required key or an
+  // unknown key is reported at the parent). Cases in one batch have footprints that do not overlap, so
+  // no other case can put an error at a case's pointer.
+  const footprint = (c: C): Path[] => [...c.sets.map((x) => x.path), c.pointer === '' ? [] : c.pointer.slice(1).split('/').map((k) => (/^\d+$/.test(k) ? Number(k) : k))];
   for (const c of cases) {
-    // The root's additionalProperties case adds a top-level key: it overlaps nothing but is kept alone for clarity.
-    const fits = (batch: SchemaCase[]) => c.pointer !== '' && batch.every((o) => o.pointer !== '' && o.sets.every((x) => c.sets.every((y) => !overlaps(x.path, y.path))));
+    const mine = footprint(c);
+    const fits = (batch: C[]) => batch.every((o) => footprint(o).every((x) => mine.every((y) => !overlaps(x, y))));
     const batch = batches.find(fits);
     if (batch) batch.push(c);
     else batches.push([c]);
