@@ -32,6 +32,8 @@ image:
 tools:
 	tools/build.sh
 
-# The chart, CRD, operator and alert tests against the real tools (a real API server on loopback).
+# The chart, CRD, operator and alert tests against the real tools (a real API server on loopback),
+# and the integration tests of the operator and the catalog source that use the same API server.
 k8s-test: tools
-	npx vitest run test/k8s
+	npx vitest run test/k8s test/integration/operator-catalog.test.ts test/integration/operator-leader.test.ts \
+	  test/integration/kube-source.test.ts

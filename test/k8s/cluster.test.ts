@@ -172,7 +172,7 @@ describe('operator and gateway processes against a real API server', () => {
       return list.items.some((e) => e.reason === 'Validated') ? list.items : undefined;
     });
     expect(events.find((e) => e.reason === 'Validated')).toMatchObject({ type: 'Normal', involvedObject: { kind: 'ModelCatalog', name: 'models', namespace: NS } });
-  });
+  }, 60_000);
 
   it('a bad edit is Valid=False with its reason and an event; lastValid keeps the last good spec', async () => {
     const good = await getCatalog();
@@ -198,7 +198,7 @@ describe('operator and gateway processes against a real API server', () => {
     await waitFor('valid again', async () => (await validAt(fixed))?.status?.conditions?.some((c) => c.type === 'Valid' && c.status === 'True'));
     // Everything the operator did, it did within the chart's RBAC.
     expect(operators.get('op-1')?.lines.filter((l) => /forbidden|403/i.test(l))).toEqual([]);
-  });
+  }, 60_000);
 
   describe("the chart's RBAC: enough and no more", () => {
     const as = (user: string): KubeConfig => {
@@ -354,7 +354,7 @@ describe('operator and gateway processes against a real API server', () => {
         return u !== undefined && u.cost === 2 * u.usage.input + 4 * u.usage.output;
       });
       expect(repriced).toBeLessThan(FOLLOW_MS);
-    });
+    }, 90_000);
 
     it('keeps serving the last valid catalog while the API server is away, and follows edits once it is back', async () => {
       await cp.stopApiServer();
