@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test tools pinned in tools/go.mod (helm, etcd, kube-apiserver, promtool) once per machine
-# and links them into tools/bin. Binaries are kept in a machine-level cache keyed by a hash of go.mod
-# and go.sum, so a fresh clone (CI) reuses them and a version bump builds a new set beside the old.
+# and links them into tools/bin. Binaries are kept in a machine-level cache keyed by a hash of go.mod,
+# go.sum and the build stamps below, so a fresh clone (CI) reuses them and a version bump builds a new
+# set beside the old.
 #   TOLLGATE_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/tollgate-tools)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,13 +22,17 @@ helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$helm \
 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$kube_minor \
 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kube_minor"
 
+# Prometheus module v0.316.0 is Prometheus 3.16.0: its VERSION file says so.
+prom_version=$(cat "$(go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")
+prom_ldflags="-X github.com/prometheus/common/version.Version=$prom_version"
+
 # The prometheus-operator CRDs (ServiceMonitor, PrometheusRule), so the production values install into
 # the test API server with the real schemas. Taken from the operator's Go module (checksum-verified
 # by the Go toolchain like any module), not from its release assets.
 promop=github.com/prometheus-operator/prometheus-operator@v0.85.0
 
 # The cache key: the pinned modules and how they are built.
-hash=$(printf '%s\n' "$(cat go.mod go.sum)" "$kube_ldflags" "$helm_ldflags" "$promop" | sha256sum | cut -c1-16)
+hash=$(printf '%s\n' "$(cat go.mod go.sum)" "$kube_ldflags" "$helm_ldflags" "$prom_ldflags" "$promop" | sha256sum | cut -c1-16)
 cache="${TOLLGATE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate-tools}/$hash"
 if [ "${1:-}" = --check ]; then
   # CI's test run: are the tools of this tools/go.mod linked? (No building.)
@@ -57,7 +62,7 @@ build() { # name package ldflags
 build helm helm.sh/helm/v3/cmd/helm "$helm_ldflags"
 build etcd go.etcd.io/etcd/server/v3 ""
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-build promtool github.com/prometheus/prometheus/cmd/promtool ""
+build promtool github.com/prometheus/prometheus/cmd/promtool "$prom_ldflags"
 
 if [ ! -s "$cache/crds/monitoring.coreos.com_prometheusrules.yaml" ]; then
   dir=$(cd "$(mktemp -d)" && go mod download -json "$promop" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
