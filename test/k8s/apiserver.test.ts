@@ -9,6 +9,7 @@ import {
   ApiException,
   ApiextensionsV1Api,
   AppsV1Api,
+  AutoscalingV2Api,
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -318,7 +319,7 @@ describe('a real API server', () => {
       expect(gateway.spec?.template.spec?.containers[0]?.image).toBe('ghcr.io/tollgate/tollgate:0.1.0');
       const env = gateway.spec?.template.spec?.containers[0]?.env ?? [];
       expect(env.find((e) => e.name === 'DASHBOARD_ADMIN_REQUIRE_TOTP')?.value).toBe('true');
-      const hpa = await kc.makeApiClient((await import('@kubernetes/client-node')).AutoscalingV2Api).readNamespacedHorizontalPodAutoscaler({ name: 'tollgate-gateway', namespace: NS });
+      const hpa = await kc.makeApiClient(AutoscalingV2Api).readNamespacedHorizontalPodAutoscaler({ name: 'tollgate-gateway', namespace: NS });
       expect(hpa.spec?.minReplicas).toBe(3);
       const rule = (await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ group: 'monitoring.coreos.com', version: 'v1', namespace: NS, plural: 'prometheusrules', name: 'tollgate' })) as { spec: unknown };
       expect(rule.spec).toEqual(parse(readFileSync(join(CHART, 'rules', 'tollgate-alerts.yaml'), 'utf8')));
