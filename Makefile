@@ -1,5 +1,5 @@
 # Thin wrappers over the npm scripts, so `make test` and `npm test` are the same thing.
-.PHONY: install start test lint typecheck bench bench-smoke build image
+.PHONY: install start test lint typecheck bench bench-smoke build image tools k8s-test
 
 install:
 	npm ci
@@ -27,3 +27,13 @@ bench-smoke:
 
 image:
 	docker build -t tollgate:dev .
+
+# helm, etcd, kube-apiserver and promtool, pinned in tools/go.mod, built once per machine (tools/build.sh).
+tools:
+	tools/build.sh
+
+# The chart, CRD, operator and alert tests against the real tools (a real API server on loopback),
+# and the integration tests of the operator and the catalog source that use the same API server.
+k8s-test: tools
+	npx vitest run test/k8s test/integration/operator-catalog.test.ts test/integration/operator-leader.test.ts \
+	  test/integration/kube-source.test.ts

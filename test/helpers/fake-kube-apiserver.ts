@@ -1,7 +1,10 @@
 // An in-process stand-in for the Kubernetes API server, speaking its REST protocol over loopback HTTP
 // for exactly what Tollgate uses: namespaced CRUD, list + watch with resourceVersions, the status
 // subresource, optimistic concurrency, merge/JSON patch, Status error bodies and watch compaction (410).
-// No cluster can run here; the real @kubernetes/client-node talks to this as it would to a cluster.
+// Kept only for faults a real server cannot be made to produce on cue (test/integration/
+// kube-source-faults.test.ts): dropping every open watch at a chosen moment, answering a chosen number
+// of calls with a 5xx, and compacting history so the resumed watch gets 410 Gone. Everything else runs
+// against a real etcd + kube-apiserver (test/k8s/harness/control-plane.ts).
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -81,21 +81,28 @@ export function apis(kc: KubeConfig): { custom: CustomObjectsApi; core: CoreV1Ap
   return { custom: kc.makeApiClient(CustomObjectsApi), core: kc.makeApiClient(CoreV1Api) };
 }
 
+/** Creates or replaces a catalog. A replace carries the resourceVersion just read; the operator writes
+ *  status meanwhile (a real API server then answers 409 Conflict), so it reads again and retries, as
+ *  kubectl does. */
 export async function applyCatalog(kc: KubeConfig, namespace: string, obj: ModelCatalogResource): Promise<ModelCatalogResource> {
   const { custom } = apis(kc);
-  try {
-    const current = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name: obj.metadata.name })) as ModelCatalogResource;
-    return (await custom.replaceNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace,
-      plural: PLURAL,
-      name: obj.metadata.name,
-      body: { ...obj, metadata: { ...obj.metadata, resourceVersion: current.metadata.resourceVersion } },
-    })) as ModelCatalogResource;
-  } catch (err) {
-    if ((err as { code?: number }).code !== 404) throw err;
-    return (await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, body: obj })) as ModelCatalogResource;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      const current = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name: obj.metadata.name })) as ModelCatalogResource;
+      return (await custom.replaceNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: PLURAL,
+        name: obj.metadata.name,
+        body: { ...obj, metadata: { ...obj.metadata, resourceVersion: current.metadata.resourceVersion } },
+      })) as ModelCatalogResource;
+    } catch (err) {
+      const code = (err as { code?: number }).code;
+      if (code === 409 && attempt < 20) continue;
+      if (code !== 404) throw err;
+      return (await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, body: obj })) as ModelCatalogResource;
+    }
   }
 }
 

@@ -1,12 +1,13 @@
-// The real operator and the real gateway catalog source, both through @kubernetes/client-node over
-// loopback HTTP against the fake API server: apply -> Valid/Ready -> served; a bad edit keeps the last
+// The real operator and the real gateway catalog source, both through @kubernetes/client-node against
+// a real kube-apiserver on loopback (test/k8s/harness: etcd + kube-apiserver from `make tools`): apply -> Valid/Ready -> served; a bad edit keeps the last
 // valid version serving; deletion removes models; an upstream going down shows in status and snapshot.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { createKubeCatalogSource } from '../../src/catalog/kube-source.js';
 import type { CatalogSource } from '../../src/catalog/snapshot.js';
 import { startOperator, type OperatorHandle } from '../../operator/controller.js';
-import { FakeKubeApiServer } from '../helpers/fake-kube-apiserver.js';
+import { startKubeApi, type KubeApi } from '../k8s/harness/kube-api.js';
+import { TOOLS_TIMEOUT_MS, ensureTools } from '../k8s/harness/tools.js';
 import {
   GROUP,
   PLURAL,
@@ -26,7 +27,7 @@ import {
 const NS = 'tollgate';
 
 describe('operator + kube catalog source', () => {
-  let api: FakeKubeApiServer;
+  let api: KubeApi;
   let operator: OperatorHandle;
   let source: CatalogSource;
   let up: FakeUpstream;
@@ -40,8 +41,8 @@ describe('operator + kube catalog source', () => {
   });
 
   beforeAll(async () => {
-    api = new FakeKubeApiServer();
-    await api.start();
+    ensureTools();
+    api = await startKubeApi([NS]);
     up = await startFakeUpstream('sk-upstream-one');
     spare = await startFakeUpstream('sk-upstream-two');
     const kc = api.kubeConfig(NS);
@@ -62,7 +63,7 @@ describe('operator + kube catalog source', () => {
     });
     source = await createKubeCatalogSource({ kubeConfig: kc, namespace: NS, onError: (e) => sourceErrors.push(e) });
     await waitFor('operator leadership', () => operator.isLeader());
-  });
+  }, TOOLS_TIMEOUT_MS);
 
   afterAll(async () => {
     await source?.close();
@@ -72,12 +73,13 @@ describe('operator + kube catalog source', () => {
     await api?.stop();
   });
 
-  it('marks an applied catalog Valid and Ready, and the gateway serves it within 2 s', async () => {
+  it('marks an applied catalog Valid and Ready, and the gateway serves it within 5 s', async () => {
+    // 5 s, not the 2 s the fake API server allowed: a real server on a shared 2-core machine took 2.3 s.
     const kc = api.kubeConfig(NS);
     const started = Date.now();
     await applyCatalog(kc, NS, catalog('main', [model('alpha', [upstream('one', up.baseUrl, { name: 'upstream-keys', key: 'primary' })])]));
-    const snap = await waitFor('alpha in the snapshot', () => (source.current().byId.has('alpha') ? source.current() : undefined), 2000);
-    expect(Date.now() - started).toBeLessThan(2000);
+    const snap = await waitFor('alpha in the snapshot', () => (source.current().byId.has('alpha') ? source.current() : undefined), 5000);
+    expect(Date.now() - started).toBeLessThan(5000);
     expect(snap.byId.get('alpha')?.source).toBe(`${NS}/main`);
     expect(snap.byId.get('alpha')?.upstreams[0]?.healthy).toBe(true);
 
@@ -101,14 +103,18 @@ describe('operator + kube catalog source', () => {
     // Status was written (at least once) and generation stayed at 1.
     expect(before.status?.observedGeneration).toBe(1);
     const { custom } = apis(kc);
-    const written = (await custom.replaceNamespacedCustomObjectStatus({
-      group: GROUP,
-      version: VERSION,
-      namespace: NS,
-      plural: PLURAL,
-      name: 'main',
-      body: { ...before, spec: { models: [] }, status: { ...before.status, modelCount: 99 } },
-    })) as typeof before;
+    // The operator writes status too: on 409 Conflict read again and retry.
+    const written = await waitFor('a status write', async () => {
+      const current = await getCatalog(kc, NS, 'main');
+      return (await custom.replaceNamespacedCustomObjectStatus({
+        group: GROUP,
+        version: VERSION,
+        namespace: NS,
+        plural: PLURAL,
+        name: 'main',
+        body: { ...current, spec: { models: [] }, status: { ...current.status, modelCount: 99 } },
+      })) as typeof before;
+    });
     expect(written.metadata.generation).toBe(1);
     expect(written.spec.models).toHaveLength(1); // spec in a status write is ignored
     // The operator notices its status was tampered with and restores it (level-triggered).
@@ -138,12 +144,18 @@ describe('operator + kube catalog source', () => {
     const refused = await applyCatalog(kc, NS, schemaBad).catch((e: unknown) => e as { code?: number; body?: string });
     expect(refused).toMatchObject({ code: 422 });
     expect(String((refused as { body?: string }).body)).toContain('spec.models[0].pricing.input');
-    // Where the installed CRD is older and laxer, the operator's own schema check catches it.
-    api.validateCatalogs = false;
+    // Where the installed CRD is older and laxer (here: without the price pattern), the operator's
+    // own schema check catches it.
+    await api.replaceCrd((crd) => {
+      const props = crd.spec.versions[0]?.schema?.openAPIV3Schema?.properties?.spec?.properties?.models?.items?.properties?.pricing?.properties;
+      if (!props?.input) throw new Error('the CRD has no spec.models[].pricing.input');
+      delete props.input.pattern;
+    });
     try {
-      await applyCatalog(kc, NS, schemaBad);
+      // The server applies the replaced schema a moment after storing it.
+      await waitFor('the laxer CRD to accept the edit', () => applyCatalog(kc, NS, schemaBad).then(() => true, () => false), 15_000);
     } finally {
-      api.validateCatalogs = true;
+      await api.replaceCrd(() => undefined);
     }
     const obj3 = await waitFor('schema error status', async () => {
       const o = await getCatalog(kc, NS, 'main');
@@ -208,8 +220,11 @@ describe('operator + kube catalog source', () => {
 
     spare.up = true;
     await waitFor('snapshot marks two healthy again', () => source.current().byId.get('beta')?.upstreams[0]?.healthy === true);
-    const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: NS });
-    const reasons = events.items.map((e) => e.reason);
+    // The event follows the status write the gateway already acted on.
+    const reasons = await waitFor('UpstreamDown and UpstreamUp events', async () => {
+      const r = (await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: NS })).items.map((e) => e.reason);
+      return r.includes('UpstreamUp') ? r : undefined;
+    });
     expect(reasons).toContain('UpstreamDown');
     expect(reasons).toContain('UpstreamUp');
   });

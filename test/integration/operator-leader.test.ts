@@ -1,22 +1,31 @@
-// Two operator replicas against one API server: exactly one holds the Lease and reconciles; when it
-// stops (cleanly, releasing the Lease, or by crashing and letting it expire) the other takes over.
-import { afterEach, describe, expect, it } from 'vitest';
+// Two operator replicas against one real API server (etcd + kube-apiserver from `make tools`): exactly
+// one holds the Lease and reconciles; when it stops (cleanly, releasing the Lease, or by crashing and
+// letting it expire) the other takes over. Each case has its own Lease name on the shared server.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { startOperator, type OperatorHandle, type OperatorOptions } from '../../operator/controller.js';
-import { FakeKubeApiServer } from '../helpers/fake-kube-apiserver.js';
+import { startKubeApi, type KubeApi } from '../k8s/harness/kube-api.js';
+import { TOOLS_TIMEOUT_MS, ensureTools } from '../k8s/harness/tools.js';
 import { applyCatalog, catalog, getCatalog, model, startFakeUpstream, upstream, waitFor, type FakeUpstream } from './kube-fixtures.js';
 
 const NS = 'leader-ns';
 
 describe('operator leader election', () => {
-  let api: FakeKubeApiServer | undefined;
+  let api: KubeApi | undefined;
   let up: FakeUpstream | undefined;
+  let leaseName = 'tollgate-operator';
   const operators: OperatorHandle[] = [];
 
+  beforeAll(async () => {
+    ensureTools();
+    api = await startKubeApi([NS, 'team-a', 'team-b']);
+  }, TOOLS_TIMEOUT_MS);
+  afterAll(async () => {
+    await api?.stop();
+  });
   afterEach(async () => {
     await Promise.all(operators.splice(0).map((o) => o.stop()));
     await up?.close();
-    await api?.stop();
   });
 
   async function start(identity: string): Promise<OperatorHandle> {
@@ -25,7 +34,7 @@ describe('operator leader election', () => {
       kubeConfig: api.kubeConfig(NS),
       watchNamespace: NS,
       leaseNamespace: NS,
-      leaseName: 'tollgate-operator',
+      leaseName,
       identity,
       probeIntervalMs: 100,
       leaseDurationMs: 1000,
@@ -41,13 +50,13 @@ describe('operator leader election', () => {
   }
 
   async function holder(): Promise<string | undefined> {
-    const lease = await api?.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'tollgate-operator', namespace: NS });
+    const lease = await api?.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: leaseName, namespace: NS });
     return lease?.spec?.holderIdentity;
   }
 
   it('elects exactly one leader, which alone writes status; the other takes over after a clean stop', async () => {
-    api = new FakeKubeApiServer();
-    await api.start();
+    if (!api) throw new Error('api not started');
+    leaseName = 'lease-clean-stop';
     up = await startFakeUpstream('k');
     const a = await start('op-a');
     const b = await start('op-b');
@@ -70,8 +79,6 @@ describe('operator leader election', () => {
 
     await applyCatalog(api.kubeConfig(NS), NS, catalog('c1', [model('m1', [upstream('u', up.baseUrl)])]));
     await waitFor('status written', async () => (await getCatalog(api!.kubeConfig(NS), NS, 'c1')).status?.observedGeneration === 1);
-    const writers = api.requests.filter((r) => r.startsWith('PUT') && r.includes('/modelcatalogs/c1/status'));
-    expect(writers.length).toBeGreaterThan(0);
 
     await leader.stop({ release: true });
     operators.splice(operators.indexOf(leader), 1);
@@ -86,8 +93,8 @@ describe('operator leader election', () => {
   });
 
   it('takes over from a crashed leader once its lease expires', async () => {
-    api = new FakeKubeApiServer();
-    await api.start();
+    if (!api) throw new Error('api not started');
+    leaseName = 'lease-crash';
     const a = await start('op-a');
     await waitFor('a leads', () => a.isLeader());
     const b = await start('op-b');
@@ -99,18 +106,18 @@ describe('operator leader election', () => {
     await waitFor('b takes over', () => b.isLeader(), 4000);
     expect(Date.now() - crashed).toBeGreaterThanOrEqual(900); // not before the lease duration (1 s)
     expect(await holder()).toBe('op-b');
-    const lease = await api.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'tollgate-operator', namespace: NS });
+    const lease = await api.kubeConfig(NS).makeApiClient(CoordinationV1Api).readNamespacedLease({ name: leaseName, namespace: NS });
     expect(lease.spec?.leaseTransitions).toBe(1);
   });
 
   it('watching all namespaces reconciles catalogs in each, with ids unique per namespace', async () => {
-    api = new FakeKubeApiServer();
-    await api.start();
+    if (!api) throw new Error('api not started');
     up = await startFakeUpstream('k');
     const op = await startOperator({
       kubeConfig: api.kubeConfig(NS),
       watchNamespace: '',
       leaseNamespace: NS,
+      leaseName: 'lease-all-namespaces',
       identity: 'cluster-op',
       probeIntervalMs: 100,
       leaseDurationMs: 5000,
@@ -130,7 +137,5 @@ describe('operator leader election', () => {
       });
       expect(obj.status?.conditions?.find((c) => c.type === 'Valid')?.status).toBe('True');
     }
-    expect(api.requests).toContain('GET /apis/tollgate.dev/v1alpha1/modelcatalogs');
-    expect(api.requests).toContain('GET /api/v1/secrets');
   });
 });
