@@ -1,5 +1,6 @@
 // The dashboard's Koa app: session loading, the cross-origin and CSRF guards, then pages and /api routes
 // over one DashboardService. Middleware is composed once here; the session travels in ctx.state.
+import type { AutoTopUps } from '../top-ups/auto-top-up.js';
 import { existsSync, readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
@@ -29,6 +30,8 @@ export interface DashboardAppOptions {
   secureCookie: boolean;
   /** Top-ups (the Balance page's form, the providers' webhooks); absent when no provider is set up. */
   topUps?: TopUpService;
+  /** Automatic top-ups by a saved card (Stripe only); absent when no provider keeps cards. */
+  autoTopUps?: AutoTopUps;
   /**
    * The address browsers use (DASHBOARD_PUBLIC_URL), e.g. https://dash.example.com behind a TLS
    * ingress: state changes must come from its origin. Unset: this server's own protocol and host.
@@ -416,12 +419,12 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   });
 
   // Money comes in only to a confirmed address's account (the top-up routes are balance-routes').
-  const TOP_UP_STARTS = new Set(['/balance/quote', '/balance/top-ups', '/api/top-ups', '/api/top-ups/quote']);
+  const TOP_UP_STARTS = new Set(['/balance/quote', '/balance/top-ups', '/api/top-ups', '/api/top-ups/quote', '/balance/auto-top-up', '/balance/auto-top-up/card']);
   guarded.use(async (ctx, next) => {
     if (ctx.method === 'POST' && TOP_UP_STARTS.has(ctx.path)) DashboardService.requireConfirmed(who(ctx).user);
     await next();
   });
-  balanceRoutes(guarded, { service, topUps: opts.topUps, send });
+  balanceRoutes(guarded, { service, topUps: opts.topUps, autoTopUps: opts.autoTopUps, send });
   const tickets = new RefundTickets({ db: service.db, ledger: service.backend.ledger, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
   usageRoutes(guarded, { service, db: service.db, tickets, send });
   adminRoutes(guarded, {

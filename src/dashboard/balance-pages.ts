@@ -1,6 +1,7 @@
 // The Balance page: what the account can spend and what requests in flight hold, the top-up form (a
 // quote first: credit, fee and total are shown before any payment starts), the top-ups with their
 // state, and the statement of record with a running balance.
+import type { AutoTopUpSettings } from '../top-ups/auto-top-up.js';
 import { formatUsd } from '../billing/money.js';
 import type { StatementLine, StatementPage } from '../record/statement.js';
 import type { TopUpQuote } from '../top-ups/quote.js';
@@ -80,9 +81,41 @@ function statementRows(page: StatementPage): Html {
   )}</tbody></table>${page.nextCursor === undefined ? '' : html`<p><a href="/balance?cursor=${page.nextCursor}">Older entries</a></p>`}`;
 }
 
+/** The automatic top-up card: save a card, then a threshold, an amount and a monthly maximum. */
+function autoTopUpSection(session: Session, a: AutoTopUpSettings, note?: string, error?: string): Html {
+  const usdInput = (cents: number): string => formatCents(cents);
+  return html`<section class="card" id="auto-top-up"><h2>Automatic top-up</h2>${errorBox(error)}${note === undefined ? '' : html`<p class="ok" role="status">${note}</p>`}
+${a.disabledReason === null ? '' : html`<p class="error" role="alert">${a.disabledReason}</p>`}
+<p class="note">When your balance falls below the threshold, the saved card is charged for the amount plus the usual fee (3.5% + $0.30), at most up to the monthly maximum. This month: ${dollars(a.thisMonthCents)} of ${dollars(a.monthlyMaxCents)}.</p>
+${
+  a.card === null
+    ? html`<form method="post" action="/balance/auto-top-up/card"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Save a card</button></form>`
+    : html`<div>Card: <strong>${a.card}</strong> <form method="post" action="/balance/auto-top-up/card"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Use another card</button></form></div>
+<form method="post" action="/balance/auto-top-up"><input type="hidden" name="csrf" value="${session.csrfToken}">
+<label>When the balance is below, USD <input name="threshold_usd" inputmode="decimal" required value="${usdInput(a.thresholdCents)}"></label>
+<label>Add, USD (at least 5.00) <input name="amount_usd" inputmode="decimal" required value="${usdInput(a.amountCents)}"></label>
+<label>At most per month, USD <input name="monthly_max_usd" inputmode="decimal" required value="${usdInput(a.monthlyMaxCents)}"></label>
+<label><input type="checkbox" name="enabled"${a.enabled ? html` checked` : ''}> Top up automatically</label>
+<button>Save</button></form>`
+}</section>`;
+}
+
 export function balancePage(
   session: Session,
-  data: { balance: number; held: number; topUps: TopUpView[]; statement: StatementPage; canTopUp: boolean; flash?: TopUpView; cancelled?: boolean; error?: string; amount?: string },
+  data: {
+    balance: number;
+    held: number;
+    topUps: TopUpView[];
+    statement: StatementPage;
+    canTopUp: boolean;
+    flash?: TopUpView;
+    cancelled?: boolean;
+    error?: string;
+    amount?: string;
+    auto?: AutoTopUpSettings;
+    autoNote?: string;
+    autoError?: string;
+  },
 ): Html {
   const flash = data.flash;
   return layout(
@@ -99,6 +132,7 @@ export function balancePage(
     }
 <div class="card"><div class="big" id="balance">${usd(data.balance)}</div><p>available to spend${data.held > 0 ? html`, of which <strong>${usd(data.held)}</strong> is held by requests in flight` : ''}.</p></div>
 ${data.canTopUp ? topUpForm(session, data.error, data.amount) : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`}
+${data.auto === undefined ? '' : autoTopUpSection(session, data.auto, data.autoNote, data.autoError)}
 <h2>Top-ups</h2>${topUpRows(data.topUps)}
 <h2>Statement</h2>${statementRows(data.statement)}`,
   );

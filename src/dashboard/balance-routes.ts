@@ -1,4 +1,5 @@
 // Balance and top-ups, as pages and as JSON API over the same services.
+import type { AutoTopUps } from '../top-ups/auto-top-up.js';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { parseUsdCents } from '../top-ups/quote.js';
@@ -35,8 +36,15 @@ async function asDashboard<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
-export function balanceRoutes(router: Router<DashboardState>, deps: { service: DashboardService; topUps: TopUpService | undefined; send: (ctx: Context, page: Html, status?: number) => void }): void {
-  const { service, topUps, send } = deps;
+export function balanceRoutes(
+  router: Router<DashboardState>,
+  deps: { service: DashboardService; topUps: TopUpService | undefined; autoTopUps: AutoTopUps | undefined; send: (ctx: Context, page: Html, status?: number) => void },
+): void {
+  const { service, topUps, autoTopUps, send } = deps;
+  const needAuto = (): AutoTopUps => {
+    if (autoTopUps === undefined) throw new DashboardError(404, 'Automatic top-ups need card payments, which are not set up on this Tollgate.');
+    return autoTopUps;
+  };
   const who = (ctx: Ctx): Session => ctx.state.session as Session;
   const needTopUps = (): TopUpService => {
     if (topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up on this Tollgate.');
@@ -47,8 +55,17 @@ export function balanceRoutes(router: Router<DashboardState>, deps: { service: D
     return typeof v === 'string' ? v : undefined;
   };
 
-  const renderBalance = async (ctx: Ctx, extra: { error?: string; amount?: string } = {}, status = 200): Promise<void> => {
+  const renderBalance = async (ctx: Ctx, extra: { error?: string; amount?: string; autoError?: string } = {}, status = 200): Promise<void> => {
     const s = who(ctx);
+    // Back from saving a card at the provider: keep it (a setup not finished yet says so).
+    const setupId = query(ctx, 'card_setup');
+    let autoNote: string | undefined;
+    if (setupId !== undefined && autoTopUps !== undefined && query(ctx, 'cancelled') !== '1') {
+      const saved = await asDashboard(() => autoTopUps.completeCardSetup(s.user.accountId, setupId)).catch(() => false);
+      autoNote = saved ? 'Card saved. Set the threshold and amount below and turn automatic top-ups on.' : 'The card is not saved yet: finish on the payment page, or try again.';
+    }
+    if (query(ctx, 'auto') === 'saved') autoNote = 'Automatic top-up settings saved.';
+    const auto = autoTopUps === undefined ? undefined : await autoTopUps.settings(s.user.accountId);
     const [bal, statement, list] = await Promise.all([service.balance(s.user), service.statement(s.user, query(ctx, 'cursor')), topUps?.list(s.user.accountId) ?? []]);
     const flashId = query(ctx, 'top_up');
     // Back from the provider's "cancel" link: the checkout is closed there, so the top-up says cancelled
@@ -58,7 +75,7 @@ export function balanceRoutes(router: Router<DashboardState>, deps: { service: D
       flashId === undefined || topUps === undefined
         ? undefined
         : await (leaving ? topUps.cancel(s.user.accountId, flashId) : topUps.get(s.user.accountId, flashId)).catch(() => (leaving ? topUps.get(s.user.accountId, flashId).catch(() => undefined) : undefined));
-    send(ctx, balancePage(s, { ...bal, statement, topUps: list, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...extra }), status);
+    send(ctx, balancePage(s, { ...bal, statement, topUps: list, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
   };
 
   router.get('/balance', (ctx) => renderBalance(ctx as Ctx));
@@ -85,6 +102,29 @@ export function balanceRoutes(router: Router<DashboardState>, deps: { service: D
       if (!(err instanceof TopUpError)) throw err;
       await renderBalance(c, { error: err.message, amount: String(b.amount_usd ?? '') }, err.status);
     }
+  });
+  router.post('/balance/auto-top-up', async (ctx) => {
+    const c = ctx as Ctx;
+    const b = c.state.body ?? {};
+    try {
+      await needAuto().configure(who(c).user.accountId, {
+        enabled: b.enabled === 'on' || b.enabled === 'true',
+        thresholdCents: parseUsdCents(b.threshold_usd),
+        amountCents: parseUsdCents(b.amount_usd),
+        monthlyMaxCents: parseUsdCents(b.monthly_max_usd),
+      });
+      c.status = 303;
+      c.redirect('/balance?auto=saved#auto-top-up');
+    } catch (err) {
+      if (!(err instanceof TopUpError)) throw err;
+      await renderBalance(c, { autoError: err.message }, err.status);
+    }
+  });
+  router.post('/balance/auto-top-up/card', async (ctx) => {
+    const c = ctx as Ctx;
+    const url = await asDashboard(() => needAuto().startCardSetup(who(c).user.accountId));
+    c.status = 303;
+    c.redirect(url);
   });
   router.get('/top-ups/:id', async (ctx) => {
     const c = ctx as Ctx;

@@ -9,7 +9,9 @@ import { readDashboardConfig } from './config.js';
 import { startDashboard } from './server.js';
 import { DashboardService } from './service.js';
 import { checkAlerts } from './alerts.js';
-import { logMailer, smtpMailer, startOutboxWorker, type OutboxWorker } from './outbox.js';
+import { enqueueEmail, logMailer, smtpMailer, startOutboxWorker, type OutboxWorker } from './outbox.js';
+import { AutoTopUps } from '../top-ups/auto-top-up.js';
+import type { SavedCards } from '../top-ups/provider.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 
 export type PaymentsMode = { real: false; stripeUrl: string; btcpayUrl: string } | { real: true; providers: string[] };
@@ -18,6 +20,7 @@ export interface RunningDashboard {
   url: string;
   service: DashboardService;
   topUps: TopUpService | undefined;
+  autoTopUps: AutoTopUps | undefined;
   payments: PaymentsMode | undefined;
   outbox: OutboxWorker;
   close(): Promise<void>;
@@ -34,6 +37,8 @@ export interface RunDashboardOptions {
   testModePayments: boolean;
   /** How often recent provider events are listed and applied (0: never). */
   catchUpIntervalMs?: number;
+  /** How often balances are compared with automatic top-up thresholds (default 15 s; 0: never). */
+  autoTopUpIntervalMs?: number;
   reconcile?: () => Promise<ReconciliationReport>;
   /** Start-up lines (the admin bootstrap's outcome); default: refusals to stderr. */
   log?: (line: string) => void;
@@ -62,6 +67,20 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
   const providers = testMode?.providers ?? real;
   let publicUrl = config.publicUrl ?? '';
   const topUps = providers.length === 0 || applyCommitted === undefined ? undefined : new TopUpService({ db: opts.db, providers, applyCommitted, publicUrl: () => publicUrl });
+  const cardProvider = topUps === undefined ? undefined : providers.find((p): p is typeof p & { savedCards: SavedCards } => p.savedCards !== undefined);
+  const autoTopUps =
+    cardProvider === undefined
+      ? undefined
+      : new AutoTopUps({
+          db: opts.db,
+          provider: cardProvider,
+          publicUrl: () => publicUrl,
+          notifyHolders: async (tx, accountId, subject, text) => {
+            const users = await tx.query<{ email: string }>('SELECT email FROM dashboard_users WHERE account_id = $1', [accountId]);
+            for (const u of users.rows) await enqueueEmail(tx, { to: u.email, subject, text });
+          },
+          onError: (what, err) => opts.onError?.(what, err),
+        });
   if (config.admin !== undefined) {
     const operators = (await opts.backend.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.backend.accounts.createAccount('operators'));
     const done = await service.bootstrapAdmin(config.admin.email, config.admin.password, operators.id, config.admin.promote);
@@ -76,6 +95,7 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
       trustProxy: config.trustProxy,
       supportEmail: config.supportEmail,
       ...(topUps === undefined ? {} : { topUps }),
+      ...(autoTopUps === undefined ? {} : { autoTopUps }),
       ...(config.publicUrl === undefined ? {} : { publicUrl: config.publicUrl }),
       ...(opts.reconcile === undefined ? {} : { reconcile: opts.reconcile }),
     },
@@ -107,14 +127,24 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
           topUps.catchUp(Math.floor(Date.now() / 1000) - CATCH_UP_WINDOW_S).catch((err: unknown) => opts.onError?.('top-ups catch-up', err));
         }, every);
   catchUp?.unref();
+  const autoEvery = opts.autoTopUpIntervalMs ?? Number(opts.env.TOLLGATE_AUTO_TOP_UP_INTERVAL_MS ?? 15_000);
+  const autoCheck =
+    autoTopUps === undefined || !(autoEvery > 0)
+      ? undefined
+      : setInterval(() => {
+          autoTopUps.check().catch((err: unknown) => opts.onError?.('automatic top-ups', err));
+        }, autoEvery);
+  autoCheck?.unref();
   return {
     url: server.url,
     service,
     topUps,
+    autoTopUps,
     payments: testMode !== undefined ? { real: false, stripeUrl: testMode.stripeUrl, btcpayUrl: testMode.btcpayUrl } : real.length > 0 ? { real: true, providers: real.map((p) => p.name) } : undefined,
     outbox,
     close: async () => {
       if (catchUp !== undefined) clearInterval(catchUp);
+      if (autoCheck !== undefined) clearInterval(autoCheck);
       clearInterval(alerts);
       clearInterval(purge);
       outbox.stop();

@@ -34,8 +34,11 @@ export interface ProviderEvent {
   /** The provider's event id: a repeat of it is a no-op. */
   eventId: string;
   type: string;
-  /** Which payment: the checkout session / invoice id, or (refunds, disputes) the payment id. */
-  ref: { checkout: string } | { payment: string };
+  /**
+   * Which payment: the checkout session / invoice id, (refunds, disputes) the payment id, or (an
+   * automatic top-up's off-session payment, made with the top-up's id) the top-up itself.
+   */
+  ref: { checkout: string } | { payment: string } | { topUp: string };
   fact: PaymentFact;
 }
 
@@ -47,6 +50,26 @@ export interface CheckoutRequest {
   totalCents: Cents;
   successUrl: string;
   cancelUrl: string;
+}
+
+/** A card saved with the provider for automatic top-ups. */
+export interface SavedCard {
+  customerRef: string;
+  paymentMethodRef: string;
+  /** For pages: "visa ending 4242". */
+  label: string;
+}
+
+/** An off-session charge of a saved card: made (the payment's id), or declined (and why). */
+export type OffSessionCharge = { ok: true; paymentRef: string } | { ok: false; reason: string; needsAuthentication: boolean };
+
+/** What a provider that keeps cards offers: saving one through its hosted page, and charging it later. */
+export interface SavedCards {
+  startCardSetup(req: { accountId: string; customerRef: string | undefined; successUrl: string; cancelUrl: string }): Promise<{ customerRef: string; checkoutRef: string; checkoutUrl: string }>;
+  /** The card a finished setup saved; undefined while it is not finished. */
+  savedCard(checkoutRef: string): Promise<SavedCard | undefined>;
+  /** Charges the card without the holder present, once per top-up (its id is the idempotency key). */
+  chargeSavedCard(req: { topUpId: string; accountId: string; card: SavedCard; totalCents: Cents }): Promise<OffSessionCharge>;
 }
 
 export interface PaymentProvider {
@@ -68,6 +91,8 @@ export interface PaymentProvider {
   checkoutOfPayment?(paymentRef: string): Promise<string | undefined>;
   /** Closes a checkout the payer left, so it can no longer be paid; false when it was paid meanwhile. */
   cancelCheckout?(checkoutRef: string): Promise<boolean>;
+  /** Saved cards and off-session charges (automatic top-ups), where the provider has them. */
+  readonly savedCards?: SavedCards;
 }
 
 /** A webhook we will not act on: answered 400 (the provider shows it to its operator), nothing done. */

@@ -195,11 +195,8 @@ export class TopUpService {
         e.type,
       ]);
       if (fresh.rows.length === 0) return undefined;
-      const where = 'checkout' in e.ref ? 'provider_ref = $2' : 'payment_ref = $2';
-      const found = await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE provider = $1 AND ${where} FOR UPDATE`, [
-        provider.name,
-        'checkout' in e.ref ? e.ref.checkout : e.ref.payment,
-      ]);
+      const [where, value] = 'checkout' in e.ref ? ['provider_ref = $2', e.ref.checkout] : 'payment' in e.ref ? ['payment_ref = $2', e.ref.payment] : ['id = $2', e.ref.topUp];
+      const found = await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE provider = $1 AND ${where} FOR UPDATE`, [provider.name, value]);
       const row = found.rows[0];
       if (row === undefined) {
         if (!('payment' in e.ref)) return { movements: [] };

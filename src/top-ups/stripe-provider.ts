@@ -28,6 +28,8 @@ const HANDLED = [
   'charge.refund.updated',
   'charge.dispute.created',
   'charge.dispute.closed',
+  'payment_intent.succeeded',
+  'payment_intent.payment_failed',
 ] as const;
 
 const idOf = (v: string | { id: string } | null | undefined): string | undefined => (v === null || v === undefined ? undefined : typeof v === 'string' ? v : v.id);
@@ -46,6 +48,17 @@ function toProviderEvent(e: Stripe.Event): ProviderEvent | undefined {
   if (type.startsWith('checkout.session.')) {
     const s = e.data.object as Stripe.Checkout.Session;
     return { eventId: e.id, type, ref: { checkout: s.id }, fact: sessionFact(s, type) };
+  }
+  if (type === 'payment_intent.succeeded' || type === 'payment_intent.payment_failed') {
+    // Only an automatic top-up's own payment: a checkout's payment is followed through its session.
+    const pi = e.data.object as Stripe.PaymentIntent;
+    const topUp = pi.metadata?.top_up_id;
+    if (pi.metadata?.tollgate_auto !== '1' || topUp === undefined || topUp === '') return undefined;
+    const fact: PaymentFact =
+      type === 'payment_intent.succeeded'
+        ? { kind: 'paid', paidCents: pi.amount_received, currency: pi.currency, paymentRef: pi.id }
+        : { kind: 'failed', reason: pi.last_payment_error?.message ?? 'the saved card was declined' };
+    return { eventId: e.id, type, ref: { topUp }, fact };
   }
   if (type === 'charge.refunded') {
     const c = e.data.object as Stripe.Charge;
@@ -135,6 +148,54 @@ export function stripeProvider(settings: StripeSettings): PaymentProvider {
     async checkoutOfPayment(paymentRef) {
       const found = await stripe.checkout.sessions.list({ payment_intent: paymentRef, limit: 1 });
       return found.data[0]?.id;
+    },
+    savedCards: {
+      async startCardSetup(req) {
+        const customerRef =
+          req.customerRef ?? (await stripe.customers.create({ metadata: { account_id: req.accountId } }, { idempotencyKey: `tollgate-customer-${req.accountId}` })).id;
+        const session = await stripe.checkout.sessions.create({
+          mode: 'setup',
+          currency: 'usd',
+          customer: customerRef,
+          success_url: req.successUrl,
+          cancel_url: req.cancelUrl,
+          metadata: { account_id: req.accountId, purpose: 'automatic top-ups' },
+        });
+        if (session.url === null || session.url === undefined) throw new Error('Stripe returned a setup session without a URL');
+        return { customerRef, checkoutRef: session.id, checkoutUrl: session.url };
+      },
+      async savedCard(checkoutRef) {
+        const s = await stripe.checkout.sessions.retrieve(checkoutRef, { expand: ['setup_intent'] });
+        if (s.status !== 'complete') return undefined;
+        const intent = typeof s.setup_intent === 'string' ? await stripe.setupIntents.retrieve(s.setup_intent) : s.setup_intent;
+        const pm = idOf(intent?.payment_method);
+        const customer = idOf(s.customer);
+        if (pm === undefined || customer === undefined) return undefined;
+        const method = await stripe.paymentMethods.retrieve(pm);
+        return { customerRef: customer, paymentMethodRef: pm, label: method.card === undefined || method.card === null ? 'saved card' : `${method.card.brand} ending ${method.card.last4}` };
+      },
+      async chargeSavedCard(req) {
+        try {
+          const pi = await stripe.paymentIntents.create(
+            {
+              amount: req.totalCents,
+              currency: 'usd',
+              customer: req.card.customerRef,
+              payment_method: req.card.paymentMethodRef,
+              off_session: true,
+              confirm: true,
+              description: 'Tollgate automatic top-up',
+              metadata: { top_up_id: req.topUpId, account_id: req.accountId, tollgate_auto: '1' },
+            },
+            { idempotencyKey: `tollgate-auto-top-up-${req.topUpId}` },
+          );
+          return { ok: true, paymentRef: pi.id };
+        } catch (err) {
+          // A decline, or a bank that wants the holder present (authentication_required): no charge.
+          if (err instanceof Stripe.errors.StripeCardError) return { ok: false, reason: err.message, needsAuthentication: err.code === 'authentication_required' };
+          throw err;
+        }
+      },
     },
     async cancelCheckout(checkoutRef) {
       const s = await stripe.checkout.sessions.retrieve(checkoutRef);

@@ -6,6 +6,8 @@ import { writeFileSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DashboardClient } from '../helpers/dashboard-client.js';
+import { recordMovement } from '../../src/record/money-movement.js';
+import { until } from './e2e-support.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
 import { startPaymentsWorld, type PaymentsWorld } from '../helpers/payments-world.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -92,5 +94,43 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
       writeFileSync(new URL('../../docs/screenshots/dashboard-balance.png', import.meta.url), desktop);
       writeFileSync(new URL('../../docs/screenshots/dashboard-balance-narrow.png', import.meta.url), narrow);
     }
+  }, 90_000);
+
+  it('automatic top-up: save a card on the provider\'s page, set a threshold, spend past it, and the balance is recharged', async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    await page.goto(`${w.url}/sign-up`);
+    await page.getByLabel('E-mail').fill('auto@example.com');
+    await page.getByLabel(/Password/).fill('an auto payer password');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.waitForURL(`${w.url}/keys`);
+    await page.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'auto@example.com')}`);
+    const accountId = (await w.backend.accounts.listAccounts()).find((a) => a.name === 'auto@example.com')?.id ?? '';
+    await w.ledger.credit(accountId, 9_000_000, `auto-start-${accountId}`);
+
+    await page.goto(`${w.url}/balance`);
+    await page.getByRole('button', { name: 'Save a card' }).click();
+    await page.waitForURL(new RegExp(`^${w.stripe.url}/pay/`));
+    await page.getByRole('button', { name: 'Save card ending 4242' }).click();
+    await page.waitForURL(new RegExp(`^${w.url}/balance\\?card_setup=`));
+    expect(await page.locator('#auto-top-up').textContent()).toMatch(/Card saved.*visa ending 4242/s);
+    await page.getByLabel(/When the balance is below/).fill('8.00');
+    await page.getByLabel(/^Add, USD/).fill('5.00');
+    await page.getByLabel(/At most per month/).fill('20.00');
+    await page.getByLabel('Top up automatically').check();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.waitForURL(`${w.url}/balance?auto=saved#auto-top-up`);
+    expect(await page.getByLabel('Top up automatically').isChecked()).toBe(true);
+
+    // Spending takes the balance from 9.00 to 7.50, under the threshold (a charge of record, as usage posts).
+    const m = { accountId, kind: 'adjustment' as const, amount: -1_500_000, idempotencyKey: `auto-spend-${accountId}`, memo: 'spending' };
+    const recorded = await w.db.transaction((tx) => recordMovement(tx, m));
+    await w.ledger.applyCommitted(m, recorded);
+    expect(await w.autoTopUps.check()).toBe(1);
+    await until('the automatic top-up is credited', async () => ((await w.backend.ledger.balance(accountId)).balance === 12_500_000 ? true : undefined), 5_000);
+    await page.goto(`${w.url}/balance`);
+    expect(await page.locator('#balance').textContent()).toBe('$12.500000');
+    expect(await page.locator('#auto-top-up').textContent()).toMatch(/This month: \$5\.00 of \$20\.00/);
+    if (process.env.TOLLGATE_SCREENSHOTS === '1') writeFileSync(new URL('../../docs/screenshots/dashboard-auto-top-up.png', import.meta.url), await page.locator('#auto-top-up').screenshot());
+    await page.close();
   }, 90_000);
 });

@@ -13,6 +13,8 @@ import { btcpayProvider } from '../../src/top-ups/btcpay-provider.js';
 import { startFakeBtcpay, type FakeBtcpay } from '../../src/top-ups/fakes/fake-btcpay.js';
 import { startFakeStripe, type FakeStripe } from '../../src/top-ups/fakes/fake-stripe.js';
 import { TopUpService } from '../../src/top-ups/service.js';
+import { AutoTopUps } from '../../src/top-ups/auto-top-up.js';
+import type { PaymentProvider, SavedCards } from '../../src/top-ups/provider.js';
 import { stripeProvider } from '../../src/top-ups/stripe-provider.js';
 import { freePort } from './redis-server.js';
 
@@ -23,6 +25,8 @@ export interface PaymentsWorld {
   stripe: FakeStripe;
   btcpay: FakeBtcpay;
   topUps: TopUpService;
+  /** Automatic top-ups by a saved card (the Stripe provider's); `check()` is one pass. */
+  autoTopUps: AutoTopUps;
   dashboard: DashboardService;
   url: string;
   /** Crashes the next webhook right after its COMMIT (before the hot path and the answer). */
@@ -42,12 +46,10 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   let crash = false;
+  const card = stripeProvider({ secretKey: 'sk_test_tollgate', webhookSecret: STRIPE_WEBHOOK_SECRET, apiBase: stripe.url });
   const topUps = new TopUpService({
     db: opts.db,
-    providers: [
-      stripeProvider({ secretKey: 'sk_test_tollgate', webhookSecret: STRIPE_WEBHOOK_SECRET, apiBase: stripe.url }),
-      btcpayProvider({ url: btcpay.url, apiKey: 'btcpay-test-key', storeId: 'store-test', webhookSecret: BTCPAY_WEBHOOK_SECRET }),
-    ],
+    providers: [card, btcpayProvider({ url: btcpay.url, apiKey: 'btcpay-test-key', storeId: 'store-test', webhookSecret: BTCPAY_WEBHOOK_SECRET })],
     applyCommitted: (m, r) => ledger.applyCommitted(m, r),
     publicUrl: url,
     afterCommit: () => {
@@ -56,8 +58,9 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
       throw new Error('crashed right after COMMIT (injected)');
     },
   });
+  const autoTopUps = new AutoTopUps({ db: opts.db, provider: card as PaymentProvider & { savedCards: SavedCards }, publicUrl: () => url });
   const dashboard = new DashboardService({ db: opts.db, accounts: backend.accounts, ledger: backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
-  const server = await startDashboard({ service: dashboard, secureCookie: false, topUps }, port, '127.0.0.1');
+  const server = await startDashboard({ service: dashboard, secureCookie: false, topUps, autoTopUps }, port, '127.0.0.1');
   stripe.setWebhookUrl(`${url}/webhooks/stripe`);
   btcpay.setWebhookUrl(`${url}/webhooks/btcpay`);
   return {
@@ -67,6 +70,7 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
     stripe,
     btcpay,
     topUps,
+    autoTopUps,
     dashboard,
     url,
     crashAfterNextCommit: () => {

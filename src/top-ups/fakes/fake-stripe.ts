@@ -17,7 +17,7 @@ export interface FakeStripeSession extends Json {
   amount_total: number;
   currency: string;
   mode: string;
-  payment_status: 'paid' | 'unpaid';
+  payment_status: 'paid' | 'unpaid' | 'no_payment_required';
   status: 'open' | 'complete' | 'expired';
   url: string;
   success_url: string;
@@ -102,8 +102,29 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     payment_intent: string | null;
   }
   const refunds: FakeRefund[] = [];
+  /** Saved cards (payment methods) and how each behaves when charged off-session. */
+  type CardBehaviour = 'ok' | 'decline' | 'authenticate';
+  const paymentMethods = new Map<string, { id: string; behaviour: CardBehaviour; customer: string | null }>();
+  const setupIntents = new Map<string, Json>();
+  const customers = new Set<string>();
+  const paymentIntents = new Map<string, Json>();
+  const intentByKey = new Map<string, { status: number; body: Json }>();
   /** What the payment's refunds add up to now: failed ones no longer count (Stripe lowers amount_refunded). */
   const refundedOf = (s: FakeStripeSession): number => refunds.filter((r) => r.payment_intent === s.payment_intent && r.status === 'succeeded').reduce((t, r) => t + r.amount, 0);
+
+  /** The holder saves a card on a setup-mode session: a SetupIntent with a payment method attached to its customer. */
+  async function saveCard(id: string, behaviour: CardBehaviour = 'ok'): Promise<string> {
+    const s = session(id);
+    const pm = { id: rand('pm'), behaviour, customer: (s.customer as string | null) ?? null };
+    paymentMethods.set(pm.id, pm);
+    const intent: Json = { id: rand('seti'), object: 'setup_intent', status: 'succeeded', payment_method: pm.id, customer: pm.customer, usage: 'off_session' };
+    setupIntents.set(String(intent.id), intent);
+    s.status = 'complete';
+    s.setup_intent = String(intent.id);
+    s.payment_status = 'no_payment_required' as FakeStripeSession['payment_status'];
+    await emit('checkout.session.completed', s);
+    return pm.id;
+  }
 
   const charge = (s: FakeStripeSession, refunded: number): Json => ({ id: `ch_for_${s.payment_intent}`, object: 'charge', amount: s.amount_total, amount_refunded: refunded, currency: s.currency, payment_intent: s.payment_intent, refunded: refunded >= s.amount_total });
 
@@ -137,11 +158,62 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
         client_reference_id: p.client_reference_id ?? null,
         metadata: (p.metadata ?? {}) as Record<string, string>,
         payment_intent: null,
+        customer: p.customer ?? null,
+        setup_intent: null,
         line_items_seen: items.length,
       };
       sessions.set(id, s);
       if (typeof key === 'string') idempotent.set(key, s);
       return sendJson(res, 200, s);
+    }
+    if (method === 'POST' && url.pathname === '/v1/customers') {
+      const key = req.headers['idempotency-key'];
+      const id = typeof key === 'string' ? `cus_for_${key.replace(/[^A-Za-z0-9_]/g, '_')}` : rand('cus');
+      customers.add(id);
+      await readBody(req);
+      return sendJson(res, 200, { id, object: 'customer' });
+    }
+    const si = /^\/v1\/setup_intents\/([^/]+)$/.exec(url.pathname);
+    if (method === 'GET' && si !== null) {
+      const found = setupIntents.get(decodeURIComponent(si[1] ?? ''));
+      return found === undefined ? sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such setupintent' } }) : sendJson(res, 200, found);
+    }
+    const pmMatch = /^\/v1\/payment_methods\/([^/]+)$/.exec(url.pathname);
+    if (method === 'GET' && pmMatch !== null) {
+      const pm = paymentMethods.get(decodeURIComponent(pmMatch[1] ?? ''));
+      if (pm === undefined) return sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such PaymentMethod' } });
+      const last4 = pm.behaviour === 'ok' ? '4242' : pm.behaviour === 'decline' ? '0341' : '3155';
+      return sendJson(res, 200, { id: pm.id, object: 'payment_method', type: 'card', customer: pm.customer, card: { brand: 'visa', last4 } });
+    }
+    if (method === 'POST' && url.pathname === '/v1/payment_intents') {
+      // Off-session charges of a saved card; the idempotency key returns the first answer again.
+      const key = req.headers['idempotency-key'];
+      const body = await readBody(req);
+      const again = typeof key === 'string' ? intentByKey.get(key) : undefined;
+      if (again !== undefined) return sendJson(res, again.status, again.body);
+      const p = parseStripeForm(body);
+      const pm = paymentMethods.get(String(p.payment_method ?? ''));
+      const amount = Number(p.amount ?? 0);
+      const pi: Json = { id: rand('pi'), object: 'payment_intent', amount, amount_received: 0, currency: String(p.currency ?? 'usd'), customer: p.customer ?? null, payment_method: p.payment_method ?? null, metadata: (p.metadata ?? {}) as Json, status: 'requires_payment_method', last_payment_error: null };
+      paymentIntents.set(String(pi.id), pi);
+      let answer: { status: number; body: Json };
+      if (pm === undefined || pm.customer !== (p.customer ?? null)) {
+        answer = { status: 400, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such PaymentMethod for this customer.' } } };
+      } else if (pm.behaviour === 'ok') {
+        pi.status = 'succeeded';
+        pi.amount_received = amount;
+        answer = { status: 200, body: pi };
+        await emit('payment_intent.succeeded', pi);
+      } else {
+        const auth = pm.behaviour === 'authenticate';
+        const error = { type: 'card_error', code: auth ? 'authentication_required' : 'card_declined', ...(auth ? {} : { decline_code: 'insufficient_funds' }), message: auth ? 'This payment requires authentication.' : 'Your card has insufficient funds.', payment_intent: pi };
+        pi.status = auth ? 'requires_action' : 'requires_payment_method';
+        pi.last_payment_error = { code: error.code, message: error.message };
+        answer = { status: 402, body: { error } };
+        await emit('payment_intent.payment_failed', pi);
+      }
+      if (typeof key === 'string') intentByKey.set(key, answer);
+      return sendJson(res, answer.status, answer.body);
     }
     if (method === 'GET' && url.pathname === '/v1/checkout/sessions') {
       const pi = url.searchParams.get('payment_intent');
@@ -165,7 +237,10 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     const m = /^\/v1\/checkout\/sessions\/([^/]+)$/.exec(url.pathname);
     if (method === 'GET' && m !== null) {
       const s = sessions.get(decodeURIComponent(m[1] ?? ''));
-      return s === undefined ? sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such checkout.session' } }) : sendJson(res, 200, s);
+      if (s === undefined) return sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such checkout.session' } });
+      const expand = listOf((parseStripeForm(url.search.slice(1)).expand ?? {}) as Json).map(String);
+      const intent = typeof s.setup_intent === 'string' ? setupIntents.get(s.setup_intent) : undefined;
+      return sendJson(res, 200, expand.includes('setup_intent') && intent !== undefined ? { ...s, setup_intent: intent } : s);
     }
     if (method === 'GET' && url.pathname === '/v1/events') {
       const q = parseStripeForm(url.search.slice(1));
@@ -178,6 +253,20 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     if (pageMatch !== null) {
       const s = sessions.get(decodeURIComponent(pageMatch[1] ?? ''));
       if (s === undefined) return sendPage(res, 'Not found', '<h1>No such checkout</h1>');
+      if (s.mode === 'setup') {
+        if (method === 'GET') {
+          return sendPage(
+            res,
+            'Save a card · Fake Stripe',
+            `<h1>Save a card for later payments</h1><form method="post"><button name="card" value="ok">Save card ending 4242</button>
+<button name="card" value="decline">Save card ending 0341 (declines later)</button><button name="card" value="authenticate">Save card ending 3155 (bank asks to authenticate)</button></form><p><a href="${escape(s.cancel_url)}">Cancel and go back</a></p>`,
+          );
+        }
+        const choice = new URLSearchParams(await readBody(req)).get('card');
+        await saveCard(s.id, choice === 'decline' ? 'decline' : choice === 'authenticate' ? 'authenticate' : 'ok');
+        res.writeHead(303, { location: s.success_url });
+        return void res.end();
+      }
       if (method === 'GET') {
         const total = `${Math.floor(s.amount_total / 100)}.${String(s.amount_total % 100).padStart(2, '0')}`;
         return sendPage(
@@ -228,6 +317,8 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
       state.forge = on;
     },
     pay,
+    saveCard,
+    paymentIntents,
     async settleDelayed(id: string, ok: boolean): Promise<void> {
       const s = session(id);
       s.payment_status = ok ? 'paid' : 'unpaid';
