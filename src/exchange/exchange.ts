@@ -1,7 +1,7 @@
 // The metered exchange every completion endpoint shares: reserve the worst case, call an upstream
 // (retrying and falling back while nothing has reached the client), relay, and settle exactly once
 // with the actual cost — whatever happens in between.
-import { credentialHeaders } from '../upstream/formats/index.js';
+import { credentialHeaders } from '../formats/index.js';
 import { respondBeforeSettling } from '../settle/respond-first.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
@@ -15,7 +15,7 @@ import type { GatewayContext } from '../http/state.js';
 import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
-import type { ClientFormat } from '../wire/format.js';
+import { clientFormat, type ClientFormatName } from '../formats/index.js';
 import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
 import { ExchangeCancellation, type ShutdownSignal } from '../relay/client-stream.js';
 import type { Relay, RelayOutcome } from '../relay/relay.js';
@@ -46,7 +46,8 @@ export interface ExchangeDeps {
 }
 
 export interface ExchangePlan {
-  clientFormat: ClientFormat;
+  /** The format its errors are answered in (the Responses API answers in OpenAI's). */
+  clientFormat: ClientFormatName;
   /** The request field that limits output, named in a 402's advice (max_tokens unless said). */
   outputLimitField?: string;
   model: CatalogModel;
@@ -96,14 +97,14 @@ function refusalError(plan: ExchangePlan, reason: string, needed: number, availa
   });
 }
 
-function failureToClientError(f: UpstreamFailure, model: CatalogModel, clientFormat: ClientFormat): GatewayError {
+function failureToClientError(f: UpstreamFailure, model: CatalogModel, format: ClientFormatName): GatewayError {
   if (f.kind === 'timeout') return new GatewayError(504, `The upstream of ${model.id} did not answer in time; try again.`, { code: 'upstream_timeout' });
   if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
   const s = f.upstreamStatus ?? 502;
   if (s === 429) return new GatewayError(429, `The upstream of ${model.id} is rate limiting; retry after a moment.`, { code: 'upstream_rate_limited', retryAfterSeconds: Number(f.retryAfter) > 0 ? Number(f.retryAfter) : 1 });
   // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (wire-formats B.5,
   // C.10): that is what each SDK raises as its overload error and retries.
-  if (s === 503 || s === 529) return new GatewayError(clientFormat === 'anthropic' ? 529 : 503, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
+  if (s === 503 || s === 529) return new GatewayError(clientFormat(format).overloadedStatus, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
   if (s >= 500) return new GatewayError(502, `The upstream of ${model.id} failed (HTTP ${s}); try again.`, { code: 'upstream_error' });
   if (s === 401 || s === 403) {
     // The upstream refused *our* credential: not the client's fault, and never the client's key.
@@ -196,7 +197,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   try {
     let lastFailure: UpstreamFailure | undefined;
     for (const upstream of deps.router.candidates(model)) {
-      const target = deps.dispatchers.target(upstream);
+      const target = deps.dispatchers.target(upstream, plan.stream);
       const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens, plan.stream);
       const headers: Record<string, string> = {
         'content-type': 'application/json',

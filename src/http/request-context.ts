@@ -4,15 +4,14 @@ import { randomUUID } from 'node:crypto';
 import type { Next } from 'koa';
 import { InvalidRequest } from '../decode/invalid-request.js';
 import { GatewayError } from './gateway-error.js';
-import { errorBody } from '../wire/error-body.js';
-import type { WireFormat } from '../wire/format.js';
+import { clientFormat, type ClientFormatName } from '../formats/index.js';
 import { UNMATCHED_ROUTE, type GatewayContext } from './state.js';
 
 export interface ErrorReporter {
   (err: unknown, ctx: GatewayContext): void;
 }
 
-function routeFormat(path: string, headers: GatewayContext['headers']): WireFormat {
+function routeFormat(path: string, headers: GatewayContext['headers']): ClientFormatName {
   if (path.startsWith('/v1/messages') || path.startsWith('/messages')) return 'anthropic';
   if ((path.startsWith('/v1/models') || path.startsWith('/models')) && headers['anthropic-version'] !== undefined) {
     return 'anthropic';
@@ -64,7 +63,7 @@ export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected:
   if (gatewayError.retryAfterSeconds !== undefined) ctx.set('retry-after', String(gatewayError.retryAfterSeconds));
   // Client errors are final: tell the official SDKs not to retry them.
   if (gatewayError.status < 500 && gatewayError.status !== 429) ctx.set('x-should-retry', 'false');
-  ctx.body = errorBody(ctx.state.format, {
+  ctx.body = clientFormat(ctx.state.format).errorBody({
     status: gatewayError.status,
     message: gatewayError.message,
     code: gatewayError.code,

@@ -1,6 +1,6 @@
 // What the middleware chain learns about a request, passed down on ctx.state.
 import type { ParameterizedContext } from 'koa';
-import type { WireFormat } from '../wire/format.js';
+import type { ClientFormatName } from '../formats/index.js';
 import type { ApiKeyRecord } from '../accounts/account-store.js';
 import type { RequestSpan } from '../telemetry/tracing.js';
 import type { ClientBody } from '../translate/body-edit.js';
@@ -11,7 +11,7 @@ export const UNMATCHED_ROUTE = 'unmatched';
 export interface GatewayState {
   requestId: string;
   /** The wire format errors are rendered in (decided by the route, or the anthropic-version header on /v1/models). */
-  format: WireFormat;
+  format: ClientFormatName;
   /** performance.now() at arrival. */
   startedAt: number;
   /** Parsed JSON body of POST routes. */

@@ -3,28 +3,15 @@
 // names the model the client asked for. A tap reads the cumulative usage on the way.
 import type { EventSourceMessage } from 'eventsource-parser';
 import { isObject } from '../wire/json-shape.js';
-import { anthropicInputTokens, billableUsage, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from '../translate/internal/usage.js';
+import { billableUsage } from '../translate/representation/index.js';
+import { anthropicInputTokens, collectAnthropicContent, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from '../formats/anthropic-messages/index.js';
 import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
-import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
+import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface AnthropicRelayOptions {
   clientModel: string;
-}
-
-/** What a message's content generated (text, thinking, tool input), for estimating unreported usage. */
-export function collectAnthropicContent(json: Record<string, unknown>, out: RelayOutcome): void {
-  const content = Array.isArray(json.content) ? json.content : [];
-  for (const block of content) {
-    if (!isObject(block)) continue;
-    if (typeof block.text === 'string') out.generated.push(block.text);
-    if (typeof block.thinking === 'string') {
-      out.generated.push(block.thinking);
-      out.reasoningGenerated.push(block.thinking);
-    }
-    if (block.type === 'tool_use') out.generated.push(JSON.stringify(block.input ?? {}));
-  }
 }
 
 export function anthropicJsonRelay(opts: AnthropicRelayOptions): Relay {

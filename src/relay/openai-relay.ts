@@ -5,10 +5,11 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
-import { billableUsage, usageFromOpenAI } from '../translate/internal/usage.js';
+import { billableUsage } from '../translate/representation/index.js';
+import { collectOpenAIChoice, usageFromOpenAI } from '../formats/openai-chat/index.js';
 import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
-import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
+import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface OpenAIRelayOptions {
@@ -17,35 +18,6 @@ export interface OpenAIRelayOptions {
   /** The model id the client asked for (the upstream's own name is never shown). */
   clientModel: string;
   includeUsage: boolean;
-}
-
-/** What a choice (delta or message) generated, for estimating unreported usage; true when anything. */
-export function collectOpenAIChoice(choice: unknown, out: RelayOutcome): boolean {
-  if (!isObject(choice)) return false;
-  if (typeof choice.finish_reason === 'string') out.finishReason = choice.finish_reason;
-  const delta = isObject(choice.delta) ? choice.delta : isObject(choice.message) ? choice.message : undefined;
-  if (delta === undefined) return false;
-  let produced = false;
-  if (typeof delta.content === 'string' && delta.content !== '') {
-    out.generated.push(delta.content);
-    produced = true;
-  }
-  const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : delta.reasoning;
-  if (typeof reasoning === 'string' && reasoning !== '') {
-    out.generated.push(reasoning);
-    out.reasoningGenerated.push(reasoning);
-    produced = true;
-  }
-  if (Array.isArray(delta.tool_calls)) {
-    for (const call of delta.tool_calls) {
-      if (!isObject(call) || !isObject(call.function)) continue;
-      const fn = call.function;
-      if (typeof fn.name === 'string') out.generated.push(fn.name);
-      if (typeof fn.arguments === 'string' && fn.arguments !== '') out.generated.push(fn.arguments);
-      produced = true;
-    }
-  }
-  return produced;
 }
 
 export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {

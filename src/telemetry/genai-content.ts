@@ -5,7 +5,7 @@
 // The prompt is the client's messages as received (before any translation to the upstream's format),
 // each part mapped to the conventions' part type; a part with no counterpart is kept whole under its
 // own type (the conventions' generic part).
-import type { WireFormat } from '../wire/format.js';
+import type { ClientFormatName } from '../formats/index.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
 
 export type MessagePart =
@@ -131,7 +131,7 @@ function anthropicParts(content: unknown): MessagePart[] {
 }
 
 /** The client's prompt (its request body in its wire format) as GenAI input messages. */
-export function inputContent(format: WireFormat, body: unknown): InputContent {
+export function inputContent(format: ClientFormatName, body: unknown): InputContent {
   const input: ChatMessage[] = [];
   if (!isObject(body)) return { input };
   const messages = Array.isArray(body.messages) ? body.messages : [];
@@ -147,7 +147,7 @@ export function inputContent(format: WireFormat, body: unknown): InputContent {
  * A whole (non-streamed) reply as the client receives it, one output message per choice; undefined
  * when `reply` is not a reply of that format.
  */
-export function replyContent(format: WireFormat, reply: unknown): OutputMessage[] | undefined {
+export function replyContent(format: ClientFormatName, reply: unknown): OutputMessage[] | undefined {
   if (!isObject(reply)) return undefined;
   if (format === 'anthropic') {
     if (!Array.isArray(reply.content)) return undefined;

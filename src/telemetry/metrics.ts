@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { BoundCounter, BoundHistogram } from './bound-metrics.js';
 import type { CatalogSnapshot, Micros } from '../catalog/snapshot.js';
-import type { WireFormat } from '../wire/format.js';
+import type { ClientFormatName } from '../formats/index.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
 
 export const METRIC_PREFIX = 'tollgate_';
@@ -59,7 +59,7 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'key_revoked',
   'unknown_key',
 ];
-const FORMATS: readonly WireFormat[] = ['openai', 'anthropic'];
+const FORMATS: readonly ClientFormatName[] = ['openai', 'anthropic'];
 /** Statuses kept as exact codes; anything else becomes its class ("4xx"), bounding the label. */
 const EXACT_STATUSES: readonly number[] = [
   200, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 502, 503, 504, 529,
@@ -94,7 +94,7 @@ interface RequestEntry {
   duration: HistogramChild;
   byStatus: Map<number, CounterChild>;
   route: string;
-  format: WireFormat;
+  format: ClientFormatName;
   model: string;
 }
 
@@ -409,7 +409,7 @@ export class GatewayMetrics {
   }
 
   /** One client request finished (any status, including refusals and errors). */
-  requestFinished(route: string, format: WireFormat, modelId: string | undefined, status: number, durationMs: number): void {
+  requestFinished(route: string, format: ClientFormatName, modelId: string | undefined, status: number, durationMs: number): void {
     const model = this.model(modelId);
     const r = this.routes.has(route) ? route : OTHER_ROUTE;
     const pair = model.requests.get(r);

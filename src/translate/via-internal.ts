@@ -1,52 +1,40 @@
 // The cross-format pairs' engine: the client's request decoded into the internal representation
-// (src/translate/internal) and encoded for the upstream's format; the reply, whole or streamed, decoded from
-// the upstream's format and encoded for the client's. Same-format pairs never come here.
-import { upstreamFormat } from '../upstream/formats/index.js';
-import { collectAnthropicContent } from '../relay/anthropic-relay.js';
-import { collectOpenAIChoice } from '../relay/openai-relay.js';
+// (src/translate/representation) and encoded for the upstream's format; the reply, whole or streamed,
+// decoded from the upstream's format and encoded for the client's, each by its format's codecs
+// (src/formats). Same-format pairs never come here.
+import { clientFormat, upstreamFormat, type ClientFormatName, type UpstreamFormatName } from '../formats/index.js';
+import { encodeResponsesResponse, ResponsesStreamEncoder, type ResponseResult, type ResponsesEncodeContext } from '../formats/openai-responses/index.js';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
-import type { WireFormat } from '../wire/format.js';
-import { isObject, type JsonObject } from '../wire/json-shape.js';
-import {
-  createStreamTranslator,
-  encodeRequest,
-  StreamTranslator,
-  TranslationError,
-  translateRequest,
-  translateResponse,
-  type InternalRequest,
-  type NormalizedUsage,
-  type TranslationContext,
-} from './internal/index.js';
-import type { ClientFormat } from '../wire/format.js';
-import { decodeAnthropicResponse } from './internal/anthropic-response.js';
-import { decodeOpenAIResponse } from './internal/openai-response.js';
-import { AnthropicStreamDecoder } from './internal/anthropic-stream-decoder.js';
-import { OpenAIStreamDecoder } from './internal/openai-stream-decoder.js';
-import { encodeResponsesResponse, ResponsesStreamEncoder, type ResponseResult, type ResponsesEncodeContext } from './internal/responses-response.js';
 import { GatewayError } from '../http/gateway-error.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from '../relay/client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from '../relay/relay.js';
 import { pumpUpstreamEvents } from '../relay/upstream-events.js';
+import { billableUsage, isRecord, TranslationError, type InternalRequest, type JsonObject, type NormalizedUsage } from './representation/index.js';
+import { StreamTranslator } from './representation/stream-translator.js';
 import { serialised, type FormatPair } from './pair.js';
-import { billableUsage } from './internal/usage.js';
+import { createStreamTranslator, encodeRequest, translateResponse, type TranslationContext } from './translation.js';
 
-export interface CrossFormatRequest {
-  clientFormat: ClientFormat;
-  upstreamFormat: WireFormat;
-  /** The client's body (chat completions, messages); the Responses API gives `internal` instead. */
-  body?: JsonObject;
-  /** The request already decoded (the Responses API, whose prior items were resolved first). */
-  internal?: InternalRequest;
-  /** A Responses API client: how its replies are encoded, and what to do with the final response. */
-  responses?: { ctx: ResponsesEncodeContext; onFinal(result: ResponseResult): Promise<void> };
+/** A Responses API client: how its replies are encoded, and what to do with the final response. */
+interface ResponsesClient {
+  ctx: ResponsesEncodeContext;
+  onFinal(result: ResponseResult): Promise<void>;
+}
+
+/**
+ * The client: one of the client format table with its body, or the Responses API with its request
+ * already decoded (its prior items were resolved first).
+ */
+type CrossFormatClient = { client: ClientFormatName; body: JsonObject } | { client: ResponsesClient; internal: InternalRequest };
+
+export type CrossFormatRequest = CrossFormatClient & {
+  upstreamFormat: UpstreamFormatName;
   stream: boolean;
   includeUsage: boolean;
   model: CatalogModel;
   requestId: string;
   /** Our count of the prompt, for Anthropic message_start before the upstream reports usage. */
   estimateInputTokens: () => Promise<number>;
-}
+};
 
 export function viaInternal(req: CrossFormatRequest): FormatPair {
   const contextFor = (upstream: CatalogUpstream): TranslationContext => ({
@@ -56,26 +44,18 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
     defaultMaxOutputTokens: req.model.defaultMaxOutputTokens,
     requestId: req.requestId,
   });
+  // Decoded once, for every upstream the exchange may try.
+  let decoded: InternalRequest | undefined;
   const request = (upstream: CatalogUpstream, outputLimit: number): JsonObject => {
-    let translated: Record<string, unknown>;
     try {
-      translated =
-        req.internal !== undefined
-          ? encodeRequest(req.internal, upstream.format, contextFor(upstream))
-          : translateRequest(req.body, req.clientFormat as WireFormat, upstream.format, contextFor(upstream));
+      decoded ??= 'internal' in req ? req.internal : clientFormat(req.client).decodeRequest(req.body);
+      // The upstream gets exactly the output limit the reservation covers (the client's, capped by the
+      // context window, or the model's default), so it can never generate past what was held.
+      return encodeRequest(decoded, upstream.format, contextFor(upstream), outputLimit);
     } catch (err) {
       if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param ? { param: err.param } : {}) });
       throw err;
     }
-    // The upstream gets exactly the output limit the reservation covers (the client's, capped by the
-    // context window, or the model's default), so it can never generate past what was held.
-    if (upstream.format === 'openai' && translated.max_completion_tokens !== undefined) {
-      translated.max_completion_tokens = outputLimit;
-      delete translated.max_tokens;
-    } else {
-      translated.max_tokens = outputLimit;
-    }
-    return translated;
   };
   return {
     request: (upstream, outputLimit) => serialised(request(upstream, outputLimit)),
@@ -83,14 +63,16 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
     headers: () => upstreamFormat(req.upstreamFormat).protocolHeaders(),
     relay(upstream): Relay {
       const ctxBase = contextFor(upstream);
-      if (req.responses !== undefined) return responsesRelay(req, upstream, req.responses);
+      const client = req.client;
+      if (typeof client !== 'string') return responsesRelay(req, upstream, client);
       if (!req.stream) {
         return async ({ ctx, response }) => {
           const { out, json } = await upstreamReply(response);
-          const translated = translateResponse(json, upstream.format, req.clientFormat as WireFormat, ctxBase);
+          const translated = translateResponse(json, upstream.format, client, ctxBase);
           billFrom(out, translated.usage, json, upstream);
           out.finishReason = translated.finishReason;
-          if (isObject(translated.body) && req.clientFormat === 'openai') translated.body.id = `chatcmpl-${req.requestId}`;
+          const id = clientFormat(client).replyId(req.requestId);
+          if (id !== undefined) translated.body.id = id;
           ctx.status = 200;
           ctx.type = 'application/json';
           ctx.body = translated.body;
@@ -98,8 +80,8 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
         };
       }
       return async (args) => {
-        const inputTokenEstimate = req.clientFormat === 'anthropic' ? await req.estimateInputTokens() : 0;
-        const translator = createStreamTranslator(upstream.format, req.clientFormat as WireFormat, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
+        const inputTokenEstimate = clientFormat(client).opensWithInputTokens ? await req.estimateInputTokens() : 0;
+        const translator = createStreamTranslator(upstream.format, client, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
         return pumpTranslated(translator, '', args);
       };
     },
@@ -110,16 +92,15 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
 async function upstreamReply(response: Parameters<Relay>[0]['response']): Promise<{ out: RelayOutcome; json: unknown }> {
   const out = emptyOutcome('completed');
   const json: unknown = JSON.parse(await response.body.text());
-  if (isObject(json) && typeof json.model === 'string') out.responseModel = json.model;
+  if (isRecord(json) && typeof json.model === 'string') out.responseModel = json.model;
   return { out, json };
 }
 
 /** The usage to bill, or, without a billable report, what the upstream generated (the exchange estimates from it). */
 function billFrom(out: RelayOutcome, usage: NormalizedUsage, json: unknown, upstream: CatalogUpstream): void {
   out.usage = billableUsage(usage);
-  if (out.usage !== undefined || !isObject(json)) return;
-  if (upstream.format === 'anthropic') collectAnthropicContent(json, out);
-  else if (Array.isArray(json.choices)) for (const c of json.choices) collectOpenAIChoice(c, out);
+  if (out.usage !== undefined || !isRecord(json)) return;
+  upstreamFormat(upstream.format).collectGenerated(json, out);
 }
 
 /** A translated stream from the upstream to the client, with the bookkeeping billing needs. */
@@ -179,11 +160,11 @@ async function pumpTranslated(
 }
 
 /** The Responses API's client: replies built by its encoders, the final response handed to onFinal. */
-function responsesRelay(req: CrossFormatRequest, upstream: CatalogUpstream, responses: NonNullable<CrossFormatRequest['responses']>): Relay {
+function responsesRelay(req: CrossFormatRequest, upstream: CatalogUpstream, responses: ResponsesClient): Relay {
   if (!req.stream) {
     return async ({ ctx, response }) => {
       const { out, json } = await upstreamReply(response);
-      const r = upstream.format === 'anthropic' ? decodeAnthropicResponse(json) : decodeOpenAIResponse(json);
+      const r = upstreamFormat(upstream.format).decodeResponse(json);
       billFrom(out, r.usage, json, upstream);
       const result = encodeResponsesResponse(r, responses.ctx);
       out.finishReason = String(result.body.status);
@@ -197,8 +178,7 @@ function responsesRelay(req: CrossFormatRequest, upstream: CatalogUpstream, resp
   }
   return async (args) => {
     const encoder = new ResponsesStreamEncoder(responses.ctx);
-    const decoder = upstream.format === 'anthropic' ? new AnthropicStreamDecoder() : new OpenAIStreamDecoder();
-    const translator = new StreamTranslator(decoder, encoder, (r) => r);
+    const translator = new StreamTranslator(upstreamFormat(upstream.format).streamDecoder(), encoder, (r) => r);
     // response.created goes out at once, before the upstream's first byte, so clients see progress.
     return pumpTranslated(translator, encoder.begin(), args, async () => {
       if (encoder.final !== undefined) await responses.onFinal(encoder.final);

@@ -2,9 +2,8 @@
 import AnthropicV0 from 'anthropic-sdk-v0';
 import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
-import {
-  createStreamTranslator, stripGatewayThinking, translateRequest, type SseEvent, type StreamTranslationContext,
-} from '../../src/translate/internal/index.js';
+import { createStreamTranslator, translateRequest, type SseEvent, type StreamTranslationContext } from '../../src/translate/translation.js';
+import { stripGatewayThinking } from '../../src/formats/anthropic-messages/index.js';
 
 type Obj = Record<string, unknown>;
 const ctx: StreamTranslationContext = {

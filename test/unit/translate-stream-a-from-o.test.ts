@@ -2,7 +2,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
-import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/internal/index.js';
+import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/translation.js';
 
 const ctx: StreamTranslationContext = {
   upstreamModel: 'deepseek-x', clientModel: 'claude-opus-5-5', supportsReasoning: true, defaultMaxOutputTokens: 8192,

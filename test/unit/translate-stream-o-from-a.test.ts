@@ -2,7 +2,7 @@
 import { createParser } from 'eventsource-parser';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/internal/index.js';
+import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/translation.js';
 
 const ctx: StreamTranslationContext = {
   upstreamModel: 'claude-x', clientModel: 'gpt-style-name', supportsReasoning: true, defaultMaxOutputTokens: 8192,

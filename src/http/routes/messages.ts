@@ -4,7 +4,7 @@ import type { CatalogModel, CatalogSource } from '../../catalog/snapshot.js';
 import { runExchange, type ExchangeDeps, type ExchangePlan } from '../../exchange/exchange.js';
 import { exchangePlan } from '../../exchange/exchange-plan.js';
 import { messagesPairs } from '../../translate/index.js';
-import type { ClientProtocolHeaders } from '../../upstream/formats/index.js';
+import type { ClientProtocolHeaders } from '../../formats/index.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../decode/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
 import type { ClientBody } from '../../translate/body-edit.js';

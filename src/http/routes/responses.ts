@@ -10,12 +10,11 @@ import { exchangePlan } from '../../exchange/exchange-plan.js';
 import { responsesPairs } from '../../translate/index.js';
 import type { ResponsesStore } from '../../responses/store.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
-import { decodeResponsesRequest, type DecodedResponsesRequest } from '../../decode/responses-request.js';
-import type { ResponseResult, ResponsesEncodeContext } from '../../translate/internal/responses-response.js';
+import { decodeResponsesRequest, type DecodedResponsesRequest, type ResponseResult, type ResponsesEncodeContext } from '../../formats/openai-responses/index.js';
+import { encodeOpenAIRequest } from '../../formats/openai-chat/index.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import { TranslationError } from '../../translate/internal/errors.js';
-import { isRecord, type JsonObject } from '../../translate/internal/json.js';
-import { encodeOpenAIRequest } from '../../translate/internal/openai-request.js';
+import { TranslationError } from '../../translate/index.js';
+import { isObject as isRecord, type JsonObject } from '../../wire/json-shape.js';
 import { GatewayError } from '../gateway-error.js';
 import type { GatewayContext } from '../state.js';
 import { modelForRequest } from './models.js';
@@ -92,7 +91,7 @@ export function createResponse(catalog: CatalogSource, exchange: ExchangeDeps, d
     };
     const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(encodeOpenAIRequest(internal, { supportsReasoning: model.supportsReasoning })));
     const plan = exchangePlan({
-      clientFormat: 'responses',
+      clientFormat: 'openai',
       outputLimitField: 'max_output_tokens',
       model,
       stream: internal.stream,
