@@ -2,6 +2,7 @@
 // it speaks; an upstream format's name is what the catalog says an upstream speaks. Adding a format is
 // its folder plus its line here: the types below make the compiler list whatever it lacks.
 import { anthropicMessagesClient, anthropicMessagesUpstream } from './anthropic-messages/index.js';
+import { geminiUpstream } from './gemini/index.js';
 import { openaiChatClient, openaiChatUpstream } from './openai-chat/index.js';
 import type { ClientFormat, UpstreamFormat } from './types.js';
 
@@ -13,6 +14,7 @@ const CLIENT_FORMATS = {
 const UPSTREAM_FORMATS = {
   openai: openaiChatUpstream,
   anthropic: anthropicMessagesUpstream,
+  gemini: geminiUpstream,
 } as const satisfies Record<string, UpstreamFormat>;
 
 /** A format clients speak to the gateway (the Responses API is its own route, answered in OpenAI's errors). */

@@ -117,12 +117,7 @@ async function stream(ex: Exchange, plan: ReplyPlan, id: string, model: string, 
   if (!ex.send(frame('message_start', { type: 'message_start', message }), 0)) return;
   if (!ex.send(frame('ping', { type: 'ping' }), 0)) return;
   await ex.pause(ex.firstTokenDelayMs);
-  let first = true;
-  const paced = async (f: string, tokens: number): Promise<boolean> => {
-    if (!first) await ex.pause(ex.tokenDelayMs);
-    first = false;
-    return ex.send(f, tokens);
-  };
+  const paced = ex.pacedSender();
   let index = 0;
   const delta = (d: unknown) => frame('content_block_delta', { type: 'content_block_delta', index, delta: d });
   const open = (block: unknown) => ex.send(frame('content_block_start', { type: 'content_block_start', index, content_block: block }), 0);

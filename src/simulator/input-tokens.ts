@@ -85,3 +85,24 @@ export function anthropicInputTokens(body: Json): number {
   }
   return n;
 }
+
+/** Gemini parts: text, inline images, function calls and responses (their JSON). */
+function geminiParts(content: unknown): number {
+  const parts = isObj(content) && Array.isArray(content.parts) ? content.parts : [];
+  let n = 0;
+  for (const p of parts) {
+    if (!isObj(p)) continue;
+    if (typeof p.text === 'string') n += countTokens(p.text);
+    else if (isObj(p.inlineData)) n += str(p.inlineData.mimeType).startsWith('image/') ? TOKENS_PER_IMAGE : countTokens(str(p.inlineData.data));
+    else if (isObj(p.functionCall)) n += countTokens(JSON.stringify(p.functionCall.args ?? {}));
+    else if (isObj(p.functionResponse)) n += countTokens(JSON.stringify(p.functionResponse.response ?? {}));
+  }
+  return n;
+}
+
+export function geminiInputTokens(body: Json): number {
+  let n = toolsTokens(body.tools) + geminiParts(body.systemInstruction);
+  const contents = Array.isArray(body.contents) ? body.contents : [];
+  for (const c of contents) n += TOKENS_PER_MESSAGE + geminiParts(c);
+  return n;
+}

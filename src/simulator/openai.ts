@@ -121,12 +121,7 @@ async function stream(ex: Exchange, plan: ReplyPlan, id: string, created: number
   ex.startStream();
   if (!ex.send(chunk({ role: 'assistant', content: '' }), 0)) return;
   await ex.pause(ex.firstTokenDelayMs);
-  let first = true;
-  const paced = async (frame: string, tokens: number): Promise<boolean> => {
-    if (!first) await ex.pause(ex.tokenDelayMs);
-    first = false;
-    return ex.send(frame, tokens);
-  };
+  const paced = ex.pacedSender();
   for (const r of plan.reasoning) if (!(await paced(chunk({ reasoning_content: r, reasoning: r }), 1))) return;
   for (const t of plan.text) if (!(await paced(contentChunk(t), 1))) return;
   for (let i = 0; i < plan.toolCalls.length; i++) {

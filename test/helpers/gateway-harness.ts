@@ -99,9 +99,8 @@ export function upstreamFor(format: UpstreamFormatName, sim: Simulator, model: s
   return {
     name,
     format,
-    baseUrl: format === 'openai' ? sim.openaiBaseUrl : sim.anthropicBaseUrl,
+    baseUrl: format === 'openai' ? sim.openaiBaseUrl : format === 'gemini' ? sim.geminiBaseUrl : sim.anthropicBaseUrl,
     model,
-    ...(format === 'anthropic' ? {} : {}),
   };
 }
 
