@@ -58,6 +58,10 @@ export interface AccountStore {
  */
 export interface RestorableAccountStore extends AccountStore {
   restoreAccount(account: Account): Promise<void>;
-  /** Writes the record as given (caps and revocation included) and points `secretHash` at it. */
-  restoreKey(record: ApiKeyRecord, secretHash: string): Promise<void>;
+  /**
+   * Writes the record as given (caps and revocation included) and points `secretHash` at it. With a
+   * version (the record's count of changes to the key), a copy older than the one the hot path holds is
+   * ignored, so copies that arrive out of order never bring an older state back. False when ignored.
+   */
+  restoreKey(record: ApiKeyRecord, secretHash: string, version?: number): Promise<boolean>;
 }

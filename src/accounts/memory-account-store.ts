@@ -92,13 +92,18 @@ export class MemoryAccountStore implements RestorableAccountStore {
     if (!this.state.accounts.has(account.id)) this.state.accounts.set(account.id, newMemoryAccount({ ...account }));
   }
 
-  async restoreKey(record: ApiKeyRecord, secretHash: string): Promise<void> {
+  async restoreKey(record: ApiKeyRecord, secretHash: string, version?: number): Promise<boolean> {
     const acct = this.state.accounts.get(record.accountId);
     if (!acct) throw new Error(`unknown account ${record.accountId}`);
     const k = acct.keys.get(record.id);
+    // An older copy than the one held never overwrites it (see the Redis store's key script).
+    if (k !== undefined && version !== undefined && k.version !== undefined && k.version > version) return false;
     if (k) k.record = copy(record);
     else acct.keys.set(record.id, { record: copy(record), lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    const held = acct.keys.get(record.id);
+    if (held !== undefined && version !== undefined) held.version = version;
     this.state.keyHash.set(secretHash, { accountId: record.accountId, keyId: record.id });
+    return true;
   }
 
   async close(): Promise<void> {}

@@ -7,6 +7,7 @@ import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
 import { checkCaps, checkImportedSecret } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
+import { ScriptRunner } from '../billing/scripts.js';
 
 export interface RedisAccountStoreOptions {
   redis: RedisClient;
@@ -35,9 +36,11 @@ export class RedisAccountStore implements RestorableAccountStore {
   private readonly k: RedisKeys;
   private readonly marker: string;
   private readonly now: () => number;
+  private readonly scripts: ScriptRunner;
 
   constructor(opts: RedisAccountStoreOptions) {
     this.redis = opts.redis;
+    this.scripts = new ScriptRunner(opts.redis);
     this.k = opts.keys;
     this.marker = opts.keyMarker;
     this.now = opts.now;
@@ -152,21 +155,23 @@ export class RedisAccountStore implements RestorableAccountStore {
     await this.redis.zadd(this.k.accountList(), account.createdAt, account.id);
   }
 
-  async restoreKey(record: ApiKeyRecord, secretHash: string): Promise<void> {
+  async restoreKey(record: ApiKeyRecord, secretHash: string, version?: number): Promise<boolean> {
     const key = this.k.key(record.accountId, record.id);
     const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
     fields.push('createdAt', String(record.createdAt));
     if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
     if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
     if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
-    // The record first, the lookup last (as storeKey): a lookup never points at a missing record.
-    await this.redis
-      .multi()
-      .hdel(key, 'lifetimeCap', 'monthlyCap', 'revokedAt')
-      .hset(key, ...fields)
-      .zadd(this.k.keys(record.accountId), record.createdAt, record.id)
-      .exec();
+    // One script, so the version check and the write are one step; the record first, the lookup last
+    // (as storeKey): a lookup never points at a missing record. The lookup lives in another cluster slot.
+    const written = await this.scripts.run<number>('key', [key, this.k.keys(record.accountId)], [
+      version === undefined ? '' : String(version),
+      String(record.createdAt),
+      record.id,
+      ...fields,
+    ]);
     await this.redis.set(this.k.keyHash(secretHash), `${record.accountId} ${record.id}`);
+    return written === 1;
   }
 
   /** The caller owns the Redis connection. */

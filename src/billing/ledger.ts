@@ -105,6 +105,8 @@ export interface JournalMark {
   reserved: Micros;
   /** Unix ms of the settlement. */
   time: number;
+  /** The account's seq after this settlement (a Redis hot path; see lua/common.lua). */
+  seq?: number;
 }
 
 export interface UsageRecord extends RequestOfRecord {
@@ -214,6 +216,8 @@ export interface AccountSeed {
   /** The month (UTC, YYYY-MM) `keys[].monthSpent` is for. */
   month: string;
   keys: Array<{ keyId: string; lifetimeSpent: Micros; monthSpent: Micros }>;
+  /** The highest seq of the account's hot path the record has seen (committed settlements, applied movements). */
+  recordSeq: number;
 }
 
 /** A hot path whose accounts are loaded from the record before use (the Redis ledger with a record). */

@@ -16,6 +16,8 @@ export interface MemoryKey {
   lifetimeHeld: number;
   monthSpent: Map<string, number>;
   monthHeld: Map<string, number>;
+  /** The record's version of `record` (RestorableAccountStore.restoreKey); undefined when never given. */
+  version?: number;
 }
 
 export type MemoryUsageEntry = { kind: 'usage'; record: UsageRecord } | { kind: 'refund'; requestId: string; amount: number };

@@ -25,6 +25,10 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
     month: f.month ?? '',
     time: n(f.time),
     streamId: id,
+    // The Redis copy that applied it: a sweep of a partly lost Redis finds entries of an earlier copy,
+    // which the catch-up applies where the seed did not count them.
+    ...(f.gen ? { generation: f.gen } : {}),
+    ...(f.seq ? { seq: n(f.seq) } : {}),
   };
 }
 
@@ -82,9 +86,13 @@ export class RedisJournalStream implements JournalStream {
   private async catchUp(accountId: string, entries: readonly JournalEntry[]): Promise<number> {
     const ids = entries.map((e) => e.streamId ?? '');
     const generations = new Set<string>();
-    for (const e of entries) if (e.generation !== undefined && e.cost > 0) generations.add(e.generation);
+    let seq = 0;
+    for (const e of entries) {
+      if (e.generation !== undefined && e.cost > 0) generations.add(e.generation);
+      if (e.seq !== undefined && e.seq > seq) seq = e.seq;
+    }
     const keys = [this.keys.account(accountId), this.keys.journal(accountId)];
-    const short = await this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, 'gens', ...generations]);
+    const short = await this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, String(seq), 'gens', ...generations]);
     if (short !== -1) return short;
     const keyAt = new Map<string, number>();
     const checks: string[] = [];
@@ -98,7 +106,7 @@ export class RedisJournalStream implements JournalStream {
       }
       checks.push(e.generation, e.requestId, String(at), e.month, String(e.cost), e.recordTx ?? '');
     }
-    return this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, ...checks]);
+    return this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, String(seq), ...checks]);
   }
 
   async sweep(accountIds: readonly string[], before: number, limit: number): Promise<JournalEntry[]> {

@@ -54,6 +54,8 @@ const REAP_ACCOUNTS_BATCH = 100;
 const USAGE_PAGE = 500;
 /** Reaper-index entries per ZSCAN step when summing outstanding holds. */
 const HOLDS_SCAN_PAGE = 500;
+/** Accounts whose last seq is kept (see RedisLedger.seen). */
+const MAX_SEEN_ACCOUNTS = 100_000;
 
 export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotPathMovements {
   private readonly redis: RedisClient;
@@ -75,7 +77,13 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
    * back by the caller, so a repeat of a settlement this process already applied names no hold and
    * stays a no-op after a wipe took its settled marker (the journal has the first).
    */
-  private readonly holds = new Map<string, { generation: string; amount: number }>();
+  private readonly holds = new Map<string, { generation: string; amount: number; seq: number }>();
+  /**
+   * The highest seq each account's Redis copy answered this process with (seeded accounts only). Passed
+   * to the next reserve and settle, folded into their scripts: a Redis that answers with a lower seq
+   * lost acknowledged writes and has the account loaded again from the record (see lua/common.lua).
+   */
+  private readonly seen = new Map<string, number>();
 
   constructor(opts: RedisLedgerOptions) {
     this.opts = opts;
@@ -98,10 +106,33 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (sink !== undefined) this.sink = sink;
   }
 
+  /** Notes a seq an account's Redis copy answered with. */
+  private saw(accountId: string, seq: number | string | undefined): void {
+    const n = Number(seq);
+    if (!Number.isSafeInteger(n) || n <= (this.seen.get(accountId) ?? 0)) return;
+    // Bounded like the key cache: forgetting only loses the check for accounts idle since.
+    if (this.seen.size >= MAX_SEEN_ACCOUNTS && !this.seen.has(accountId)) this.seen.clear();
+    this.seen.set(accountId, n);
+  }
+
+  /** The highest seq the account's Redis copy answered this process with (0 when none, or not seeded). */
+  seenSeq(accountId: string): number {
+    return this.seen.get(accountId) ?? 0;
+  }
+
+  /**
+   * Reconciliation's repair: an account whose Redis copy is at a lower seq than the record has seen is
+   * marked unloaded (the next call loads it from the record). Returns whether it was, and Redis's seq.
+   */
+  async markStaleIfBehind(accountId: string, recordSeq: number): Promise<{ marked: boolean; seq: number }> {
+    const [marked, seq] = await this.scripts.run<[number, number]>('stale', [this.k.account(accountId)], [String(recordSeq)]);
+    return { marked: marked === 1, seq: Number(seq) };
+  }
+
   /** One script: loads the account's money unless it has a generation already. */
   async seedAccount(seed: AccountSeed): Promise<boolean> {
     const a = seed.accountId;
-    const keys = [this.k.account(a), this.k.usage(a), ...seed.keys.map((k) => this.k.key(a, k.keyId))];
+    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), ...seed.keys.map((k) => this.k.key(a, k.keyId))];
     const args = [
       seed.generation,
       seed.snapshot,
@@ -111,6 +142,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(seed.refunded),
       String(seed.charged),
       seed.month,
+      // Past what the record and this process saw: no gateway's next call takes the new copy for one behind.
+      String(Math.max(seed.recordSeq, this.seen.get(a) ?? 0)),
       ...seed.keys.flatMap((k) => [String(k.lifetimeSpent), String(k.monthSpent)]),
     ];
     return (await this.scripts.run<number>('seed', keys, args)) === 1;
@@ -119,11 +152,12 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   async applyMovement(m: HotMovement): Promise<boolean> {
     if (!Number.isSafeInteger(m.amount) || m.amount === 0) throw new RangeError('a movement is a non-zero whole number of micro-USD');
     if (!m.idempotencyKey) throw new Error('a movement needs an idempotency key');
-    const r = await this.scripts.run<number>(
+    const [r, seq] = await this.scripts.run<[number, number?]>(
       'adjust',
       [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey)],
-      [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : ''],
+      [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : '', String(this.seeding ? (this.seen.get(m.accountId) ?? 0) : 0)],
     );
+    if (r === 1 && this.seeding) this.saw(m.accountId, seq);
     if (r === -1) throw new Error(`unknown account ${m.accountId}`);
     if (r === -4) throw new AccountNotSeededError(m.accountId);
     if (r === -2) throw new RangeError('the movement would take the balance past the largest exact amount');
@@ -146,13 +180,23 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     checkReservation(req);
     const a = req.accountId;
     const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a)];
-    const args = [String(req.amount), String(req.holdTtlMs), req.requestId, a, req.now === undefined ? '' : String(req.now), this.seeding ? '1' : ''];
+    const args = [
+      String(req.amount),
+      String(req.holdTtlMs),
+      req.requestId,
+      a,
+      req.now === undefined ? '' : String(req.now),
+      this.seeding ? '1' : '',
+      String(this.seeding ? (this.seen.get(a) ?? 0) : 0),
+    ];
     const reply = this.scripts.run<[number, string?, number?, number?, number?]>('reserve', keys, args);
     this.announceSlot(a);
     const r = await reply;
     if (r[0] === 1) {
       if (!r[1]) return { admitted: true };
-      this.holds.set(req.requestId, { generation: r[1], amount: req.amount });
+      const seq = Number(r[2] ?? 0);
+      this.saw(a, seq);
+      this.holds.set(req.requestId, { generation: r[1], amount: req.amount, seq });
       return { admitted: true, generation: r[1] };
     }
     if (r[0] === -1 || r[0] === -2) {
@@ -180,7 +224,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const a = req.accountId;
     const now = req.now ?? this.opts.now();
     const hold = this.holds.get(req.requestId);
-    const r = await this.scripts.run<[number, number, number, number, string?, string?, number?, string?]>(
+    const seen = this.seeding ? Math.max(this.seen.get(a) ?? 0, hold?.seq ?? 0) : 0;
+    const r = await this.scripts.run<[number, number, number, number, string?, string?, number?, string?, number?]>(
       'settle',
       [
         this.k.account(a),
@@ -211,6 +256,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         hold?.generation ?? '',
         String(hold?.amount ?? 0),
         this.journaling ? '1' : '',
+        String(seen),
       ],
     );
     if (r[0] === -1) {
@@ -222,6 +268,11 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (r[4] !== undefined) {
       out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
       if (r[7]) out.journal.generation = r[7];
+      // The seq matters where the account is loaded from the record (seeded): it goes to the record.
+      if (r[8] !== undefined && this.seeding) {
+        out.journal.seq = Number(r[8]);
+        this.saw(a, r[8]);
+      }
       if (!out.duplicate) this.sink?.settled(req, out);
     }
     return out;

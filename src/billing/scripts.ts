@@ -6,8 +6,8 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { primaries, type RedisClient } from './redis-client.js';
 
-export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust';
-const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust'];
+export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale';
+const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale'];
 
 interface LoadedScript {
   source: string;

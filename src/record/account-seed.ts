@@ -14,6 +14,7 @@ interface SeedRow {
   refunded: number;
   charged: number;
   keys: Array<{ k: string; l: number; m: number }>;
+  record_seq: number;
 }
 
 const SEED_SQL = `
@@ -24,7 +25,8 @@ SELECT pg_current_snapshot()::text AS snapshot,
        COALESCE(t.charged, 0) AS charged,
        COALESCE((SELECT json_agg(json_build_object('k', k.id, 'l', k.lifetime_spent, 'm', COALESCE(s.spent, 0)))
                    FROM api_keys k LEFT JOIN key_month_spend s ON s.key_id = k.id AND s.month = $2
-                  WHERE k.account_id = $1 AND (k.lifetime_spent > 0 OR s.spent > 0)), '[]'::json) AS keys
+                  WHERE k.account_id = $1 AND (k.lifetime_spent > 0 OR s.spent > 0)), '[]'::json) AS keys,
+       COALESCE((SELECT seq FROM account_hot_seq WHERE account_id = $1), 0) AS record_seq
   FROM (SELECT 1) AS one LEFT JOIN account_totals t ON t.account_id = $1`;
 
 /** A new generation's name: unique per seed, so a settlement can tell which copy took its hold. */
@@ -48,5 +50,6 @@ export async function loadAccountSeed(db: Queryable, accountId: string, opts: { 
     charged: Number(row.charged),
     month,
     keys: row.keys.map((k) => ({ keyId: k.k, lifetimeSpent: Number(k.l), monthSpent: Number(k.m) })),
+    recordSeq: Number(row.record_seq),
   };
 }

@@ -167,7 +167,11 @@ export class JournalWriter {
       const batch = this.take(this.opts.batchSize);
       try {
         const r = await commitJournal(this.opts.db, batch);
-        for (const e of batch) e.recordTx = r.recordTx;
+        // A request a merge found already of record was committed by an earlier transaction (a resurrected
+        // Redis stream copy, a writer racing): '0' reads as inside any seed's snapshot, so this writer's
+        // catch-up never applies it to a reloaded Redis a second time.
+        const added = r.added;
+        for (const e of batch) e.recordTx = added === undefined || added.has(e.requestId) ? r.recordTx : '0';
         this.failures = 0;
         this.opts.onCommitted?.(r.records, r.charged, r.merged);
       } catch (err) {

@@ -29,6 +29,8 @@ export interface JournalEntry extends RequestOfRecord {
   generation?: string;
   /** Once committed: the record's transaction that committed it (xid8 text). */
   recordTx?: string;
+  /** The account's seq in Redis after this settlement (lua/common.lua): the record keeps the highest. */
+  seq?: number;
 }
 
 /** The journal entry of a settlement that was applied (undefined for a duplicate). */
@@ -53,6 +55,7 @@ export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcom
     streamId: mark.entryId,
     generation: mark.generation,
     recordTx: undefined,
+    seq: mark.seq,
   };
 }
 
@@ -64,6 +67,12 @@ export interface CommitResult {
   recordTx: string;
   /** The batch repeated a request already of record, so it was merged rather than loaded. */
   merged: boolean;
+  /**
+   * For a merge: the charged requests this commit added. The others were of record before, committed by
+   * another transaction, whose writer applies them to a reloaded Redis where its seed missed them; this
+   * commit's transaction id says nothing about them (see JournalWriter: their recordTx is '0').
+   */
+  added?: ReadonlySet<string>;
 }
 
 // A text element of a PostgreSQL array literal, always quoted, so no value is read as NULL or split at
@@ -134,7 +143,8 @@ WITH batch AS (
   RETURNING request_id, account_id, cost
 )
 SELECT account_id AS account, count(*)::int AS records, COALESCE(sum(cost) FILTER (WHERE cost > 0), 0)::bigint AS amount,
-       count(*) FILTER (WHERE cost > 0)::int AS requests, min(request_id) FILTER (WHERE cost > 0) AS first_request
+       count(*) FILTER (WHERE cost > 0)::int AS requests, min(request_id) FILTER (WHERE cost > 0) AS first_request,
+       COALESCE(array_agg(request_id) FILTER (WHERE cost > 0), '{}') AS added
   FROM rec GROUP BY account_id`;
 
 // COPY's text format: a tab between fields, a newline after a row, \N for NULL; inside a field only a
@@ -182,6 +192,8 @@ export interface JournalLoad {
   rows: string;
   /** Every account of the batch, in order (placeholders for any the record has not seen). */
   accounts: string[];
+  /** The highest Redis seq of each of `accounts` in the batch (0 when none carries one). */
+  seqs: number[];
   /** The postings, one per account with a charge, in account order. */
   postings: Posting[];
   charged: Micros;
@@ -199,6 +211,7 @@ const byText = (x: string, y: string): number => (x < y ? -1 : x > y ? 1 : 0);
 export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
   const sorted = [...entries].sort((x, y) => byText(x.requestId, y.requestId));
   const shares = new Map<string, Posting>();
+  const seqOf = new Map<string, number>();
   const finishedAt = utcTimestamps();
   const startedAt = utcTimestamps();
   let rows = '';
@@ -209,6 +222,7 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
       share = { account: e.accountId, amount: 0, requests: 0, requestId: null };
       shares.set(e.accountId, share);
     }
+    if (e.seq !== undefined && e.seq > (seqOf.get(e.accountId) ?? 0)) seqOf.set(e.accountId, e.seq);
     const cost = safeInteger(e.cost);
     const finished = safeInteger(e.time);
     const started = finished - safeInteger(e.latencyMs);
@@ -233,7 +247,8 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
     postings.push(share);
   }
   if (!Number.isSafeInteger(charged)) throw new RangeError(`a journal batch charges ${charged}, past the largest exact integer`);
-  return { entries: sorted, rows, accounts, postings, charged };
+  const seqs = accounts.map((a) => seqOf.get(a) ?? 0);
+  return { entries: sorted, rows, accounts, seqs, postings, charged };
 }
 
 const USAGE_COPY_TARGET =
@@ -253,6 +268,10 @@ WITH acct AS (
   INSERT INTO ledger_entries (account_id, kind, amount, idempotency_key, request_id, memo)
   SELECT a, 'usage', -s, 'usage:' || pg_current_xact_id()::text || ':' || a, r, n || CASE WHEN n = 1 THEN ' request' ELSE ' requests' END
     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) WITH ORDINALITY AS p(a, s, n, r, ord) ORDER BY ord
+), seq AS (
+  INSERT INTO account_hot_seq (account_id, seq)
+  SELECT a, q FROM unnest($5::text[], $6::bigint[]) WITH ORDINALITY AS p(a, q, ord) WHERE q > 0 ORDER BY ord
+  ON CONFLICT (account_id) DO UPDATE SET seq = GREATEST(account_hot_seq.seq, EXCLUDED.seq)
 )
 SELECT pg_current_xact_id()::text AS record_tx`;
 
@@ -262,10 +281,10 @@ SELECT pg_current_xact_id()::text AS record_tx`;
  * account totals), each step in request, key or account order, so two writers that meet on a request
  * always want what they share in the same order: one waits for the other, never both.
  */
-async function post(tx: Transaction, accounts: readonly string[], postings: readonly Posting[]): Promise<string> {
+async function post(tx: Transaction, accounts: readonly string[], postings: readonly Posting[], seqs: readonly number[]): Promise<string> {
   const r = await tx.query<{ record_tx: string }>(
     POSTINGS_SQL,
-    [postings.map((p) => p.account), postings.map((p) => p.amount), postings.map((p) => p.requests), postings.map((p) => p.requestId), accounts],
+    [postings.map((p) => p.account), postings.map((p) => p.amount), postings.map((p) => p.requests), postings.map((p) => p.requestId), accounts, seqs],
     { prepareAs: 'tollgate_journal_postings' },
   );
   return r.rows[0]?.record_tx ?? '';
@@ -274,26 +293,27 @@ async function post(tx: Transaction, accounts: readonly string[], postings: read
 /** Loads a batch of new requests with COPY; fails (23505) if any of them is already of record. */
 async function loadJournal(tx: Transaction, load: JournalLoad): Promise<CommitResult> {
   await tx.copyIn(USAGE_COPY_TARGET, load.rows);
-  const recordTx = await post(tx, load.accounts, load.postings);
+  const recordTx = await post(tx, load.accounts, load.postings, load.seqs);
   return { records: load.entries.length, charged: load.charged, recordTx, merged: false };
 }
 
 /** Adds what of a batch is new: the way in for a batch that repeats a request. */
 async function mergeJournal(tx: Transaction, load: JournalLoad): Promise<CommitResult> {
   // A request twice in one batch is inserted once (ON CONFLICT DO NOTHING skips the second).
-  const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null }>(
+  const added = await tx.query<{ account: string; records: number; amount: number; requests: number; first_request: string | null; added: string[] }>(
     MERGE_SQL,
     journalColumns(load.entries),
     { prepareAs: 'tollgate_journal_merge' },
   );
   const rows = added.rows.sort((x, y) => byText(x.account, y.account));
   const postings = rows.filter((r) => r.requests > 0).map((r) => ({ account: r.account, amount: r.amount, requests: r.requests, requestId: r.requests === 1 ? r.first_request : null }));
-  const recordTx = await post(tx, load.accounts, postings);
+  const recordTx = await post(tx, load.accounts, postings, load.seqs);
   return {
     records: rows.reduce((n, r) => n + r.records, 0),
     charged: postings.reduce((n, p) => n + p.amount, 0),
     recordTx,
     merged: true,
+    added: new Set(rows.flatMap((r) => r.added)),
   };
 }
 

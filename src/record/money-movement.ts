@@ -67,6 +67,18 @@ export function hotMovementOf(m: MoneyMovement, recordTx: string): HotMovement {
   return { accountId: m.accountId, amount: m.amount, idempotencyKey: m.idempotencyKey, counts: m.kind === 'refund' ? 'refunded' : 'credited', recordTx };
 }
 
+/**
+ * Notes a seq the account's Redis copy reached (lua/common.lua) once the record has what it was reached
+ * with: a Redis later found below it lost writes the record has, and is loaded again.
+ */
+export async function recordHotSeq(db: Queryable, accountId: string, seq: number): Promise<void> {
+  if (!(seq > 0)) return;
+  await db.query(
+    'INSERT INTO account_hot_seq (account_id, seq) VALUES ($1, $2) ON CONFLICT (account_id) DO UPDATE SET seq = GREATEST(account_hot_seq.seq, EXCLUDED.seq)',
+    [accountId, seq],
+  );
+}
+
 /** Marks a movement as taken by the hot path (the sweeper applies the ones never marked). */
 export async function markApplied(db: Queryable, entryId: number): Promise<void> {
   await db.query('UPDATE ledger_entries SET applied_at = now() WHERE id = $1 AND applied_at IS NULL', [entryId]);

@@ -5,12 +5,15 @@
 //   - the hot path with the record: the hot balance against the record's balance less the charges still
 //     in the journal (applied in Redis, not yet committed), each key's lifetime and this month's spend
 //     against its usage records plus its uncommitted ones, and the held total against its keys' holds.
+//   - each key's state (present, revoked, caps) in the hot path against the record; a key that differs is
+//     pushed from the record again on the spot (key state is not money: nothing in flight explains it).
 // A difference seen once may be a settlement in flight; the periodic job looks again before it reports.
 import type { AccountStore } from '../accounts/account-store.js';
 import type { Ledger, Micros } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
 import type { Database } from './database.js';
 import type { JournalEntry } from './journal.js';
+import type { KeyStateDifference } from './recorded-account-store.js';
 
 export type ReconciledField =
   | 'record_balance'
@@ -20,7 +23,35 @@ export type ReconciledField =
   | 'held'
   | 'key_lifetime'
   | 'key_lifetime_record'
-  | 'key_month';
+  | 'key_month'
+  // Key state, not money (see KeyStateDifference): left out of totalDifference.
+  | 'key_missing'
+  | 'key_revoked'
+  | 'key_lifetime_cap'
+  | 'key_monthly_cap'
+  // The hot path's seq below the record's: it lost writes the record has (not money; repaired by a reload).
+  | 'hot_behind';
+
+/** Fields that are not micro-USD: reported, repaired, and left out of totalDifference. */
+const NOT_MONEY_FIELDS: ReadonlySet<ReconciledField> = new Set(['key_missing', 'key_revoked', 'key_lifetime_cap', 'key_monthly_cap', 'hot_behind']);
+
+/** A ledger that loads an account again when its hot copy is behind the record (RecordedLedger). */
+interface BehindRepairer {
+  repairIfBehind(accountId: string): Promise<{ hot: number; record: number } | undefined>;
+}
+
+function canRepairBehind(ledger: object): ledger is BehindRepairer {
+  return typeof (ledger as Partial<BehindRepairer>).repairIfBehind === 'function';
+}
+
+/** An account store that can compare its keys with the hot path's and repair them (RecordedAccountStore). */
+interface KeyReconciler {
+  reconcileKeys(accountId: string): Promise<KeyStateDifference[]>;
+}
+
+function canReconcileKeys(store: object): store is KeyReconciler {
+  return typeof (store as Partial<KeyReconciler>).reconcileKeys === 'function';
+}
 
 export interface Difference {
   accountId: string;
@@ -33,6 +64,8 @@ export interface Difference {
   actual: Micros;
   /** actual - expected. */
   difference: Micros;
+  /** Set when reconciliation put the hot path right from the record on finding it (key state, a copy behind). */
+  repaired?: boolean;
 }
 
 export interface ReconciliationReport {
@@ -40,7 +73,7 @@ export interface ReconciliationReport {
   at: number;
   accounts: number;
   accountsDiffering: number;
-  /** Sum of |difference| over every difference, micro-USD. */
+  /** Sum of |difference| over every money difference, micro-USD (key state is not counted). */
   totalDifference: Micros;
   differences: Difference[];
 }
@@ -102,11 +135,17 @@ async function recordFigures(db: Database, accountId: string, month: string, pen
 export async function reconcileAccount(src: ReconcileSources, accountId: string): Promise<Difference[]> {
   const now = (src.now ?? Date.now)();
   const month = utcMonth(now);
+  const out: Difference[] = [];
+  // First: a hot copy that lost writes the record has is loaded again, so the figures below compare the
+  // repaired copy (settlements it applied before the loss arrive through the journal's catch-up).
+  if (canRepairBehind(src.ledger)) {
+    const behind = await src.ledger.repairIfBehind(accountId);
+    if (behind !== undefined) out.push({ accountId, field: 'hot_behind', expected: behind.record, actual: behind.hot, difference: behind.hot - behind.record, repaired: true });
+  }
   const pendingAll = await src.uncommitted(accountId);
   const rec = await recordFigures(src.db, accountId, month, pendingAll.map((e) => e.requestId));
   // An entry both in the stream and in PostgreSQL was committed and not yet deleted: counted once.
   const pending = pendingAll.filter((e) => !rec.committed.has(e.requestId));
-  const out: Difference[] = [];
   const check = (field: ReconciledField, expected: number, actual: number, extra: { keyId?: string; month?: string } = {}): void => {
     if (expected !== actual) out.push({ accountId, field, ...extra, expected, actual, difference: actual - expected });
   };
@@ -133,6 +172,9 @@ export async function reconcileAccount(src: ReconcileSources, accountId: string)
     check('key_month', (rec.keyMonth.get(keyId) ?? 0) + monthPending, spend.monthSpent, { keyId, month });
   }
   check('held', keysHeld, hot.held);
+  if (canReconcileKeys(src.accounts)) {
+    for (const d of await src.accounts.reconcileKeys(accountId)) out.push({ ...d, difference: d.actual - d.expected, repaired: true });
+  }
   return out;
 }
 
@@ -151,7 +193,7 @@ export async function reconcile(src: ReconcileSources, accountIds?: readonly str
     at,
     accounts: ids.length,
     accountsDiffering: new Set(differences.map((d) => d.accountId)).size,
-    totalDifference: differences.reduce((s, d) => s + Math.abs(d.difference), 0),
+    totalDifference: differences.reduce((s, d) => s + (NOT_MONEY_FIELDS.has(d.field) ? 0 : Math.abs(d.difference)), 0),
     differences,
   };
 }

@@ -2,6 +2,12 @@
 // path (Redis or memory) takes the same record. A lookup the hot path misses (a flushed or new Redis,
 // a restarted local run) is answered from PostgreSQL and seeds the hot path again, so a wipe loses no
 // key and never brings a revoked key back. Only the SHA-256 hex of a secret is stored.
+//
+// Key state (revocation, caps) takes the durable path of money movements: each change bumps the key's
+// version in the same UPDATE, then the hot path takes the copy, version-checked so an older copy never
+// overwrites a newer one. A push that fails (Redis down or refusing writes after the COMMIT) is retried
+// by this process at short intervals, and every process's key sweeper pushes any key whose hot_version
+// is behind its version, so a revocation reaches the gateways however the first write went.
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
 import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
 import { newAccountId } from '../accounts/ids.js';
@@ -26,11 +32,12 @@ interface KeyRow {
   monthly_cap: number | null;
   created_ms: number;
   revoked_ms: number | null;
+  version: number;
 }
 
 const ACCOUNT_COLUMNS = `id, name, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms`;
 const KEY_COLUMNS = `id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap,
-  (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms`;
+  (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms, version`;
 
 /** The display hint `sk-tg-AbCd…wxyz` as the table keeps it: prefix and last four. */
 function splitHint(hint: string): { prefix: string; lastFour: string } {
@@ -64,6 +71,38 @@ export interface RecordedAccountStoreOptions {
   now?: () => number;
   /** After an account is committed and in the hot path: loads its (empty) money there. */
   onAccountCreated?: (accountId: string) => Promise<void>;
+  /**
+   * How often keys whose last change the hot path may not have (hot_version < version) are pushed
+   * again; 0 turns the sweeper off. Default 500 ms: half the default key-cache TTL, so a change another
+   * process committed and could not push reaches Redis well within it.
+   */
+  keySweepMs?: number;
+  /** A committed key change could not be pushed to the hot path; it is retried. */
+  onKeyPending?: (err: unknown, accountId: string, keyId: string) => void;
+}
+
+/** A key as the record has it, with its version and secret hash: what the hot path is given. */
+interface RecordedKey {
+  record: ApiKeyRecord;
+  hash: string;
+  version: number;
+}
+
+/** Retries of a failed push: the first after this long, doubling to the cap. */
+const KEY_RETRY_FIRST_MS = 50;
+const KEY_RETRY_MAX_MS = 1_000;
+/** Keys one sweep pushes at most. */
+const KEY_SWEEP_BATCH = 500;
+
+/** A key's state as the hot path and the record each have it, where they differ (reconciliation). */
+export interface KeyStateDifference {
+  accountId: string;
+  keyId: string;
+  field: 'key_missing' | 'key_revoked' | 'key_lifetime_cap' | 'key_monthly_cap';
+  /** The record's value: 1/0 for present or revoked, the cap in micro-USD, -1 for no cap. */
+  expected: number;
+  /** The hot path's value, in the same terms. */
+  actual: number;
 }
 
 export class RecordedAccountStore implements AccountStore {
@@ -72,6 +111,18 @@ export class RecordedAccountStore implements AccountStore {
   private readonly marker: string;
   private readonly now: () => number;
   private readonly onAccountCreated: ((accountId: string) => Promise<void>) | undefined;
+  private readonly onKeyPending: ((err: unknown, accountId: string, keyId: string) => void) | undefined;
+  /**
+   * Committed changes the hot path has not taken yet, by key id: this process's lookups answer from
+   * them (so its own gateway refuses a revoked key even while Redis refuses the write), and the retry
+   * timer pushes them until Redis has them.
+   */
+  private readonly unpushed = new Map<string, RecordedKey>();
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDelay = KEY_RETRY_FIRST_MS;
+  private readonly sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<number> | undefined;
+  private closed = false;
 
   constructor(opts: RecordedAccountStoreOptions) {
     this.db = opts.db;
@@ -79,6 +130,12 @@ export class RecordedAccountStore implements AccountStore {
     this.marker = opts.keyMarker;
     this.now = opts.now ?? Date.now;
     this.onAccountCreated = opts.onAccountCreated;
+    this.onKeyPending = opts.onKeyPending;
+    const sweepMs = opts.keySweepMs ?? 500;
+    if (sweepMs > 0) {
+      this.sweepTimer = setInterval(() => void this.sweepKeys(), sweepMs);
+      this.sweepTimer.unref();
+    }
   }
 
   async createAccount(name: string): Promise<Account> {
@@ -137,34 +194,40 @@ export class RecordedAccountStore implements AccountStore {
     // Only an import racing another import of the same secret gets here.
     if (inserted.rowCount === 0) throw new Error('The API key is already registered.');
     await this.hot.restoreAccount(account);
-    await this.hot.restoreKey(record, hash);
+    await this.hot.restoreKey(record, hash, 1);
     return record;
   }
 
-  private async recordedKey(where: string, params: readonly SqlValue[]): Promise<{ record: ApiKeyRecord; hash: string } | undefined> {
+  private async recordedKey(where: string, params: readonly SqlValue[]): Promise<RecordedKey | undefined> {
     const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE ${where}`, params);
     const row = r.rows[0];
-    return row === undefined ? undefined : { record: toKey(row), hash: row.secret_hash };
+    return row === undefined ? undefined : { record: toKey(row), hash: row.secret_hash, version: Number(row.version) };
   }
 
   /** Seeds the hot path with a key (and its account) read from the record. */
-  private async reseed(found: { record: ApiKeyRecord; hash: string }): Promise<ApiKeyRecord> {
+  private async reseed(found: RecordedKey): Promise<ApiKeyRecord> {
     const account = await this.recordedAccount(found.record.accountId);
     if (account !== undefined) await this.hot.restoreAccount(account);
-    await this.hot.restoreKey(found.record, found.hash);
+    await this.hot.restoreKey(found.record, found.hash, found.version);
     return found.record;
+  }
+
+  /** A committed change this process has not pushed yet is newer than any copy the hot path answers with. */
+  private newest(record: ApiKeyRecord | undefined): ApiKeyRecord | undefined {
+    if (record === undefined || this.unpushed.size === 0) return record;
+    return this.unpushed.get(record.id)?.record ?? record;
   }
 
   async findKeyByHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
     const hot = await this.hot.findKeyByHash(secretHash);
-    if (hot !== undefined) return hot;
+    if (hot !== undefined) return this.newest(hot);
     const found = await this.recordedKey('secret_hash = $1', [secretHash]);
     return found === undefined ? undefined : this.reseed(found);
   }
 
   async getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {
     const hot = await this.hot.getKey(accountId, keyId);
-    if (hot !== undefined) return hot;
+    if (hot !== undefined) return this.newest(hot);
     const found = await this.recordedKey('account_id = $1 AND id = $2', [accountId, keyId]);
     return found === undefined ? undefined : this.reseed(found);
   }
@@ -175,27 +238,89 @@ export class RecordedAccountStore implements AccountStore {
   }
 
   async revokeKey(accountId: string, keyId: string): Promise<boolean> {
-    // Revoking twice keeps the first revocation time.
-    const r = await this.db.query(
-      `UPDATE api_keys SET revoked_at = coalesce(revoked_at, to_timestamp($3::double precision / 1000)) WHERE account_id = $1 AND id = $2`,
+    // Revoking twice keeps the first revocation time (and still bumps the version: a push of it is news).
+    return this.changeKey(
+      'revoked_at = coalesce(revoked_at, to_timestamp($3::double precision / 1000))',
       [accountId, keyId, this.now()],
     );
-    if (r.rowCount === 0) return false;
-    await this.pushKey(accountId, keyId);
-    return true;
   }
 
   async setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
     checkCaps(caps);
-    const r = await this.db.query('UPDATE api_keys SET lifetime_cap = $3, monthly_cap = $4 WHERE account_id = $1 AND id = $2', [
-      accountId,
-      keyId,
-      caps.lifetimeCap ?? null,
-      caps.monthlyCap ?? null,
-    ]);
-    if (r.rowCount === 0) return false;
-    await this.pushKey(accountId, keyId);
+    return this.changeKey('lifetime_cap = $3, monthly_cap = $4', [accountId, keyId, caps.lifetimeCap ?? null, caps.monthlyCap ?? null]);
+  }
+
+  /**
+   * Commits one change of a key with its version bumped, then pushes the committed row to the hot path.
+   * The change is durable once committed: a push that fails is retried here and by every sweeper, so the
+   * caller is told it happened (true) even when Redis did not take it at once.
+   */
+  private async changeKey(set: string, params: readonly SqlValue[]): Promise<boolean> {
+    const r = await this.db.query<KeyRow>(
+      `UPDATE api_keys SET ${set}, version = version + 1 WHERE account_id = $1 AND id = $2 RETURNING ${KEY_COLUMNS}`,
+      params,
+    );
+    const row = r.rows[0];
+    if (row === undefined) return false;
+    await this.push({ record: toKey(row), hash: row.secret_hash, version: Number(row.version) });
     return true;
+  }
+
+  /**
+   * The hot path takes a committed key (version-checked), then the record notes that it has it. On
+   * failure the key is kept for the retry timer (and the sweepers find it by its hot_version). True when
+   * the hot path has it now.
+   */
+  private async push(key: RecordedKey): Promise<boolean> {
+    try {
+      await this.reseed(key);
+      await this.db.query('UPDATE api_keys SET hot_version = GREATEST(hot_version, $2) WHERE id = $1', [key.record.id, key.version]);
+      const kept = this.unpushed.get(key.record.id);
+      if (kept !== undefined && kept.version <= key.version) this.unpushed.delete(key.record.id);
+      return true;
+    } catch (err) {
+      const kept = this.unpushed.get(key.record.id);
+      if (kept === undefined || kept.version < key.version) this.unpushed.set(key.record.id, key);
+      this.onKeyPending?.(err, key.record.accountId, key.record.id);
+      this.scheduleRetry();
+      return false;
+    }
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer !== undefined || this.closed) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.retryUnpushed();
+    }, this.retryDelay);
+    this.retryTimer.unref();
+    this.retryDelay = Math.min(KEY_RETRY_MAX_MS, this.retryDelay * 2);
+  }
+
+  private async retryUnpushed(): Promise<void> {
+    let failed = false;
+    for (const key of [...this.unpushed.values()]) if (!(await this.push(key))) failed = true;
+    if (!failed) this.retryDelay = KEY_RETRY_FIRST_MS;
+  }
+
+  /**
+   * One pass of the key sweeper: every key whose newest change the hot path may lack (a process that
+   * committed it and died, or whose pushes keep failing) is pushed from the record. Pushes are
+   * version-checked, so a sweep racing the original push, or another sweeper, changes nothing twice.
+   * Returns how many the hot path took.
+   */
+  sweepKeys(): Promise<number> {
+    this.sweeping ??= (async () => {
+      const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE hot_version < version ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
+      let pushed = 0;
+      for (const row of r.rows) if (await this.push({ record: toKey(row), hash: row.secret_hash, version: Number(row.version) })) pushed++;
+      return pushed;
+    })()
+      .catch(() => 0)
+      .finally(() => {
+        this.sweeping = undefined;
+      });
+    return this.sweeping;
   }
 
   /** Puts the account and every one of its keys, as the record has them, back into the hot path. */
@@ -204,16 +329,43 @@ export class RecordedAccountStore implements AccountStore {
     if (account === undefined) return;
     await this.hot.restoreAccount(account);
     const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1`, [accountId]);
-    for (const row of r.rows) await this.hot.restoreKey(toKey(row), row.secret_hash);
+    for (const row of r.rows) await this.hot.restoreKey(toKey(row), row.secret_hash, Number(row.version));
   }
 
-  /** After a committed change: the hot path takes the key as the record now has it. */
-  private async pushKey(accountId: string, keyId: string): Promise<void> {
-    const found = await this.recordedKey('account_id = $1 AND id = $2', [accountId, keyId]);
-    if (found !== undefined) await this.reseed(found);
+  /**
+   * Reconciliation's key check: each of the account's keys as the hot path holds it against the record
+   * (present, revoked, caps). Every key that differs is pushed from the record again (version-checked),
+   * so the hot path is repaired; the differences found before the repair are returned.
+   */
+  async reconcileKeys(accountId: string): Promise<KeyStateDifference[]> {
+    const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY id`, [accountId]);
+    const out: KeyStateDifference[] = [];
+    for (const row of r.rows) {
+      const rec = toKey(row);
+      const hot = await this.hot.getKey(accountId, rec.id);
+      const found: KeyStateDifference[] = [];
+      const differ = (field: KeyStateDifference['field'], expected: number, actual: number): void => {
+        if (expected !== actual) found.push({ accountId, keyId: rec.id, field, expected, actual });
+      };
+      if (hot === undefined) differ('key_missing', 1, 0);
+      else {
+        differ('key_revoked', rec.revokedAt === undefined ? 0 : 1, hot.revokedAt === undefined ? 0 : 1);
+        differ('key_lifetime_cap', rec.lifetimeCap ?? -1, hot.lifetimeCap ?? -1);
+        differ('key_monthly_cap', rec.monthlyCap ?? -1, hot.monthlyCap ?? -1);
+      }
+      if (found.length === 0) continue;
+      out.push(...found);
+      // The record is the truth: its copy is the newest there is (the version guard may still keep a
+      // copy the hot path holds under a higher version, which only a lost record could produce).
+      await this.push({ record: rec, hash: row.secret_hash, version: Number(row.version) });
+    }
+    return out;
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     await this.hot.close();
   }
 }

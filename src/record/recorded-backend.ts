@@ -8,12 +8,25 @@ import { RecordedLedger, type RecordedLedgerOptions } from './recorded-ledger.js
 
 /** The backend over the record; its ledger also applies committed movements (top-ups, refunds). */
 export interface RecordedBackend extends Backend {
+  accounts: RecordedAccountStore;
   ledger: RecordedLedger;
 }
 
-export function recordedBackend(hot: HotBackend, db: Database, keyMarker: string, opts: Omit<RecordedLedgerOptions, 'restoreKeys'> = {}): RecordedBackend {
+export interface RecordedBackendOptions extends Omit<RecordedLedgerOptions, 'restoreKeys'> {
+  /** How often keys with a change the hot path may lack are pushed again (RecordedAccountStoreOptions). */
+  keySweepMs?: number;
+}
+
+export function recordedBackend(hot: HotBackend, db: Database, keyMarker: string, opts: RecordedBackendOptions = {}): RecordedBackend {
+  const { keySweepMs, ...ledgerOpts } = opts;
   // A new account cannot have settlements in flight: it is loaded with no rebuild window.
-  const accounts: RecordedAccountStore = new RecordedAccountStore({ db, hot: hot.accounts, keyMarker, onAccountCreated: (id) => ledger.seed(id, 0) });
-  const ledger = new RecordedLedger(hot.ledger, db, { ...opts, restoreKeys: (id) => accounts.restoreAccountKeys(id) });
+  const accounts: RecordedAccountStore = new RecordedAccountStore({
+    db,
+    hot: hot.accounts,
+    keyMarker,
+    onAccountCreated: (id) => ledger.seed(id, 0),
+    ...(keySweepMs === undefined ? {} : { keySweepMs }),
+  });
+  const ledger = new RecordedLedger(hot.ledger, db, { ...ledgerOpts, restoreKeys: (id) => accounts.restoreAccountKeys(id) });
   return { accounts, ledger };
 }

@@ -21,7 +21,7 @@ import {
 import { GatewayError } from '../http/gateway-error.js';
 import { loadAccountSeed } from './account-seed.js';
 import type { Database } from './database.js';
-import { hotMovementOf, markApplied, recordMovement, type MoneyMovement, type MovementKind, type RecordedMovement } from './money-movement.js';
+import { hotMovementOf, markApplied, recordHotSeq, recordMovement, type MoneyMovement, type MovementKind, type RecordedMovement } from './money-movement.js';
 import { startMovementSweeper, type MovementSweeper } from './movement-sweeper.js';
 
 export interface RecordedLedgerOptions {
@@ -62,6 +62,11 @@ function accountRebuilding(): GatewayError {
     "The account's balance is being restored from the record after a ledger restart, so the request was not sent and nothing was charged; retry in a few seconds.",
     { code: 'ledger_unavailable', retryAfterSeconds: 2 },
   );
+}
+
+/** A hot path that keeps a seq per account (the Redis ledger) and can mark a copy behind it as unloaded. */
+interface StaleMarking {
+  markStaleIfBehind(accountId: string, recordSeq: number): Promise<{ marked: boolean; seq: number }>;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -189,11 +194,32 @@ export class RecordedLedger extends DelegatingLedger {
         await this.seed(m.accountId);
       }
       await markApplied(this.db, recorded.entryId);
+      // The seq Redis reached with it: a Redis that later comes back below it lost the movement.
+      const seen = (this.inner as Partial<{ seenSeq(accountId: string): number }>).seenSeq?.(m.accountId) ?? 0;
+      await recordHotSeq(this.db, m.accountId, seen);
       return true;
     } catch (err) {
       this.onHotPathPending?.(err, m);
       return false;
     }
+  }
+
+  /**
+   * Reconciliation's repair of a partial loss: when the hot path's copy of the account is at a lower seq
+   * than the record has seen (Redis lost writes the record has), the account is loaded again from the
+   * record, as after a wipe. Returns the two seqs when it was behind; undefined when not (or when the hot
+   * path keeps no seq).
+   */
+  async repairIfBehind(accountId: string): Promise<{ hot: number; record: number } | undefined> {
+    const hot = this.inner as Partial<StaleMarking>;
+    if (typeof hot.markStaleIfBehind !== 'function') return undefined;
+    const r = await this.db.query<{ seq: number }>('SELECT seq FROM account_hot_seq WHERE account_id = $1', [accountId]);
+    const record = Number(r.rows[0]?.seq ?? 0);
+    if (record === 0) return undefined;
+    const marked = await hot.markStaleIfBehind(accountId, record);
+    if (!marked.marked) return undefined;
+    await this.seed(accountId);
+    return { hot: marked.seq, record };
   }
 
   /** One sweep of pending movements now (the timer runs them too); how many the hot path took. */

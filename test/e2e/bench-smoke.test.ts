@@ -25,7 +25,7 @@ interface SmokeResults {
 describe('bench --smoke', () => {
   it('measures every target in both formats with zero non-2xx responses', async () => {
     const root = new URL('../../', import.meta.url).pathname;
-    await run('node', ['--import', 'tsx', 'bench/run.ts', '--smoke'], { cwd: root, timeout: 110_000 });
+    await run('node', ['--import', 'tsx', 'bench/run.ts', '--smoke'], { cwd: root, timeout: 240_000 });
     const r = JSON.parse(readFileSync(`${root}bench/results/latest.json`, 'utf8')) as SmokeResults;
     expect(r.mode).toBe('smoke');
     expect(r.errors).toEqual([]);
@@ -59,5 +59,5 @@ describe('bench --smoke', () => {
     }
     expect(r.ledger.pairs).toBeGreaterThan(0);
     expect(r.memory.opened).toBe(r.memory.streams);
-  }, 120_000);
+  }, 250_000);
 });

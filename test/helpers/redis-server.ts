@@ -1,7 +1,7 @@
 // Starts a throwaway redis-server on a free loopback port, so a fresh machine behaves like this one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -29,6 +29,8 @@ export interface RedisServerOptions {
   /** Restart on this port and in this folder (a server started before and stopped or killed). */
   port?: number;
   dir?: string;
+  /** Start as a replica of the server on this loopback port. */
+  replicaOf?: number;
 }
 
 export interface OwnRedisProcess extends RedisProcess {
@@ -73,7 +75,8 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<O
   const port = opts.port ?? (await freePort());
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
   const persistence = opts.appendOnly === true ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
-  const child = await spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir]);
+  const replica = opts.replicaOf === undefined ? [] : ['--replicaof', '127.0.0.1', String(opts.replicaOf)];
+  const child = await spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir, ...replica]);
   const exit = (signal: NodeJS.Signals): Promise<void> => stopRedisChild(child, signal);
   return {
     url: `redis://127.0.0.1:${port}`,
@@ -86,5 +89,58 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<O
       await exit('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * A TCP forwarder on a loopback port, standing for the address clients are given (a Sentinel-managed or
+ * cloud endpoint): `switchTo` points new connections at another server and cuts the open ones, as a
+ * failover does.
+ */
+export interface RedisEndpoint {
+  url: string;
+  port: number;
+  switchTo(port: number): void;
+  close(): Promise<void>;
+}
+
+export async function startRedisEndpoint(targetPort: number): Promise<RedisEndpoint> {
+  let target = targetPort;
+  const open = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target, '127.0.0.1');
+    open.add(client);
+    open.add(upstream);
+    const drop = (): void => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      resolve(typeof address === 'object' && address ? address.port : 0);
+    });
+  });
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    switchTo(p) {
+      target = p;
+      for (const s of open) s.destroy();
+      open.clear();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of open) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

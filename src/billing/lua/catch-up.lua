@@ -3,7 +3,8 @@
 -- did not count it (its commit is not in the seed's snapshot), it is applied to this generation now,
 -- once. In the normal case (same generation) this is the XDEL it replaces.
 -- KEYS: 1 account, 2 journal stream, 3.. key hashes named by the entries below
--- ARGV: 1 number of stream ids N, 2..(N+1) stream ids, then either
+-- ARGV: 1 number of stream ids N, 2..(N+1) stream ids, N+2 the highest seq the entries were applied
+--       at (see common.lua), then either
 --       'gens' and the generations the charged entries were applied in (the common, short form), or
 --       per charged entry: generation, request id, key index (into KEYS), month, charged, record
 --       transaction of its commit (xid8 text)
@@ -18,12 +19,16 @@ local function deleteCopies()
     redis.call('XDEL', KEYS[2], unpack(ARGV, i, last))
   end
 end
-if ARGV[n + 2] == 'gens' then
-  local current = redis.call('HGET', KEYS[1], 'gen')
-  if current then
-    for i = n + 3, #ARGV do
-      if ARGV[i] ~= '' and ARGV[i] ~= current then return -1 end
+local first = n + 3
+if ARGV[first] == 'gens' then
+  local current = redis.call('HMGET', KEYS[1], 'gen', 'seq')
+  if current[1] then
+    for i = first + 1, #ARGV do
+      if ARGV[i] ~= '' and ARGV[i] ~= current[1] then return -1 end
     end
+    -- Applied in this generation at a seq this Redis no longer reaches: it lost them (and perhaps more).
+    -- Marked unloaded: the next call loads the account from the record, which has them now.
+    if num(current[2]) < num(ARGV[n + 2]) then redis.call('HDEL', KEYS[1], 'gen') end
   end
   deleteCopies()
   return 0
@@ -33,7 +38,7 @@ local a = redis.call('HMGET', KEYS[1], 'gen', 'snap')
 -- Not seeded: the next seed reads the record, which has these entries already.
 if not a[1] then return 0 end
 local applied = 0
-for i = n + 2, #ARGV, 6 do
+for i = first, #ARGV, 6 do
   local gen, rid, keyAt, month, charged, xid = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4]), ARGV[i + 5]
   if gen ~= '' and gen ~= a[1] and charged > 0 and not inSnapshot(xid, a[2]) then
     local marker = KEYS[1] .. ':caught-up:' .. rid
@@ -46,4 +51,5 @@ for i = n + 2, #ARGV, 6 do
     end
   end
 end
+if applied > 0 then redis.call('HINCRBY', KEYS[1], 'seq', 1) end
 return applied

@@ -40,6 +40,11 @@ end
 -- The hot path as a cache of the record (PostgreSQL): an account's money is loaded into Redis by the
 -- seed script, which stamps the hash with a generation and the record's snapshot at the time of the
 -- load. A wiped Redis has no generation: the gateway loads the account again before using it.
+-- Every script that changes an account's money or holds adds 1 to the account's `seq`. A gateway keeps
+-- the highest `seq` it was answered with, per account, and passes it to the next reserve and settle: a
+-- Redis whose `seq` is lower lost writes it had acknowledged (restarted from an older AOF or RDB, a
+-- failover to a lagging replica) while keeping the generation. Such an account is marked unloaded (its
+-- `gen` deleted), so the gateway loads it again from the record, as after a wipe.
 -- Whether a record transaction (an xid8 as text) is in a snapshot 'xmin:xmax:xip,xip,...' (the text of
 -- pg_current_snapshot()): committed before it was taken, so what it wrote is in the seeded figures.
 local function inSnapshot(xid, snap)

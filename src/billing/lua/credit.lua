@@ -16,4 +16,5 @@ if balance + tonumber(ARGV[1]) > 9007199254740991 then return -2 end
 redis.call('SET', KEYS[2], s(tonumber(ARGV[1])) .. ':' .. ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'balance', ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'credited', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
 return 1

@@ -29,6 +29,7 @@ while KEYS[3 + 3 * i] do
     redis.call('ZREM', KEYS[2], rid)
   end
 end
+if count > 0 then redis.call('HINCRBY', KEYS[1], 'seq', 1) end
 local nextDue = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local nextDeadline = -1
 if nextDue[2] then nextDeadline = tonumber(nextDue[2]) end

@@ -11,5 +11,6 @@ redis.call('HSET', KEYS[2], 'refunded', '1')
 if charged <= 0 then return 0 end
 redis.call('HINCRBY', KEYS[1], 'balance', s(charged))
 redis.call('HINCRBY', KEYS[1], 'refunded', s(charged))
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('XADD', KEYS[3], '*', 't', 'r', 'rid', ARGV[1], 'key', m[3], 'cost', s(charged), 'time', ARGV[2])
 return charged

@@ -3,10 +3,12 @@
 --       5 the reaper index of the account's slot (a tag of the same slot): the hold and its index entry
 --       are written together, so no hold can exist that the reaper does not know of.
 -- ARGV: 1 amount, 2 hold life (ms), 3 request id, 4 account id, 5 now (unix ms) or '' for Redis's clock,
---       6 '1' when the account's money comes from the record (it must be seeded first)
--- Returns {1, generation} admitted, {0, reason, needed, available, availableOverall} refused,
--- {-1} the account's money is not in this Redis (never seeded, or wiped), {-2, ms} a seed so fresh that
--- settlements applied before the wipe may still be on their way to the record: try again in ms.
+--       6 '1' when the account's money comes from the record (it must be seeded first), 7 the highest
+--       `seq` of the account this gateway has been answered with (see common.lua)
+-- Returns {1, generation, seq} admitted, {0, reason, needed, available, availableOverall} refused,
+-- {-1} the account's money is not in this Redis (never seeded, wiped, or behind what the gateway saw),
+-- {-2, ms} a seed so fresh that settlements applied before the wipe may still be on their way to the
+-- record: try again in ms.
 -- All values are integers below 2^53; numbers go back to Redis through %d so they never print as 1e+15.
 
 local amount = tonumber(ARGV[1])
@@ -14,16 +16,21 @@ local now = nowMs(ARGV[5])
 local deadline = now + tonumber(ARGV[2])
 local month = utcMonth(now)
 
-local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'gen', 'rebuildUntil')
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'gen', 'rebuildUntil', 'seq')
 if ARGV[6] == '1' then
   if not a[3] then return {-1} end
+  if num(a[5]) < num(ARGV[7]) then
+    -- Behind what this gateway was answered with: writes were lost. Loaded again from the record.
+    redis.call('HDEL', KEYS[1], 'gen')
+    return {-1}
+  end
   local wait = num(a[4]) - now
   if wait > 0 then return {-2, wait} end
 end
 local gen = a[3] or ''
 
 -- A retried reserve of a request already held is admitted once.
-if redis.call('EXISTS', KEYS[3]) == 1 then return {1, gen} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return {1, gen, num(a[5])} end
 
 local k = redis.call('HMGET', KEYS[2], 'id', 'revokedAt', 'lifetimeCap', 'monthlyCap',
   'lifetimeSpent', 'lifetimeHeld', 'ms:' .. month, 'mh:' .. month)
@@ -54,4 +61,4 @@ redis.call('HINCRBY', KEYS[2], 'mh:' .. month, s(amount))
 redis.call('HSET', KEYS[3], 'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline))
 redis.call('ZADD', KEYS[4], s(deadline), ARGV[3])
 redis.call('ZADD', KEYS[5], 'LT', s(deadline), ARGV[4])
-return {1, gen}
+return {1, gen, redis.call('HINCRBY', KEYS[1], 'seq', 1)}

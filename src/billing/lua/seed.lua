@@ -1,18 +1,38 @@
 -- Load one account's money from the record into this Redis, once per generation: only when the account
--- has no generation yet (never seeded, or wiped), so two gateways seeding at once load it once.
--- KEYS: 1 account, 2 usage stream, 3.. the account's key hashes (one per key in ARGV)
+-- has no generation yet (never seeded, wiped, or marked unloaded because it lost writes), so two gateways
+-- seeding at once load it once.
+-- KEYS: 1 account, 2 usage stream, 3 holds zset, 4 the account's key list, 5.. the key hashes of the
+--       keys with spend (one per key in ARGV)
 -- ARGV: 1 generation, 2 record snapshot (pg_current_snapshot text), 3 rebuild window (ms),
---       4 balance, 5 credited (less reversals), 6 refunded, 7 charged, 8 month (YYYY-MM),
---       then per key, in KEYS order: lifetime spent, this month's spent
+--       4 balance, 5 credited (less reversals), 6 refunded, 7 charged, 8 month (YYYY-MM), 9 the highest
+--       seq the record has seen, then per key with spend, in KEYS order: lifetime spent, this month's spent
 -- Returns 1 when seeded, 0 when the account already had a generation.
 if redis.call('HEXISTS', KEYS[1], 'gen') == 1 then return 0 end
 local now = nowMs('')
+-- What a partial loss left (an older snapshot, a lagging replica): holds, and spend and holds on the
+-- keys, go. The requests of those holds settle as holds of an earlier generation, from their own data;
+-- spend is the record's. (A wiped Redis has none of it.) Names are built from the account key's prefix:
+-- every one carries the account's hash tag, so they live in this script's slot.
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'account')
+for _, rid in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do redis.call('DEL', prefix .. 'hold:' .. rid) end
+redis.call('DEL', KEYS[3])
+for _, kid in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  local kk = prefix .. 'key:' .. kid
+  for _, f in ipairs(redis.call('HKEYS', kk)) do
+    local p = string.sub(f, 1, 3)
+    if p == 'mh:' or p == 'ms:' or f == 'lifetimeHeld' or f == 'lifetimeSpent' then redis.call('HDEL', kk, f) end
+  end
+end
+-- Past any seq a gateway can have been answered with before the loss (writes lost are far fewer), so
+-- no gateway takes the new copy for one that is behind.
+local seq = math.max(num(redis.call('HGET', KEYS[1], 'seq')), num(ARGV[9])) + 1000000000
 -- Usage records still in the stream (a Redis that kept them) are part of the charged figure already.
 local inStream = usageCost(redis.call('XRANGE', KEYS[2], '-', '+'))
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'snap', ARGV[2], 'rebuildUntil', s(now + tonumber(ARGV[3])),
-  'balance', ARGV[4], 'credited', ARGV[5], 'refunded', ARGV[6], 'usageArchived', s(tonumber(ARGV[7]) - inStream))
-for i = 3, #KEYS do
-  local at = 9 + (i - 3) * 2
+  'balance', ARGV[4], 'credited', ARGV[5], 'refunded', ARGV[6], 'usageArchived', s(tonumber(ARGV[7]) - inStream),
+  'held', '0', 'seq', s(seq))
+for i = 5, #KEYS do
+  local at = 10 + (i - 5) * 2
   redis.call('HSET', KEYS[i], 'lifetimeSpent', ARGV[at], 'ms:' .. ARGV[8], ARGV[at + 1])
 end
 return 1

@@ -5,17 +5,25 @@
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold,
 --       15 '1' when the account's money comes from the record, 16 the generation the hold was reserved in,
---       17 the amount it reserved, 18 '1' when a journal writer takes the settlements to the record
+--       17 the amount it reserved, 18 '1' when a journal writer takes the settlements to the record,
+--       19 the highest `seq` of the account this gateway has been answered with (see common.lua)
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
--- journal entry id, month, reserved and generation;
--- or {-1} when the account's money is not in this Redis (wiped): the gateway seeds it and settles again.
+-- journal entry id, month, reserved, generation and the account's new seq;
+-- or {-1} when the account's money is not in this Redis (wiped, or it lost writes: behind the seq the
+-- gateway saw, or without a hold the gateway took in this generation): the gateway loads it again from
+-- the record and settles again.
 
 local cost = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 1, 0} end
 local gen = ''
 if ARGV[15] == '1' then
-  gen = redis.call('HGET', KEYS[1], 'gen')
+  local g = redis.call('HMGET', KEYS[1], 'gen', 'seq')
+  gen = g[1]
   if not gen then return {-1} end
+  if num(g[2]) < num(ARGV[19]) then
+    redis.call('HDEL', KEYS[1], 'gen')
+    return {-1}
+  end
 end
 
 local charge, released, late, month, reserved
@@ -42,6 +50,13 @@ else
     -- with the wipe, the seed did not count it, and the work was done. Charged as a late settlement.
     if gen ~= '' and ARGV[16] ~= '' and ARGV[16] ~= gen then
       r = {ARGV[17], ARGV[3], utcMonth(nowMs(''))}
+    elseif gen ~= '' and ARGV[16] ~= '' then
+      -- This generation took the hold, the gateway never saw it settled, and it is neither held, settled
+      -- nor reaped: Redis lost writes it had acknowledged (an older AOF or RDB, a lagging replica). Not a
+      -- duplicate: the account is loaded again from the record and the settlement is charged from its
+      -- own data as a hold of an earlier generation.
+      redis.call('HDEL', KEYS[1], 'gen')
+      return {-1}
     else
       -- Neither held nor reaped: settled so long ago that its marker expired (or never reserved).
       return {0, 0, 1, 0}
@@ -73,6 +88,7 @@ else
   redis.call('DEL', KEYS[6])
 end
 
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HINCRBY', KEYS[2], 'lifetimeSpent', s(charge))
 redis.call('HINCRBY', KEYS[2], 'ms:' .. month, s(charge))
 redis.call('HSET', KEYS[5], 'charged', s(charge), 'keyId', ARGV[3])
@@ -85,8 +101,8 @@ if ARGV[18] == '1' then
   -- Appended in this same script, so a settlement Redis applied is never without its entry.
   local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
     'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
-    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month)
-  return {charge, released, 0, late, jid, month, reserved, gen}
+    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq))
+  return {charge, released, 0, late, jid, month, reserved, gen, seq}
 end
 
 -- Not journaled (no record): the usage stream is the history; a journal stream would never be read or
