@@ -5,18 +5,19 @@ import { credentialHeaders } from '../formats/index.js';
 import { respondBeforeSettling } from '../settle/respond-first.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
-import type { LedgerHealth } from '../billing/ledger-health.js';
 import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
-import { GatewayError } from '../http/gateway-error.js';
+import { GatewayError } from '../request/gateway-error.js';
+import { LedgerUnavailableError, type LedgerHealth } from '../billing/ledger-health.js';
 import { JournalBehindError } from '../record/journaled-ledger.js';
-import type { GatewayContext } from '../http/state.js';
+import type { JournalWriter } from '../record/journal-writer.js';
+import type { GatewayContext } from '../request/state.js';
 import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
 import { clientFormat, type ClientFormatName } from '../formats/index.js';
-import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ExchangeCancellation, type ShutdownSignal } from '../relay/client-stream.js';
 import type { Relay, RelayOutcome } from '../relay/relay.js';
 import { UpstreamFailure, classifyTransportError, sendUpstream, withoutSecrets } from '../upstream/upstream-request.js';
@@ -42,7 +43,7 @@ export interface ExchangeDeps {
   /** The gateway's shutdown: past the drain bound it cuts the exchanges still open. */
   shutdown?: ShutdownSignal;
   /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
-  journal?: { behind(): boolean };
+  journal?: Pick<JournalWriter, 'behind' | 'lag' | 'maxLagMs'>;
 }
 
 export interface ExchangePlan {
@@ -137,9 +138,6 @@ async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<T
   return { input, output, cachedInput: 0, reasoning: Math.min(reasoning, output) };
 }
 
-const usageRecordsUnavailable = (): GatewayError =>
-  new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
-
 const shuttingDown = (): GatewayError =>
   new GatewayError(503, 'The gateway is restarting and could not finish this request in time; retry it.', { code: 'gateway_shutting_down', retryAfterSeconds: 1 });
 
@@ -150,7 +148,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const { model } = plan;
   const bound = worstCase(plan.footprint, model);
   // Fail closed: money the gateway could not record is money it must not serve.
-  if (deps.journal?.behind() === true) throw usageRecordsUnavailable();
+  if (deps.journal?.behind() === true) throw new JournalBehindError(deps.journal.lag().oldestMs, deps.journal.maxLagMs);
   // Whether the reservation will really be sent (a ledger known to be down refuses without sending).
   const attempted = deps.health.up;
   const reservation = await deps.observer.timeLedger('reserve', () =>
@@ -163,12 +161,10 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       model: model.id,
     })),
   ).catch((err: unknown) => {
-    // The journal fell behind between the check above and the reservation.
-    if (err instanceof JournalBehindError) throw usageRecordsUnavailable();
     // A reservation that was sent but whose answer was lost may have placed a hold. It is released
     // now (a zero settlement, retried until the ledger answers) rather than left to the reaper for
     // the whole hold life; if no hold was placed the settlement finds nothing and changes nothing.
-    if (attempted && err instanceof GatewayError && err.code === 'ledger_unavailable') {
+    if (attempted && err instanceof LedgerUnavailableError) {
       void deps.settlements.settle({
         requestId,
         accountId: key.accountId,

@@ -3,7 +3,7 @@
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
 import type { RelayOutcome } from '../relay/relay.js';
-import type { GatewayContext } from '../http/state.js';
+import type { GatewayContext } from '../request/state.js';
 import type { UpstreamFailure } from '../upstream/upstream-request.js';
 
 export type LedgerOperation = 'reserve' | 'settle' | 'lookup';

@@ -14,7 +14,7 @@ import { requestContext, type ErrorReporter } from './request-context.js';
 import { chatCompletions } from './routes/chat-completions.js';
 import { messages, countMessageTokens } from './routes/messages.js';
 import { getModel, listModels } from './routes/models.js';
-import { UNMATCHED_ROUTE, type GatewayContext, type GatewayState } from './state.js';
+import { UNMATCHED_ROUTE, type GatewayContext, type GatewayState } from '../request/state.js';
 import type { Next } from 'koa';
 import type { Tracing } from '../telemetry/tracing.js';
 

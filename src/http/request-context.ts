@@ -2,10 +2,10 @@
 // in that format. Nothing below it builds an error body by hand.
 import { randomUUID } from 'node:crypto';
 import type { Next } from 'koa';
-import { InvalidRequest } from '../decode/invalid-request.js';
-import { GatewayError } from './gateway-error.js';
+import { GatewayError } from '../request/gateway-error.js';
+import { gatewayErrorOf } from './domain-errors.js';
 import { clientFormat, type ClientFormatName } from '../formats/index.js';
-import { UNMATCHED_ROUTE, type GatewayContext } from './state.js';
+import { UNMATCHED_ROUTE, type GatewayContext } from '../request/state.js';
 
 export interface ErrorReporter {
   (err: unknown, ctx: GatewayContext): void;
@@ -45,15 +45,10 @@ export function requestContext(reportUnexpected: ErrorReporter) {
 }
 
 export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected: ErrorReporter): void {
+  const known = gatewayErrorOf(err);
+  if (known === undefined) reportUnexpected(err, ctx);
   const gatewayError =
-    err instanceof GatewayError
-      ? err
-      : err instanceof InvalidRequest
-        ? new GatewayError(400, err.message, { code: err.code, ...(err.param === undefined ? {} : { param: err.param }) })
-        : new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, {
-            code: 'internal_error',
-          });
-  if (!(err instanceof GatewayError) && !(err instanceof InvalidRequest)) reportUnexpected(err, ctx);
+    known ?? new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, { code: 'internal_error' });
   if (ctx.headerSent || !ctx.writable) return;
   // Refused before its body was read (a bad key, a body too large, too slow or too deep): close the
   // connection rather than read or wait for the rest.

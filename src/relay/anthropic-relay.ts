@@ -3,9 +3,9 @@
 // names the model the client asked for. A tap reads the cumulative usage on the way.
 import type { EventSourceMessage } from 'eventsource-parser';
 import { isObject } from '../wire/json-shape.js';
-import { billableUsage } from '../translate/representation/index.js';
+import { billableUsage } from './billable-usage.js';
 import { anthropicInputTokens, collectAnthropicContent, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from '../formats/anthropic-messages/index.js';
-import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';

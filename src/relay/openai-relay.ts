@@ -5,9 +5,9 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isObject, type JsonObject } from '../wire/json-shape.js';
-import { billableUsage } from '../translate/representation/index.js';
+import { billableUsage } from './billable-usage.js';
 import { collectOpenAIChoice, usageFromOpenAI } from '../formats/openai-chat/index.js';
-import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';

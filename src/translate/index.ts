@@ -5,7 +5,7 @@ import type { ClientProtocolHeaders } from '../formats/index.js';
 import type { ResponseResult, ResponsesEncodeContext } from '../formats/openai-responses/index.js';
 import type { DecodedMessagesRequest } from '../decode/messages-request.js';
 import type { DecodedChatRequest } from '../decode/chat-request.js';
-import type { ClientBody } from './body-edit.js';
+import type { ClientBody } from '../request/client-body.js';
 import { pairsOf, type FormatPairs, type PairRequest } from './pair.js';
 import { anthropicToAnthropic } from './pairs/anthropic-to-anthropic.js';
 import { openaiToOpenai } from './pairs/openai-to-openai.js';

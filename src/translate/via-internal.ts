@@ -5,11 +5,12 @@
 import { clientFormat, upstreamFormat, type ClientFormatName, type UpstreamFormatName } from '../formats/index.js';
 import { encodeResponsesResponse, ResponsesStreamEncoder, type ResponseResult, type ResponsesEncodeContext } from '../formats/openai-responses/index.js';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
-import { GatewayError } from '../http/gateway-error.js';
+import { GatewayError } from '../request/gateway-error.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from '../relay/client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from '../relay/relay.js';
 import { pumpUpstreamEvents } from '../relay/upstream-events.js';
-import { billableUsage, isRecord, TranslationError, type InternalRequest, type JsonObject, type NormalizedUsage } from './representation/index.js';
+import { billableUsage } from '../relay/billable-usage.js';
+import { isRecord, TranslationError, type InternalRequest, type JsonObject, type NormalizedUsage } from './representation/index.js';
 import { StreamTranslator } from './representation/stream-translator.js';
 import { serialised, type FormatPair } from './pair.js';
 import { createStreamTranslator, encodeRequest, translateResponse, type TranslationContext } from './translation.js';

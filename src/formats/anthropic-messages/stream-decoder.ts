@@ -4,7 +4,7 @@
  * snapshot. Tool blocks are renumbered 0,1,… counting tool blocks only.
  */
 import { isRecord, num, randomId, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../translate/representation/index.js';
-import { relayableUpstreamMessage } from '../../upstream/upstream-message.js';
+import { relayableUpstreamMessage } from '../../wire/upstream-message.js';
 import { finishFromAnthropic } from './finish.js';
 import { mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';
 

@@ -4,7 +4,7 @@
  * There is no end marker: the chunk with the finish reason (and the final usageMetadata) is the last.
  */
 import { isRecord, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../translate/representation/index.js';
-import { relayableUpstreamMessage } from '../../upstream/upstream-message.js';
+import { relayableUpstreamMessage } from '../../wire/upstream-message.js';
 import { finishFromGemini } from './finish.js';
 import { candidateParts, firstCandidate, replyPart } from './parts.js';
 import { usageFromGemini } from './usage.js';

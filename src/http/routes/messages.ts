@@ -7,8 +7,8 @@ import { messagesPairs } from '../../translate/index.js';
 import type { ClientProtocolHeaders } from '../../formats/index.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../decode/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import type { ClientBody } from '../../translate/body-edit.js';
-import type { GatewayContext } from '../state.js';
+import type { ClientBody } from '../../request/client-body.js';
+import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest, modelNotFound } from './models.js';
 
 export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogModel, requestId: string, clientHeaders: ClientProtocolHeaders, clientBody?: ClientBody): ExchangePlan {

@@ -1,9 +1,9 @@
 // GET /v1/models and /v1/models/:id. The bodies are built once per catalog snapshot; prices are
 // spliced in as the catalog's own decimal text, so no float ever touches them.
 import type { CatalogModel, CatalogSnapshot } from '../../catalog/snapshot.js';
-import { GatewayError } from '../gateway-error.js';
-import type { GatewayContext } from '../state.js';
-import { redactCredentials } from '../../upstream/upstream-message.js';
+import { GatewayError } from '../../request/gateway-error.js';
+import type { GatewayContext } from '../../request/state.js';
+import { redactCredentials } from '../../wire/upstream-message.js';
 
 interface RenderedModels {
   openaiList: string;

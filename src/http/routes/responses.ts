@@ -15,8 +15,8 @@ import { encodeOpenAIRequest } from '../../formats/openai-chat/index.js';
 import { countPromptTokens } from '../../wire/token-count.js';
 import { TranslationError } from '../../translate/index.js';
 import { isObject as isRecord, type JsonObject } from '../../wire/json-shape.js';
-import { GatewayError } from '../gateway-error.js';
-import type { GatewayContext } from '../state.js';
+import { GatewayError } from '../../request/gateway-error.js';
+import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest } from './models.js';
 
 export interface ResponsesDeps {

@@ -4,7 +4,8 @@ import { upstreamFormat, type ClientProtocolHeaders } from '../../formats/index.
 import { stripGatewayThinking } from '../../formats/anthropic-messages/index.js';
 import { anthropicJsonRelay, anthropicStreamRelay } from '../../relay/anthropic-relay.js';
 import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
-import { editTopLevel, type ClientBody } from '../body-edit.js';
+import type { ClientBody } from '../../request/client-body.js';
+import { editTopLevel } from '../body-edit.js';
 import { serialised, type FormatPair, type PairRequest } from '../pair.js';
 
 export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders; clientBody?: ClientBody | undefined }): FormatPair {

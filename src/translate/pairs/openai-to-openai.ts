@@ -4,7 +4,8 @@ import { upstreamFormat } from '../../formats/index.js';
 import { openaiJsonRelay, openaiStreamRelay } from '../../relay/openai-relay.js';
 import type { DecodedChatRequest } from '../../decode/chat-request.js';
 import type { JsonObject } from '../../wire/json-shape.js';
-import { editTopLevel, type ClientBody } from '../body-edit.js';
+import type { ClientBody } from '../../request/client-body.js';
+import { editTopLevel } from '../body-edit.js';
 import { serialised, type FormatPair, type PairRequest } from '../pair.js';
 
 export function openaiToOpenai(req: PairRequest & { decoded: DecodedChatRequest; clientBody?: ClientBody | undefined }): FormatPair {

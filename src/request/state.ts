@@ -3,7 +3,7 @@ import type { ParameterizedContext } from 'koa';
 import type { ClientFormatName } from '../formats/index.js';
 import type { ApiKeyRecord } from '../accounts/account-store.js';
 import type { RequestSpan } from '../telemetry/tracing.js';
-import type { ClientBody } from '../translate/body-edit.js';
+import type { ClientBody } from './client-body.js';
 
 /** The route of a request no route template matched (an unknown path or method). */
 export const UNMATCHED_ROUTE = 'unmatched';
