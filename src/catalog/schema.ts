@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv, type AnySchemaObject, type ErrorObject, type SchemaValidateFunction, type ValidateFunction } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { UPSTREAM_FORMAT_NAMES } from '../formats/index.js';
+import { isRecord } from '../wire/json-shape.js';
 import { CATALOG_API_VERSION, CATALOG_KIND, type ModelCatalogSpec, type ModelSpec } from './types.js';
 
 /** A problem found in a catalog document: a JSON-pointer-like path and an actionable reason. */
@@ -16,7 +17,6 @@ export interface SchemaIssue {
   message: string;
 }
 
-export const CATALOG_CRD_NAME = 'modelcatalogs.tollgate.dev';
 export const CATALOG_CRD_VERSION = 'v1alpha1';
 
 /** Walks up from this module to the project root, so the same code works from src/ and from dist/. */
@@ -70,9 +70,6 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 // ---------------------------------------------------------------------------------------------
 // CEL rules, as written in the CRD.

@@ -24,17 +24,3 @@ export interface ExchangeObserver {
   upstreamStarted(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream, host: string, port: number, maxTokens: number, stream: boolean): UpstreamCallObservation;
   settled(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream | undefined, usage: TokenUsage, chargedMicros: number, outcome: RelayOutcome): void;
 }
-
-const quietCall: UpstreamCallObservation = {
-  injectTraceHeaders: () => undefined,
-  failed: () => undefined,
-  relayStarted: () => undefined,
-  finished: () => undefined,
-};
-
-export const quietObserver: ExchangeObserver = {
-  timeLedger: (_op, fn) => fn(),
-  reservation: () => undefined,
-  upstreamStarted: () => quietCall,
-  settled: () => undefined,
-};

@@ -4,7 +4,7 @@
 // client did not ask for it.
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
-import { isObject, type JsonObject } from '../wire/json-shape.js';
+import { isRecord, type JsonObject } from '../wire/json-shape.js';
 import { billableUsage } from './billable-usage.js';
 import { collectOpenAIChoice, usageFromOpenAI } from '../formats/openai-chat/index.js';
 import { relayableUpstreamMessage } from '../wire/upstream-message.js';
@@ -30,7 +30,7 @@ export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {
     } catch {
       json = undefined;
     }
-    if (!isObject(json)) {
+    if (!isRecord(json)) {
       out.status = 'upstream_failed';
       throw Object.assign(new Error('upstream sent a body that is not a JSON object'), { relayOutcome: out });
     }
@@ -83,9 +83,9 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       } catch {
         return; // A malformed chunk from the upstream is dropped: forwarding it would crash the client's parser.
       }
-      if (!isObject(chunk)) return;
+      if (!isRecord(chunk)) return;
       if (chunk.error !== undefined) {
-        const e = isObject(chunk.error) ? chunk.error : {};
+        const e = isRecord(chunk.error) ? chunk.error : {};
         failed = typeof e.message === 'string' ? redact(relayableUpstreamMessage(e.message)) : 'upstream error';
         return;
       }

@@ -233,7 +233,6 @@ export interface SimContext {
 }
 
 export type Json = { [k: string]: unknown };
-export const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A positive integer field, `undefined` when absent, or an error string. */
 export function positiveInt(body: Json, field: string, max = Number.MAX_SAFE_INTEGER): number | undefined | string {

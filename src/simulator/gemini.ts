@@ -4,7 +4,8 @@
 // A prompt seen before is partly served from the implicit cache, as Gemini 2.5 models do, so the
 // cached counter has something to report.
 import { createHash } from 'node:crypto';
-import { MAX_SIM_REPLY_TOKENS, isObj, type Exchange, type Json, type SimContext } from './exchange.js';
+import { MAX_SIM_REPLY_TOKENS, type Exchange, type Json, type SimContext } from './exchange.js';
+import { isRecord } from '../wire/json-shape.js';
 import { geminiInputTokens } from './input-tokens.js';
 import { planReply, type Finish, type ReplyPlan, type ToolSpec } from './reply.js';
 import { structuredReplyText } from './schema-value.js';
@@ -12,7 +13,7 @@ import { structuredReplyText } from './schema-value.js';
 const FINISH: Record<Finish, string> = { stop: 'STOP', length: 'MAX_TOKENS', tool_calls: 'STOP' };
 
 function partsOf(content: unknown): Json[] {
-  return isObj(content) && Array.isArray(content.parts) ? content.parts.filter(isObj) : [];
+  return isRecord(content) && Array.isArray(content.parts) ? content.parts.filter(isRecord) : [];
 }
 
 function textOf(parts: Json[]): string {
@@ -20,13 +21,13 @@ function textOf(parts: Json[]): string {
 }
 
 function callableTools(body: Json): { tools: ToolSpec[]; forced?: string } {
-  const config = isObj(body.toolConfig) && isObj(body.toolConfig.functionCallingConfig) ? body.toolConfig.functionCallingConfig : {};
+  const config = isRecord(body.toolConfig) && isRecord(body.toolConfig.functionCallingConfig) ? body.toolConfig.functionCallingConfig : {};
   if (!Array.isArray(body.tools) || config.mode === 'NONE') return { tools: [] };
   const tools: ToolSpec[] = [];
   for (const t of body.tools) {
-    if (!isObj(t) || !Array.isArray(t.functionDeclarations)) continue;
+    if (!isRecord(t) || !Array.isArray(t.functionDeclarations)) continue;
     for (const d of t.functionDeclarations) {
-      if (isObj(d) && typeof d.name === 'string') tools.push({ name: d.name, schema: d.parametersJsonSchema ?? d.parameters });
+      if (isRecord(d) && typeof d.name === 'string') tools.push({ name: d.name, schema: d.parametersJsonSchema ?? d.parameters });
     }
   }
   const allowed = Array.isArray(config.allowedFunctionNames) ? config.allowedFunctionNames : [];
@@ -44,7 +45,7 @@ function positive(v: unknown, field: string, max = Number.MAX_SAFE_INTEGER): num
 /** POST .../models/{model}:generateContent and :streamGenerateContent (errors answered in Gemini's shape). */
 export async function handleGenerateContent(ex: Exchange, body: Json, model: string, stream: boolean, ctx: SimContext, seenPrompts: Set<string>): Promise<void> {
   if (!Array.isArray(body.contents) || body.contents.length === 0) return ex.error(400, '* GenerateContentRequest.contents: contents is not specified');
-  const config = isObj(body.generationConfig) ? body.generationConfig : {};
+  const config = isRecord(body.generationConfig) ? body.generationConfig : {};
   const cap = positive(config.maxOutputTokens, 'generation_config.max_output_tokens');
   if (typeof cap === 'string') return ex.error(400, cap);
   const replyTokens = positive(body.sim_reply_tokens, 'sim_reply_tokens', MAX_SIM_REPLY_TOKENS);
@@ -52,10 +53,10 @@ export async function handleGenerateContent(ex: Exchange, body: Json, model: str
 
   const inputTokens = geminiInputTokens(body);
   ex.record.inputTokens = inputTokens;
-  const contents = body.contents.filter(isObj);
+  const contents = body.contents.filter(isRecord);
   const last = contents[contents.length - 1];
   const lastParts = partsOf(last);
-  const toolResults = lastParts.filter((p) => isObj(p.functionResponse));
+  const toolResults = lastParts.filter((p) => isRecord(p.functionResponse));
   const afterToolResult = last?.role === 'user' && toolResults.length > 0;
   let lastUserText = '';
   for (let i = contents.length - 1; i >= 0; i--) {
@@ -66,7 +67,7 @@ export async function handleGenerateContent(ex: Exchange, body: Json, model: str
     }
   }
   const { tools, forced } = last?.role === 'user' && !afterToolResult ? callableTools(body) : { tools: [], forced: undefined };
-  const thinking = isObj(config.thinkingConfig) ? config.thinkingConfig : undefined;
+  const thinking = isRecord(config.thinkingConfig) ? config.thinkingConfig : undefined;
   const schema = config.responseJsonSchema ?? config.responseSchema;
   const structuredText = schema === undefined ? undefined : structuredReplyText({ type: 'json_schema', schema });
   const toolResultText = afterToolResult ? toolResults.map((p) => JSON.stringify((p.functionResponse as Json).response ?? {})).join('\n') : undefined;

@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleCountTokens, handleMessages } from './anthropic.js';
-import { Exchange, errorBody, isObj, type Json, type SimFormat, type SimulatedRequest } from './exchange.js';
+import { Exchange, errorBody, type Json, type SimFormat, type SimulatedRequest } from './exchange.js';
+import { isRecord } from '../wire/json-shape.js';
 import { FaultBook, parseFault, type FaultSpec } from './faults.js';
 import { handleGenerateContent } from './gemini.js';
 import { handleChatCompletions } from './openai.js';
@@ -177,7 +178,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         parseError = 'request body is not valid JSON';
       }
     }
-    const json: Json = isObj(body) ? body : {};
+    const json: Json = isRecord(body) ? body : {};
     // Gemini names the model, and whether it streams, in the path: /v1beta/models/{model}:{method}.
     const gemini = format === 'gemini' ? /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/.exec(path) : null;
     const model = gemini ? decodeURIComponent(gemini[1]!) : typeof json.model === 'string' ? json.model : undefined;

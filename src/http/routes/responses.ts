@@ -14,7 +14,7 @@ import { decodeResponsesRequest, type DecodedResponsesRequest, type ResponseResu
 import { encodeOpenAIRequest } from '../../formats/openai-chat/index.js';
 import { countPromptTokens } from '../../wire/token-count.js';
 import { TranslationError } from '../../translate/index.js';
-import { isObject as isRecord, type JsonObject } from '../../wire/json-shape.js';
+import { isRecord, type JsonObject } from '../../wire/json-shape.js';
 import { GatewayError } from '../../request/gateway-error.js';
 import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest } from './models.js';

@@ -1,9 +1,7 @@
 /** Narrowing helpers for untrusted JSON bodies. */
-export type JsonObject = Record<string, unknown>;
+import { isRecord } from '../../wire/json-shape.js';
 
-export function isRecord(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+export { isRecord, type JsonObject } from '../../wire/json-shape.js';
 
 export function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
