@@ -1,5 +1,6 @@
-// The one-machine run (`npm start`): the simulator as upstream, the example file catalog, the
-// in-memory ledger (or Redis with REDIS_URL), a demo account with a balance and a demo key.
+// The local run, on one machine (`npm start`; production runs gateway-main.ts): the simulator as
+// upstream, the example file catalog, the in-memory ledger (or Redis with REDIS_URL), a demo account
+// with a balance and a demo key.
 import { randomBytes } from 'node:crypto';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
