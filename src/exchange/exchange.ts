@@ -103,7 +103,7 @@ function failureToClientError(f: UpstreamFailure, model: CatalogModel, format: C
   if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
   const s = f.upstreamStatus ?? 502;
   if (s === 429) return new GatewayError(429, `The upstream of ${model.id} is rate limiting; retry after a moment.`, { code: 'upstream_rate_limited', retryAfterSeconds: Number(f.retryAfter) > 0 ? Number(f.retryAfter) : 1 });
-  // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (wire-formats B.5,
+  // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (docs/wire-formats.md B.5,
   // C.10): that is what each SDK raises as its overload error and retries.
   if (s === 503 || s === 529) return new GatewayError(clientFormat(format).overloadedStatus, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
   if (s >= 500) return new GatewayError(502, `The upstream of ${model.id} failed (HTTP ${s}); try again.`, { code: 'upstream_error' });

@@ -1,4 +1,4 @@
-// Anthropic Messages rendering (wire-formats.md B.3, B.4): JSON message or named SSE events, signed thinking.
+// Anthropic Messages rendering (docs/wire-formats.md B.3, B.4): JSON message or named SSE events, signed thinking.
 import { timingSafeEqual } from 'node:crypto';
 import { MAX_SIM_REPLY_TOKENS, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
 import { isRecord } from '../wire/json-shape.js';

@@ -1,4 +1,4 @@
-// OpenAI Chat Completions rendering (wire-formats.md A.4, A.6): JSON or `data:`-only SSE ending in [DONE].
+// OpenAI Chat Completions rendering (docs/wire-formats.md A.4, A.6): JSON or `data:`-only SSE ending in [DONE].
 import { MAX_SIM_REPLY_TOKENS, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
 import { isRecord } from '../wire/json-shape.js';
 import { openaiInputTokens } from './input-tokens.js';

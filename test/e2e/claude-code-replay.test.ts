@@ -1,4 +1,4 @@
-// A Claude Code request (wire-formats.md D.3) replayed byte-for-byte-alike through the gateway to an
+// A Claude Code request (docs/wire-formats.md D.3) replayed byte-for-byte-alike through the gateway to an
 // OpenAI-format and an Anthropic-format upstream: the streamed answer must be what Claude Code parses.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UpstreamFormatName } from '../../src/formats/index.js';

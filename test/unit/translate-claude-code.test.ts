@@ -1,4 +1,4 @@
-// Claude Code (wire-formats D.3) against an OpenAI-format reasoning upstream, end to end through the translators.
+// Claude Code (docs/wire-formats.md D.3) against an OpenAI-format reasoning upstream, end to end through the translators.
 import AnthropicV0 from 'anthropic-sdk-v0';
 import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';

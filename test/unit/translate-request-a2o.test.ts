@@ -1,4 +1,4 @@
-// Anthropic-format client -> OpenAI-format upstream request translation (wire-formats C.1–C.4, C.7, C.8).
+// Anthropic-format client -> OpenAI-format upstream request translation (docs/wire-formats.md C.1–C.4, C.7, C.8).
 import { describe, expect, it } from 'vitest';
 import { translateRequest, TranslationError, type TranslationContext } from '../../src/translate/translation.js';
 

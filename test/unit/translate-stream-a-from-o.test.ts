@@ -1,4 +1,4 @@
-// Streaming A<-O: OpenAI-format upstream chunks -> Anthropic SSE for an Anthropic client (wire-formats B.4, C.6, C.9).
+// Streaming A<-O: OpenAI-format upstream chunks -> Anthropic SSE for an Anthropic client (docs/wire-formats.md B.4, C.6, C.9).
 import Anthropic from '@anthropic-ai/sdk';
 import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';

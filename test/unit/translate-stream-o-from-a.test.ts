@@ -1,4 +1,4 @@
-// Streaming O<-A: Anthropic upstream events -> OpenAI chunks for an OpenAI client (wire-formats A.6, C.6, C.9).
+// Streaming O<-A: Anthropic upstream events -> OpenAI chunks for an OpenAI client (docs/wire-formats.md A.6, C.6, C.9).
 import { createParser } from 'eventsource-parser';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';

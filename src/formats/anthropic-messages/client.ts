@@ -10,7 +10,7 @@ import { AnthropicStreamEncoder } from './stream-encoder.js';
 
 export const anthropicMessagesClient: ClientFormat = {
   errorBody: anthropicErrorBody,
-  // 529 overloaded_error: what the Anthropic SDKs raise as an overload and retry (wire-formats B.5, C.10).
+  // 529 overloaded_error: what the Anthropic SDKs raise as an overload and retry (docs/wire-formats.md B.5, C.10).
   overloadedStatus: 529,
   decodeRequest: decodeAnthropicRequest,
   encodeResponse: encodeAnthropicResponse,

@@ -1,4 +1,4 @@
-// Messages' error body (wire-formats B.5): {"type": "error", "error": {"type", "message"}}.
+// Messages' error body (docs/wire-formats.md B.5): {"type": "error", "error": {"type", "message"}}.
 import type { JsonObject } from '../../translate/representation/index.js';
 import type { ErrorFields } from '../types.js';
 

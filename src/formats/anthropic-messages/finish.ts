@@ -1,4 +1,4 @@
-// Messages' stop_reason <-> the neutral finish reason (wire-formats C.5).
+// Messages' stop_reason <-> the neutral finish reason (docs/wire-formats.md C.5).
 import type { FinishReason } from '../../translate/representation/index.js';
 
 export function finishFromAnthropic(stopReason: unknown): FinishReason | undefined {

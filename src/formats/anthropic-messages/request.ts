@@ -1,4 +1,4 @@
-/** Anthropic Messages request body <-> internal request (wire-formats B.2, C.1–C.8). */
+/** Anthropic Messages request body <-> internal request (docs/wire-formats.md B.2, C.1–C.8). */
 import {
   arr,
   isRecord,

@@ -1,5 +1,5 @@
 /**
- * Anthropic Messages SSE stream -> internal stream events (wire-formats B.4, C.6, C.9).
+ * Anthropic Messages SSE stream -> internal stream events (docs/wire-formats.md B.4, C.6, C.9).
  * Usage is cumulative: each counter keeps its last non-null value and every usage event is a full
  * snapshot. Tool blocks are renumbered 0,1,… counting tool blocks only.
  */

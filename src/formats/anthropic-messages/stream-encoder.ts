@@ -1,5 +1,5 @@
 /**
- * Internal stream events -> Anthropic Messages SSE (wire-formats B.4, C.9 A<-O).
+ * Internal stream events -> Anthropic Messages SSE (docs/wire-formats.md B.4, C.9 A<-O).
  * Every event has its `event:` line; blocks are indexed 0,1,2 in start order and never
  * interleaved; a thinking block ends with a signature; a tool block always starts with `input:{}`
  * and always carries valid JSON (`{}` when the upstream sent no arguments).

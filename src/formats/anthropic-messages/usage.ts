@@ -1,4 +1,4 @@
-// Messages' usage (wire-formats C.6): input_tokens exclude cache reads and writes, and a stream's
+// Messages' usage (docs/wire-formats.md C.6): input_tokens exclude cache reads and writes, and a stream's
 // usage is cumulative. Every relay of this format, same-format or translated, reads usage here.
 import { isRecord, tokenCount as count, type NormalizedUsage } from '../../translate/representation/index.js';
 

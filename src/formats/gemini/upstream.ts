@@ -1,4 +1,4 @@
-// A Gemini upstream (Google's Gemini API): its base URL is the bare origin
+// A Gemini upstream (Google's Gemini API, docs/wire-formats.md E): its base URL is the bare origin
 // (https://generativelanguage.googleapis.com), the model is named in the path, a stream is its own
 // endpoint (streamGenerateContent, as server-sent events with alt=sse), and the key goes in
 // x-goog-api-key. Its errors read {"error": {"code", "message", "status"}}.

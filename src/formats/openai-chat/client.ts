@@ -9,7 +9,7 @@ import { OpenAIStreamEncoder } from './stream-encoder.js';
 
 export const openaiChatClient: ClientFormat = {
   errorBody: openaiErrorBody,
-  // What the OpenAI SDKs raise as an overload and retry (wire-formats A.7).
+  // What the OpenAI SDKs raise as an overload and retry (docs/wire-formats.md A.7).
   overloadedStatus: 503,
   decodeRequest: decodeOpenAIRequest,
   encodeResponse: encodeOpenAIResponse,

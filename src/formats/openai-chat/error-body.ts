@@ -1,4 +1,4 @@
-// Chat completions' error body (wire-formats A.7): {"error": {"message", "type", "param", "code"}}.
+// Chat completions' error body (docs/wire-formats.md A.7): {"error": {"message", "type", "param", "code"}}.
 import type { JsonObject } from '../../translate/representation/index.js';
 import type { ErrorFields } from '../types.js';
 

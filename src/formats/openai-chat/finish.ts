@@ -1,4 +1,4 @@
-// Chat completions' finish_reason <-> the neutral finish reason (wire-formats C.5).
+// Chat completions' finish_reason <-> the neutral finish reason (docs/wire-formats.md C.5).
 import type { FinishReason } from '../../translate/representation/index.js';
 
 export function finishFromOpenAI(finishReason: unknown): FinishReason | undefined {

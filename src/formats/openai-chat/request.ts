@@ -1,4 +1,4 @@
-/** OpenAI chat-completions request body <-> internal request (wire-formats A.2, A.3, C.1–C.8). */
+/** OpenAI chat-completions request body <-> internal request (docs/wire-formats.md A.2, A.3, C.1–C.8). */
 import {
   arr,
   isRecord,

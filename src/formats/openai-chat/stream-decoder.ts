@@ -1,5 +1,5 @@
 /**
- * OpenAI chat.completion.chunk stream -> internal stream events (wire-formats A.6, C.9).
+ * OpenAI chat.completion.chunk stream -> internal stream events (docs/wire-formats.md A.6, C.9).
  * Tolerates `choices: []` chunks, ids repeated on every tool fragment, whole arguments in one
  * chunk, a missing `index`, usage on any chunk, and keep-alive payloads that are not JSON.
  */

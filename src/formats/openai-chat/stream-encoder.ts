@@ -1,5 +1,5 @@
 /**
- * Internal stream events -> OpenAI chat.completion.chunk SSE (wire-formats A.6, C.9 O<-A).
+ * Internal stream events -> OpenAI chat.completion.chunk SSE (docs/wire-formats.md A.6, C.9 O<-A).
  * Same id/created/model on every chunk, role chunk first, one finish chunk, a usage chunk
  * (`choices: []`) only when the client asked for include_usage, then `[DONE]`.
  */

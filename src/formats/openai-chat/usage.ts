@@ -1,4 +1,4 @@
-// Chat completions' usage (wire-formats C.6): prompt_tokens include cached tokens. Every relay of this
+// Chat completions' usage (docs/wire-formats.md C.6): prompt_tokens include cached tokens. Every relay of this
 // format, same-format or translated, reads usage here.
 import { isRecord, tokenCount as count, type NormalizedUsage } from '../../translate/representation/index.js';
 
