@@ -22,6 +22,7 @@ export type ClientFormatName = keyof typeof CLIENT_FORMATS;
 /** A format an upstream speaks, as the catalog names it. */
 export type UpstreamFormatName = keyof typeof UPSTREAM_FORMATS;
 
+export const CLIENT_FORMAT_NAMES = Object.keys(CLIENT_FORMATS) as ClientFormatName[];
 export const UPSTREAM_FORMAT_NAMES = Object.keys(UPSTREAM_FORMATS) as UpstreamFormatName[];
 
 export function clientFormat(name: ClientFormatName): ClientFormat {

@@ -42,6 +42,8 @@ export interface ClientFormat {
   errorBody(e: ErrorFields): JsonObject;
   /** The status an overloaded upstream is reported with: the one this format's SDKs retry as overload. */
   overloadedStatus: number;
+  /** The header this format's SDKs read the request id from, besides `x-request-id` (if another). */
+  requestIdHeader: string | undefined;
   /** The client's request body in the internal representation (throws TranslationError). */
   decodeRequest(body: unknown): InternalRequest;
   encodeResponse(r: InternalResponse, ctx: ResponseEncodeContext): JsonObject;

@@ -32,7 +32,8 @@ export function requestContext(reportUnexpected: ErrorReporter) {
     ctx.state.format = routeFormat(ctx.path, ctx.headers);
     ctx.state.route = UNMATCHED_ROUTE;
     ctx.set('x-request-id', requestId);
-    if (ctx.state.format === 'anthropic') ctx.set('request-id', requestId);
+    const idHeader = clientFormat(ctx.state.format).requestIdHeader;
+    if (idHeader !== undefined) ctx.set(idHeader, requestId);
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined && ctx.respond !== false) {

@@ -130,17 +130,44 @@ function anthropicParts(content: unknown): MessagePart[] {
   return parts;
 }
 
+/** How one client format's prompts and whole replies read as GenAI messages. */
+interface ContentReader {
+  input(body: JsonObject, messages: unknown[]): InputContent;
+  /** Undefined when `reply` is not a reply of this format. */
+  reply(reply: JsonObject): OutputMessage[] | undefined;
+}
+
+/** One reader per client format: a format without one is a compile error here. */
+const READERS: Record<ClientFormatName, ContentReader> = {
+  openai: {
+    input: (_body, messages) => ({ input: messages.filter(isRecord).map(openaiMessage) }),
+    reply(reply) {
+      if (!Array.isArray(reply.choices)) return undefined;
+      const out: OutputMessage[] = [];
+      for (const choice of reply.choices) {
+        if (!isRecord(choice) || !isRecord(choice.message)) continue;
+        const { role, parts } = openaiMessage(choice.message);
+        out.push({ role, parts, finish_reason: str(choice.finish_reason) ?? 'error' });
+      }
+      return out;
+    },
+  },
+  anthropic: {
+    input(body, messages) {
+      const input = messages.filter(isRecord).map((m): ChatMessage => ({ role: str(m.role) ?? 'user', parts: anthropicParts(m.content) }));
+      return body.system === undefined ? { input } : { system: anthropicParts(body.system), input };
+    },
+    reply(reply) {
+      if (!Array.isArray(reply.content)) return undefined;
+      return [{ role: str(reply.role) ?? 'assistant', parts: anthropicParts(reply.content), finish_reason: str(reply.stop_reason) ?? 'error' }];
+    },
+  },
+};
+
 /** The client's prompt (its request body in its wire format) as GenAI input messages. */
 export function inputContent(format: ClientFormatName, body: unknown): InputContent {
-  const input: ChatMessage[] = [];
-  if (!isRecord(body)) return { input };
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  if (format === 'openai') {
-    for (const m of messages) if (isRecord(m)) input.push(openaiMessage(m));
-    return { input };
-  }
-  for (const m of messages) if (isRecord(m)) input.push({ role: str(m.role) ?? 'user', parts: anthropicParts(m.content) });
-  return body.system === undefined ? { input } : { system: anthropicParts(body.system), input };
+  if (!isRecord(body)) return { input: [] };
+  return READERS[format].input(body, Array.isArray(body.messages) ? body.messages : []);
 }
 
 /**
@@ -148,19 +175,7 @@ export function inputContent(format: ClientFormatName, body: unknown): InputCont
  * when `reply` is not a reply of that format.
  */
 export function replyContent(format: ClientFormatName, reply: unknown): OutputMessage[] | undefined {
-  if (!isRecord(reply)) return undefined;
-  if (format === 'anthropic') {
-    if (!Array.isArray(reply.content)) return undefined;
-    return [{ role: str(reply.role) ?? 'assistant', parts: anthropicParts(reply.content), finish_reason: str(reply.stop_reason) ?? 'error' }];
-  }
-  if (!Array.isArray(reply.choices)) return undefined;
-  const out: OutputMessage[] = [];
-  for (const choice of reply.choices) {
-    if (!isRecord(choice) || !isRecord(choice.message)) continue;
-    const { role, parts } = openaiMessage(choice.message);
-    out.push({ role, parts, finish_reason: str(choice.finish_reason) ?? 'error' });
-  }
-  return out;
+  return isRecord(reply) ? READERS[format].reply(reply) : undefined;
 }
 
 export interface GeneratedOutput {

@@ -12,6 +12,8 @@ export const anthropicMessagesClient: ClientFormat = {
   errorBody: anthropicErrorBody,
   // 529 overloaded_error: what the Anthropic SDKs raise as an overload and retry (docs/wire-formats.md B.5, C.10).
   overloadedStatus: 529,
+  // Surfaced by the SDKs as the request id (docs/wire-formats.md B.1).
+  requestIdHeader: 'request-id',
   decodeRequest: decodeAnthropicRequest,
   encodeResponse: encodeAnthropicResponse,
   // The message id is derived from the upstream's (msg_…).

@@ -11,6 +11,7 @@ export const openaiChatClient: ClientFormat = {
   errorBody: openaiErrorBody,
   // What the OpenAI SDKs raise as an overload and retry (docs/wire-formats.md A.7).
   overloadedStatus: 503,
+  requestIdHeader: undefined,
   decodeRequest: decodeOpenAIRequest,
   encodeResponse: encodeOpenAIResponse,
   replyId: (requestId) => `chatcmpl-${requestId}`,
