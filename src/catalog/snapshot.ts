@@ -103,3 +103,8 @@ export interface CatalogSource {
 export interface SecretResolver {
   resolve(ref: SecretReference): string | undefined;
 }
+
+/** One upstream of one model, as a map key (health by probe, status entries): model ids and upstream names never hold a NUL. */
+export function upstreamKey(modelId: string, upstreamName: string): string {
+  return `${modelId}\0${upstreamName}`;
+}
