@@ -7,6 +7,7 @@ import { InvalidRequest } from '../../src/decode/invalid-request.js';
 import { gatewayErrorOf } from '../../src/http/domain-errors.js';
 import { JournalBehindError } from '../../src/record/journaled-ledger.js';
 import { GatewayError } from '../../src/request/gateway-error.js';
+import { TranslationError } from '../../src/translate/index.js';
 
 describe('domain errors at the HTTP edge', () => {
   it('a ledger that cannot serve is a retryable 503 ledger_unavailable with its own message and wait', () => {
@@ -18,10 +19,12 @@ describe('domain errors at the HTTP edge', () => {
     expect(gatewayErrorOf(new JournalBehindError(90_000, 60_000))).toMatchObject({ status: 503, code: 'usage_records_unavailable', retryAfterSeconds: 5 });
   });
 
-  it('a request its decoder refused is a 400 naming the field; a gateway error is itself; anything else is unexpected', () => {
+  it('a request its decoder refused, or its upstream format cannot express, is a 400 naming the field; a gateway error is itself; anything else is unexpected', () => {
     expect(gatewayErrorOf(new InvalidRequest('max_tokens: must be a positive integer', 'max_tokens'))).toMatchObject({ status: 400, param: 'max_tokens' });
     const own = new GatewayError(404, 'no such model', { code: 'model_not_found' });
     expect(gatewayErrorOf(own)).toBe(own);
+    expect(gatewayErrorOf(new TranslationError(400, 'n: one choice per request', 'n'))).toMatchObject({ status: 400, code: 'invalid_request', param: 'n' });
+    expect(gatewayErrorOf(new TranslationError(400, 'no field to name'))?.param).toBeUndefined();
     expect(gatewayErrorOf(new Error('bug'))).toBeUndefined();
   });
 });
