@@ -1,14 +1,13 @@
 // Upstream health probe: GET the upstream's model list with its credential, within a timeout. Where
 // the list is and which headers a call needs come from the upstream's format module, as for the
 // gateway's own calls. The credential never appears in the result message.
-import { credentialHeaders, upstreamFormat, type CredentialsHeader } from '../src/upstream/formats/index.js';
-import type { WireFormat } from '../src/wire/format.js';
+import { credentialHeaders, upstreamFormat, type UpstreamFormatName } from '../src/formats/index.js';
 
 export interface ProbeTarget {
   baseUrl: string;
-  format: WireFormat;
+  format: UpstreamFormatName;
   credential?: string;
-  credentialsHeader?: CredentialsHeader;
+  credentialsHeader?: string;
 }
 
 export interface ProbeResult {
@@ -17,7 +16,7 @@ export interface ProbeResult {
   message: string;
 }
 
-export function modelsUrl(baseUrl: string, format: WireFormat): string {
+export function modelsUrl(baseUrl: string, format: UpstreamFormatName): string {
   return upstreamFormat(format).modelsPath(baseUrl.replace(/\/+$/, ''));
 }
 

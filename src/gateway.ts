@@ -12,7 +12,7 @@ import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import type { GatewayConfig } from './config.js';
 import { createGatewayApp } from './http/app.js';
 import { KeyAuthenticator } from './authenticate/authenticate.js';
-import type { GatewayContext } from './http/state.js';
+import type { GatewayContext } from './request/state.js';
 import { ShutdownSignal } from './relay/client-stream.js';
 import { telemetryObserver } from './exchange/telemetry-observer.js';
 import { GatewayMetrics, type MetricsServer } from './telemetry/metrics.js';

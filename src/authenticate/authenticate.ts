@@ -5,8 +5,8 @@ import type { Next } from 'koa';
 import type { AccountStore, ApiKeyRecord } from '../accounts/account-store.js';
 import { describeMalformedKey, hashApiKey } from '../accounts/api-key.js';
 import { findCredential } from './credentials.js';
-import { GatewayError } from '../http/gateway-error.js';
-import type { GatewayContext } from '../http/state.js';
+import { GatewayError } from '../request/gateway-error.js';
+import type { GatewayContext } from '../request/state.js';
 
 interface CacheEntry {
   record: ApiKeyRecord | undefined;

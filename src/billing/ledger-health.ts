@@ -3,7 +3,6 @@
 // and turn /readyz false, instead of holding every request for the length of the outage. The Redis
 // client's error events land here, logged once per change of state rather than once per event.
 import type { EventEmitter } from 'node:events';
-import { GatewayError } from '../http/gateway-error.js';
 
 export type LedgerState = 'up' | 'down';
 
@@ -17,12 +16,23 @@ export interface LedgerHealthOptions {
 /** Seconds a client is asked to wait before retrying a request refused because the ledger is down. */
 export const LEDGER_RETRY_AFTER_SECONDS = 2;
 
-export function ledgerUnavailable(): GatewayError {
-  return new GatewayError(
-    503,
-    'The billing ledger is unavailable, so the request was not sent to the model and nothing was charged; retry in a few seconds.',
-    { code: 'ledger_unavailable', retryAfterSeconds: LEDGER_RETRY_AFTER_SECONDS },
-  );
+/**
+ * The ledger cannot serve a request now (down, or an account still being restored): nothing was sent
+ * and nothing charged, and the caller may retry after `retryAfterSeconds`. A domain error: the HTTP
+ * edge answers it as a retryable 503 (ledger_unavailable).
+ */
+export class LedgerUnavailableError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number = LEDGER_RETRY_AFTER_SECONDS,
+  ) {
+    super(message);
+    this.name = 'LedgerUnavailableError';
+  }
+}
+
+export function ledgerUnavailable(): LedgerUnavailableError {
+  return new LedgerUnavailableError('The billing ledger is unavailable, so the request was not sent to the model and nothing was charged; retry in a few seconds.');
 }
 
 /** An error a ledger call may raise that says nothing of the ledger's health (run() passes it on as is). */
@@ -31,7 +41,7 @@ export interface NotALedgerFault {
 }
 
 const passesThrough = (err: unknown): boolean =>
-  err instanceof GatewayError || (typeof err === 'object' && err !== null && (err as Partial<NotALedgerFault>).notALedgerFault === true);
+  err instanceof LedgerUnavailableError || (typeof err === 'object' && err !== null && (err as Partial<NotALedgerFault>).notALedgerFault === true);
 
 export class LedgerHealth {
   private current: LedgerState = 'up';

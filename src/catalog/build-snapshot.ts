@@ -1,6 +1,6 @@
 // Validated catalog specs -> one immutable CatalogSnapshot. All per-request work that can be done
 // once (price conversion, defaults, the id/alias index) happens here, at swap time.
-import { upstreamFormat } from '../upstream/formats/index.js';
+import { upstreamFormat } from '../formats/index.js';
 import { findDuplicateModelIds } from './manifest.js';
 import { usdPerMillionToMicros } from './price.js';
 import type { CatalogModel, CatalogSnapshot, CatalogUpstream, ModelPricing, UpstreamTimeouts } from './snapshot.js';

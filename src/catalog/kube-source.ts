@@ -10,7 +10,7 @@ import { buildSnapshot } from './build-snapshot.js';
 import { startInformer, withTimeout, type Informer } from './kube-informer.js';
 import { namespaceOf } from './kube-secrets.js';
 import { formatCatalogErrors, validateCatalogObject } from './manifest.js';
-import type { CatalogSnapshot, CatalogSource } from './snapshot.js';
+import { upstreamKey, type CatalogSnapshot, type CatalogSource } from './snapshot.js';
 import type { ModelCatalogResource, ModelCatalogSpec } from './types.js';
 
 export const CATALOG_GROUP = 'tollgate.dev';
@@ -43,7 +43,7 @@ interface ServedCatalog {
   source: string;
   generation: number;
   spec: ModelCatalogSpec;
-  /** "modelId\0upstream" -> healthy, from the operator's probes. */
+  /** upstreamKey(model, upstream) -> healthy, from the operator's probes. */
   health: ReadonlyMap<string, boolean>;
   /** Cheap change detector: a status refresh that changes nothing does not rebuild. */
   signature: string;
@@ -52,7 +52,7 @@ interface ServedCatalog {
 function healthOf(obj: ModelCatalogResource): Map<string, boolean> {
   const health = new Map<string, boolean>();
   for (const model of obj.status?.models ?? []) {
-    for (const upstream of model.upstreams ?? []) health.set(`${model.id}\0${upstream.name}`, upstream.healthy);
+    for (const upstream of model.upstreams ?? []) health.set(upstreamKey(model.id, upstream.name), upstream.healthy);
   }
   return health;
 }
@@ -72,7 +72,7 @@ export async function createKubeCatalogSource(opts: KubeCatalogSourceOptions): P
       .map((c) => ({
         source: c.source,
         spec: c.spec,
-        upstreamHealthy: (modelId: string, upstream: string) => c.health.get(`${modelId}\0${upstream}`) ?? true,
+        upstreamHealthy: (modelId: string, upstream: string) => c.health.get(upstreamKey(modelId, upstream)) ?? true,
       }));
     let next: CatalogSnapshot;
     try {

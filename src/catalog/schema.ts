@@ -7,6 +7,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv, type AnySchemaObject, type ErrorObject, type SchemaValidateFunction, type ValidateFunction } from 'ajv';
 import { parse as parseYaml } from 'yaml';
+import { UPSTREAM_FORMAT_NAMES } from '../formats/index.js';
+import { isRecord } from '../wire/json-shape.js';
 import { CATALOG_API_VERSION, CATALOG_KIND, type ModelCatalogSpec, type ModelSpec } from './types.js';
 
 /** A problem found in a catalog document: a JSON-pointer-like path and an actionable reason. */
@@ -15,7 +17,6 @@ export interface SchemaIssue {
   message: string;
 }
 
-export const CATALOG_CRD_NAME = 'modelcatalogs.tollgate.dev';
 export const CATALOG_CRD_VERSION = 'v1alpha1';
 
 /** Walks up from this module to the project root, so the same code works from src/ and from dist/. */
@@ -41,10 +42,24 @@ function loadOpenApiSchema(): AnySchemaObject {
   const crd = parseYaml(readFileSync(CATALOG_CRD_PATH, 'utf8')) as { spec: { versions: CrdVersion[] } };
   const version = crd.spec.versions.find((v) => v.name === CATALOG_CRD_VERSION);
   if (!version) throw new Error(`${CATALOG_CRD_PATH}: no version ${CATALOG_CRD_VERSION}`);
-  return version.schema.openAPIV3Schema;
+  const schema = version.schema.openAPIV3Schema;
+  // The CRD leaves an upstream's format open (a new format must not need a new CRD); the formats this
+  // gateway speaks are its format table's, and nothing else passes here, for files and the operator alike.
+  const format = upstreamFormatNode(schema);
+  format.enum = [...UPSTREAM_FORMAT_NAMES];
+  return schema;
 }
 
-/** The CRD's v1alpha1 openAPIV3Schema, as written in crds/modelcatalog.yaml (loaded once). */
+/** spec.models[].upstreams[].format in the CRD's schema. */
+function upstreamFormatNode(schema: AnySchemaObject): AnySchemaObject {
+  const models = (schema.properties as Record<string, AnySchemaObject>).spec?.properties?.models as AnySchemaObject | undefined;
+  const upstreams = (models?.items as AnySchemaObject | undefined)?.properties?.upstreams as AnySchemaObject | undefined;
+  const format = (upstreams?.items as AnySchemaObject | undefined)?.properties?.format as AnySchemaObject | undefined;
+  if (format === undefined) throw new Error(`${CATALOG_CRD_PATH}: no spec.models[].upstreams[].format`);
+  return format;
+}
+
+/** The CRD's v1alpha1 openAPIV3Schema, as written in crds/modelcatalog.yaml (loaded once), upstream formats from the format table. */
 export const catalogOpenApiSchema: Readonly<AnySchemaObject> = deepFreeze(loadOpenApiSchema());
 
 function deepFreeze<T>(value: T): T {
@@ -55,9 +70,6 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 // ---------------------------------------------------------------------------------------------
 // CEL rules, as written in the CRD.

@@ -1,7 +1,7 @@
 // The catalog snapshot: an immutable, validated view of every model the gateway serves.
 // Sources (file, Kubernetes) build a new snapshot and swap it in whole; requests read the one
 // that was current when they arrived, so a reload never changes a request half way through.
-import type { WireFormat } from '../wire/format.js';
+import type { UpstreamFormatName } from '../formats/index.js';
 
 export type ModelKind = 'Abliterated' | 'Uncensored';
 
@@ -43,13 +43,13 @@ export interface CatalogUpstream {
    * (requests go to `${baseUrl}/v1/messages`).
    */
   baseUrl: string;
-  format: WireFormat;
+  format: UpstreamFormatName;
   /** The model name the upstream knows; the client's model id is rewritten to it. */
   upstreamModel: string;
   /** Where the upstream's own API key lives; absent for upstreams that need none. */
   credentialsSecretRef?: SecretReference;
   /** Header the credential is sent in: `authorization` (as Bearer) or `x-api-key`. */
-  credentialsHeader: 'authorization' | 'x-api-key';
+  credentialsHeader: string;
   weight: number;
   timeouts: UpstreamTimeouts;
   /** False when the operator's probe marked it unhealthy; routing prefers healthy upstreams. */
@@ -102,4 +102,9 @@ export interface CatalogSource {
 /** Resolves Secret references to their current value (live: rotation needs no restart). */
 export interface SecretResolver {
   resolve(ref: SecretReference): string | undefined;
+}
+
+/** One upstream of one model, as a map key (health by probe, status entries): model ids and upstream names never hold a NUL. */
+export function upstreamKey(modelId: string, upstreamName: string): string {
+  return `${modelId}\0${upstreamName}`;
 }

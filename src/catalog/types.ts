@@ -1,6 +1,6 @@
 // The ModelCatalog resource as it is written (YAML file or Kubernetes object). The CRD in
 // crds/modelcatalog.yaml is the source of truth for its schema; these types mirror it.
-import type { WireFormat } from '../wire/format.js';
+import type { UpstreamFormatName } from '../formats/index.js';
 import type { ModelKind, SecretReference } from './snapshot.js';
 
 export const CATALOG_API_VERSION = 'tollgate.dev/v1alpha1';
@@ -10,7 +10,7 @@ export interface UpstreamSpec {
   name: string;
   /** OpenAI format: base ending in /v1. Anthropic format: base without /v1. */
   baseUrl: string;
-  format: WireFormat;
+  format: UpstreamFormatName;
   /** The model name at the upstream. */
   model: string;
   credentialsSecretRef?: SecretReference;

@@ -2,7 +2,7 @@
 // its footprint (the input of the worst-case cost). Every other field passes through unchanged.
 import { invalidRequest } from './invalid-request.js';
 import type { RequestFootprint } from '../reserve/worst-case.js';
-import { isObject, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
+import { isRecord, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
 
 export interface DecodedChatRequest {
   body: JsonObject;
@@ -52,7 +52,7 @@ function tallyContent(content: unknown, path: string, role: string, tally: Tally
   }
   content.forEach((part: unknown, i) => {
     const partPath = `${path}[${i}]`;
-    if (!isObject(part) || typeof part.type !== 'string') {
+    if (!isRecord(part) || typeof part.type !== 'string') {
       throw invalidRequest(`\`${partPath}\` must be an object with a \`type\` (text, image_url, input_audio or file).`, partPath);
     }
     switch (part.type) {
@@ -65,7 +65,7 @@ function tallyContent(content: unknown, path: string, role: string, tally: Tally
       }
       case 'image_url': {
         const image = part.image_url;
-        if (!isObject(image) || typeof image.url !== 'string' || image.url === '') {
+        if (!isRecord(image) || typeof image.url !== 'string' || image.url === '') {
           throw invalidRequest(`\`${partPath}.image_url.url\` must be an http(s) or data: URL.`, `${partPath}.image_url.url`);
         }
         if (role !== 'user') throw invalidRequest(`\`${partPath}\`: images are only allowed in user messages.`, partPath);
@@ -80,7 +80,7 @@ function tallyContent(content: unknown, path: string, role: string, tally: Tally
 }
 
 export function decodeChatRequest(raw: unknown): DecodedChatRequest {
-  if (!isObject(raw)) throw invalidRequest('The request body must be a JSON object with `model` and `messages`.');
+  if (!isRecord(raw)) throw invalidRequest('The request body must be a JSON object with `model` and `messages`.');
   const body = raw;
   const model = body.model;
   if (typeof model !== 'string' || model === '') {
@@ -97,7 +97,7 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
   const streamOptions = body.stream_options;
   if (streamOptions !== undefined && streamOptions !== null) {
     if (stream !== true) throw invalidRequest('`stream_options` is only allowed when `stream` is true.', 'stream_options');
-    if (!isObject(streamOptions)) throw invalidRequest('`stream_options` must be an object.', 'stream_options');
+    if (!isRecord(streamOptions)) throw invalidRequest('`stream_options` must be an object.', 'stream_options');
   }
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) {
@@ -106,7 +106,7 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
   const tally: Tally = { textBytes: 0, images: 0 };
   messages.forEach((message: unknown, i) => {
     const path = `messages[${i}]`;
-    if (!isObject(message)) throw invalidRequest(`\`${path}\` must be an object with \`role\` and \`content\`.`, path);
+    if (!isRecord(message)) throw invalidRequest(`\`${path}\` must be an object with \`role\` and \`content\`.`, path);
     const role = message.role;
     if (typeof role !== 'string' || !ROLES.has(role)) {
       throw invalidRequest(`\`${path}.role\` must be one of system, developer, user, assistant, tool; got ${JSON.stringify(role)}.`, `${path}.role`);
@@ -132,7 +132,7 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
     body,
     model,
     stream: stream === true,
-    includeUsage: isObject(streamOptions) && streamOptions.include_usage === true,
+    includeUsage: isRecord(streamOptions) && streamOptions.include_usage === true,
     footprint: {
       textBytes: tally.textBytes,
       messages: messages.length,

@@ -4,8 +4,9 @@
 // than MAX_JSON_DEPTH (400; deeper values overflowed the stack later and gave a 500), bad JSON (400).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Next } from 'koa';
-import { GatewayError } from '../http/gateway-error.js';
-import type { GatewayContext } from '../http/state.js';
+import { GatewayError } from '../request/gateway-error.js';
+import type { GatewayContext } from '../request/state.js';
+import type { MemberSpan } from '../request/client-body.js';
 
 /** Deepest nesting of arrays and objects accepted; real requests (tool schemas included) stay far below. */
 export const MAX_JSON_DEPTH = 128;
@@ -17,15 +18,6 @@ export interface JsonBodyOptions {
   maxDepth?: number;
 }
 
-/** Where one top-level member (`"key": value`) of the body's object sits, in bytes. */
-export interface MemberSpan {
-  /** The key's opening quote. */
-  start: number;
-  /** The key's closing quote. */
-  keyEnd: number;
-  /** Just past the value (and any whitespace after it), before the `,` or `}`. */
-  end: number;
-}
 
 /**
  * Tracks the nesting depth of JSON text fed to it in chunks, outside strings, and where each member of

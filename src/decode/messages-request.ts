@@ -4,7 +4,7 @@ import { imageTokenEstimate } from '../wire/image-tokens.js';
 import { TOKENS_PER_IMAGE } from '../wire/token-count.js';
 import { invalidRequest } from './invalid-request.js';
 import type { RequestFootprint } from '../reserve/worst-case.js';
-import { isObject, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
+import { isRecord, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
 import type { PromptParts } from '../wire/token-count.js';
 
 export interface DecodedMessagesRequest {
@@ -39,7 +39,7 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
   if (!Array.isArray(content)) throw invalidRequest(`${path}: must be a string or an array of content blocks.`, path);
   content.forEach((block: unknown, i) => {
     const at = `${path}.${i}`;
-    if (!isObject(block) || typeof block.type !== 'string') throw invalidRequest(`${at}: each content block must be an object with a \`type\`.`, at);
+    if (!isRecord(block) || typeof block.type !== 'string') throw invalidRequest(`${at}: each content block must be an object with a \`type\`.`, at);
     switch (block.type) {
       case 'text':
         if (typeof block.text !== 'string') throw invalidRequest(`${at}.text: Field required (a string).`, `${at}.text`);
@@ -47,7 +47,7 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
         return;
       case 'image': {
         const source = block.source;
-        if (!isObject(source) || (source.type === 'base64' && typeof source.data !== 'string') || (source.type === 'url' && typeof source.url !== 'string')) {
+        if (!isRecord(source) || (source.type === 'base64' && typeof source.data !== 'string') || (source.type === 'url' && typeof source.url !== 'string')) {
           throw invalidRequest(`${at}.source: an image needs a source {type: "base64", media_type, data} or {type: "url", url}.`, `${at}.source`);
         }
         tally.images += 1;
@@ -70,11 +70,11 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
         // Plain-text and content documents are prompt text: count_tokens and the input estimate of a
         // cut stream must see them (a PDF's size is bounded by its encoded bytes below).
         const source = block.source;
-        if (isObject(source) && source.type === 'text' && typeof source.data === 'string') {
+        if (isRecord(source) && source.type === 'text' && typeof source.data === 'string') {
           text(tally, source.data);
           return;
         }
-        if (isObject(source) && source.type === 'content' && source.content !== undefined) {
+        if (isRecord(source) && source.type === 'content' && source.content !== undefined) {
           tallyBlocks(source.content, `${at}.source.content`, tally);
           return;
         }
@@ -89,7 +89,7 @@ function tallyBlocks(content: unknown, path: string, tally: Tally): void {
 }
 
 export function decodeMessagesRequest(raw: unknown, opts: { requireMaxTokens: boolean }): DecodedMessagesRequest {
-  if (!isObject(raw)) throw invalidRequest('The request body must be a JSON object with `model`, `max_tokens` and `messages`.');
+  if (!isRecord(raw)) throw invalidRequest('The request body must be a JSON object with `model`, `max_tokens` and `messages`.');
   const body = raw;
   if (typeof body.model !== 'string' || body.model === '') throw invalidRequest('model: Field required (a model id from GET /v1/models).', 'model');
   const maxTokens = body.max_tokens;
@@ -105,7 +105,7 @@ export function decodeMessagesRequest(raw: unknown, opts: { requireMaxTokens: bo
   if (body.system !== undefined && body.system !== null) tallyBlocks(body.system, 'system', tally);
   messages.forEach((m: unknown, i) => {
     const at = `messages.${i}`;
-    if (!isObject(m)) throw invalidRequest(`${at}: must be an object with \`role\` and \`content\`.`, at);
+    if (!isRecord(m)) throw invalidRequest(`${at}: must be an object with \`role\` and \`content\`.`, at);
     if (typeof m.role !== 'string' || !ROLES.has(m.role)) {
       throw invalidRequest(`${at}.role: must be "user" or "assistant" (or "system"), got ${JSON.stringify(m.role)}.`, `${at}.role`);
     }

@@ -3,12 +3,13 @@
 // the worst case is reserved for is measured on the bytes that will be sent.
 import type { CatalogModel } from '../catalog/snapshot.js';
 import type { FormatPairs } from '../translate/pair.js';
-import type { ClientFormat } from '../wire/format.js';
+import type { ClientFormatName } from '../formats/index.js';
 import type { ExchangePlan } from './exchange.js';
 import { buildUpstreamBodies } from '../reserve/upstream-bodies.js';
 
 export interface PlanInput {
-  clientFormat: ClientFormat;
+  /** The format its errors are answered in (the Responses API answers in OpenAI's). */
+  clientFormat: ClientFormatName;
   /** The request field that limits output, named in a 402's advice (max_tokens unless said). */
   outputLimitField?: string;
   model: CatalogModel;

@@ -2,22 +2,23 @@
 // (retrying and falling back while nothing has reached the client), relay, and settle exactly once
 // with the actual cost — whatever happens in between.
 import { isModelRefusal, type RequestDetail } from '../billing/request-detail.js';
-import { credentialHeaders } from '../upstream/formats/index.js';
+import { credentialHeaders } from '../formats/index.js';
 import { respondBeforeSettling } from '../settle/respond-first.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
-import type { LedgerHealth } from '../billing/ledger-health.js';
 import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
-import { GatewayError } from '../http/gateway-error.js';
+import { GatewayError } from '../request/gateway-error.js';
+import { LedgerUnavailableError, type LedgerHealth } from '../billing/ledger-health.js';
 import { JournalBehindError } from '../record/journaled-ledger.js';
-import type { GatewayContext } from '../http/state.js';
+import type { JournalWriter } from '../record/journal-writer.js';
+import type { GatewayContext } from '../request/state.js';
 import type { UpstreamDispatchers } from '../upstream/dispatchers.js';
 import type { UpstreamRouter } from '../upstream/router.js';
 import { countTokens } from '../wire/token-count.js';
-import type { ClientFormat } from '../wire/format.js';
-import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { clientFormat, type ClientFormatName } from '../formats/index.js';
+import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ExchangeCancellation, type ShutdownSignal } from '../relay/client-stream.js';
 import type { Relay, RelayOutcome } from '../relay/relay.js';
 import { UpstreamFailure, classifyTransportError, sendUpstream, withoutSecrets } from '../upstream/upstream-request.js';
@@ -43,11 +44,12 @@ export interface ExchangeDeps {
   /** The gateway's shutdown: past the drain bound it cuts the exchanges still open. */
   shutdown?: ShutdownSignal;
   /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
-  journal?: { behind(): boolean };
+  journal?: Pick<JournalWriter, 'behind' | 'lag' | 'maxLagMs'>;
 }
 
 export interface ExchangePlan {
-  clientFormat: ClientFormat;
+  /** The format its errors are answered in (the Responses API answers in OpenAI's). */
+  clientFormat: ClientFormatName;
   /** The request field that limits output, named in a 402's advice (max_tokens unless said). */
   outputLimitField?: string;
   model: CatalogModel;
@@ -97,14 +99,14 @@ function refusalError(plan: ExchangePlan, reason: string, needed: number, availa
   });
 }
 
-function failureToClientError(f: UpstreamFailure, model: CatalogModel, clientFormat: ClientFormat): GatewayError {
+function failureToClientError(f: UpstreamFailure, model: CatalogModel, format: ClientFormatName): GatewayError {
   if (f.kind === 'timeout') return new GatewayError(504, `The upstream of ${model.id} did not answer in time; try again.`, { code: 'upstream_timeout' });
   if (f.kind === 'connect') return new GatewayError(502, `The upstream of ${model.id} could not be reached; try again shortly.`, { code: 'upstream_unreachable' });
   const s = f.upstreamStatus ?? 502;
   if (s === 429) return new GatewayError(429, `The upstream of ${model.id} is rate limiting; retry after a moment.`, { code: 'upstream_rate_limited', retryAfterSeconds: Number(f.retryAfter) > 0 ? Number(f.retryAfter) : 1 });
-  // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (wire-formats B.5,
+  // Overloaded is 503 to OpenAI clients and 529 overloaded_error to Anthropic ones (docs/wire-formats.md B.5,
   // C.10): that is what each SDK raises as its overload error and retries.
-  if (s === 503 || s === 529) return new GatewayError(clientFormat === 'anthropic' ? 529 : 503, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
+  if (s === 503 || s === 529) return new GatewayError(clientFormat(format).overloadedStatus, `The upstream of ${model.id} is overloaded; try again shortly.`, { code: 'upstream_overloaded' });
   if (s >= 500) return new GatewayError(502, `The upstream of ${model.id} failed (HTTP ${s}); try again.`, { code: 'upstream_error' });
   if (s === 401 || s === 403) {
     // The upstream refused *our* credential: not the client's fault, and never the client's key.
@@ -137,9 +139,6 @@ async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<T
   return { input, output, cachedInput: 0, reasoning: Math.min(reasoning, output) };
 }
 
-const usageRecordsUnavailable = (): GatewayError =>
-  new GatewayError(503, 'Usage records cannot be saved right now, so no new requests are served; try again shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 5 });
-
 const shuttingDown = (): GatewayError =>
   new GatewayError(503, 'The gateway is restarting and could not finish this request in time; retry it.', { code: 'gateway_shutting_down', retryAfterSeconds: 1 });
 
@@ -150,7 +149,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const { model } = plan;
   const bound = worstCase(plan.footprint, model);
   // Fail closed: money the gateway could not record is money it must not serve.
-  if (deps.journal?.behind() === true) throw usageRecordsUnavailable();
+  if (deps.journal?.behind() === true) throw new JournalBehindError(deps.journal.lag().oldestMs, deps.journal.maxLagMs);
   // Whether the reservation will really be sent (a ledger known to be down refuses without sending).
   const attempted = deps.health.up;
   const reservation = await deps.observer.timeLedger('reserve', () =>
@@ -163,12 +162,10 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       model: model.id,
     })),
   ).catch((err: unknown) => {
-    // The journal fell behind between the check above and the reservation.
-    if (err instanceof JournalBehindError) throw usageRecordsUnavailable();
     // A reservation that was sent but whose answer was lost may have placed a hold. It is released
     // now (a zero settlement, retried until the ledger answers) rather than left to the reaper for
     // the whole hold life; if no hold was placed the settlement finds nothing and changes nothing.
-    if (attempted && err instanceof GatewayError && err.code === 'ledger_unavailable') {
+    if (attempted && err instanceof LedgerUnavailableError) {
       void deps.settlements.settle({
         requestId,
         accountId: key.accountId,
@@ -197,7 +194,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   try {
     let lastFailure: UpstreamFailure | undefined;
     for (const upstream of deps.router.candidates(model)) {
-      const target = deps.dispatchers.target(upstream);
+      const target = deps.dispatchers.target(upstream, plan.stream);
       const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens, plan.stream);
       const headers: Record<string, string> = {
         'content-type': 'application/json',

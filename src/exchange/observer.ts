@@ -3,7 +3,7 @@
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
 import type { RelayOutcome } from '../relay/relay.js';
-import type { GatewayContext } from '../http/state.js';
+import type { GatewayContext } from '../request/state.js';
 import type { UpstreamFailure } from '../upstream/upstream-request.js';
 
 export type LedgerOperation = 'reserve' | 'settle' | 'lookup';
@@ -24,17 +24,3 @@ export interface ExchangeObserver {
   upstreamStarted(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream, host: string, port: number, maxTokens: number, stream: boolean): UpstreamCallObservation;
   settled(ctx: GatewayContext, model: CatalogModel, upstream: CatalogUpstream | undefined, usage: TokenUsage, chargedMicros: number, outcome: RelayOutcome): void;
 }
-
-const quietCall: UpstreamCallObservation = {
-  injectTraceHeaders: () => undefined,
-  failed: () => undefined,
-  relayStarted: () => undefined,
-  finished: () => undefined,
-};
-
-export const quietObserver: ExchangeObserver = {
-  timeLedger: (_op, fn) => fn(),
-  reservation: () => undefined,
-  upstreamStarted: () => quietCall,
-  settled: () => undefined,
-};

@@ -1,5 +1,5 @@
 // The gateway's Koa application: small middleware composed in the order of the request flow
-// (design.md): request id -> no cross-origin -> key -> size- and time-limited JSON body -> route.
+// (docs/design.md): request id -> no cross-origin -> key -> size- and time-limited JSON body -> route.
 // The key comes before the body: it is in the headers, and an anonymous client must not make the
 // gateway read (or wait minutes for) a body of up to maxBodyBytes.
 import { createResponse, deleteResponse, getResponse, listInputItems, type ResponsesDeps } from './routes/responses.js';
@@ -14,7 +14,7 @@ import { requestContext, type ErrorReporter } from './request-context.js';
 import { chatCompletions } from './routes/chat-completions.js';
 import { messages, countMessageTokens } from './routes/messages.js';
 import { getModel, listModels } from './routes/models.js';
-import { UNMATCHED_ROUTE, type GatewayContext, type GatewayState } from './state.js';
+import { UNMATCHED_ROUTE, type GatewayContext, type GatewayState } from '../request/state.js';
 import type { Next } from 'koa';
 import type { Tracing } from '../telemetry/tracing.js';
 

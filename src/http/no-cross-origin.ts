@@ -2,8 +2,8 @@
 // no Access-Control-* header is ever sent, preflights are refused, and a request that a
 // browser marks as cross-origin is refused before it can spend anything.
 import type { Next } from 'koa';
-import { GatewayError } from './gateway-error.js';
-import type { GatewayContext } from './state.js';
+import { GatewayError } from '../request/gateway-error.js';
+import type { GatewayContext } from '../request/state.js';
 
 export async function refuseCrossOrigin(ctx: GatewayContext, next: Next): Promise<void> {
   if (ctx.method === 'OPTIONS') {

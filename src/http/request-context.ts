@@ -2,17 +2,16 @@
 // in that format. Nothing below it builds an error body by hand.
 import { randomUUID } from 'node:crypto';
 import type { Next } from 'koa';
-import { InvalidRequest } from '../decode/invalid-request.js';
-import { GatewayError } from './gateway-error.js';
-import { errorBody } from '../wire/error-body.js';
-import type { WireFormat } from '../wire/format.js';
-import { UNMATCHED_ROUTE, type GatewayContext } from './state.js';
+import { GatewayError } from '../request/gateway-error.js';
+import { gatewayErrorOf } from './domain-errors.js';
+import { clientFormat, type ClientFormatName } from '../formats/index.js';
+import { UNMATCHED_ROUTE, type GatewayContext } from '../request/state.js';
 
 export interface ErrorReporter {
   (err: unknown, ctx: GatewayContext): void;
 }
 
-function routeFormat(path: string, headers: GatewayContext['headers']): WireFormat {
+function routeFormat(path: string, headers: GatewayContext['headers']): ClientFormatName {
   if (path.startsWith('/v1/messages') || path.startsWith('/messages')) return 'anthropic';
   if ((path.startsWith('/v1/models') || path.startsWith('/models')) && headers['anthropic-version'] !== undefined) {
     return 'anthropic';
@@ -33,7 +32,8 @@ export function requestContext(reportUnexpected: ErrorReporter) {
     ctx.state.format = routeFormat(ctx.path, ctx.headers);
     ctx.state.route = UNMATCHED_ROUTE;
     ctx.set('x-request-id', requestId);
-    if (ctx.state.format === 'anthropic') ctx.set('request-id', requestId);
+    const idHeader = clientFormat(ctx.state.format).requestIdHeader;
+    if (idHeader !== undefined) ctx.set(idHeader, requestId);
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined && ctx.respond !== false) {
@@ -46,15 +46,10 @@ export function requestContext(reportUnexpected: ErrorReporter) {
 }
 
 export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected: ErrorReporter): void {
+  const known = gatewayErrorOf(err);
+  if (known === undefined) reportUnexpected(err, ctx);
   const gatewayError =
-    err instanceof GatewayError
-      ? err
-      : err instanceof InvalidRequest
-        ? new GatewayError(400, err.message, { code: err.code, ...(err.param === undefined ? {} : { param: err.param }) })
-        : new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, {
-            code: 'internal_error',
-          });
-  if (!(err instanceof GatewayError) && !(err instanceof InvalidRequest)) reportUnexpected(err, ctx);
+    known ?? new GatewayError(500, `Internal error in the gateway; quote request id ${ctx.state.requestId} to support.`, { code: 'internal_error' });
   if (ctx.headerSent || !ctx.writable) return;
   // Refused before its body was read (a bad key, a body too large, too slow or too deep): close the
   // connection rather than read or wait for the rest.
@@ -64,7 +59,7 @@ export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected:
   if (gatewayError.retryAfterSeconds !== undefined) ctx.set('retry-after', String(gatewayError.retryAfterSeconds));
   // Client errors are final: tell the official SDKs not to retry them.
   if (gatewayError.status < 500 && gatewayError.status !== 429) ctx.set('x-should-retry', 'false');
-  ctx.body = errorBody(ctx.state.format, {
+  ctx.body = clientFormat(ctx.state.format).errorBody({
     status: gatewayError.status,
     message: gatewayError.message,
     code: gatewayError.code,

@@ -18,7 +18,7 @@ import {
   type RefundOutcome,
   type SeededLedger,
 } from '../billing/ledger.js';
-import { GatewayError } from '../http/gateway-error.js';
+import { LedgerUnavailableError } from '../billing/ledger-health.js';
 import { loadAccountSeed } from './account-seed.js';
 import type { Database } from './database.js';
 import { hotMovementOf, markApplied, recordHotSeq, recordMovement, type MoneyMovement, type MovementKind, type RecordedMovement } from './money-movement.js';
@@ -55,12 +55,11 @@ const LOAD_ATTEMPTS = 4;
 /** Longest one wait for a rebuild window. */
 const MAX_REBUILD_WAIT_MS = 5_000;
 
-/** Still rebuilding after every attempt: a retryable 503, nothing sent upstream, nothing charged. */
-function accountRebuilding(): GatewayError {
-  return new GatewayError(
-    503,
+/** Still rebuilding after every attempt: the ledger is unavailable for this account (retryable, nothing sent upstream, nothing charged). */
+function accountRebuilding(): LedgerUnavailableError {
+  return new LedgerUnavailableError(
     "The account's balance is being restored from the record after a ledger restart, so the request was not sent and nothing was charged; retry in a few seconds.",
-    { code: 'ledger_unavailable', retryAfterSeconds: 2 },
+    2,
   );
 }
 

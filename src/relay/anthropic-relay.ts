@@ -2,36 +2,23 @@
 // untouched (thinking blocks and signatures stay byte-for-byte), except that message_start
 // names the model the client asked for. A tap reads the cumulative usage on the way.
 import type { EventSourceMessage } from 'eventsource-parser';
-import { isObject } from '../wire/json-shape.js';
-import { anthropicInputTokens, billableUsage, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from '../translate/internal/usage.js';
-import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { isRecord } from '../wire/json-shape.js';
+import { billableUsage } from './billable-usage.js';
+import { anthropicInputTokens, collectAnthropicContent, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from '../formats/anthropic-messages/index.js';
+import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
-import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
+import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface AnthropicRelayOptions {
   clientModel: string;
 }
 
-/** What a message's content generated (text, thinking, tool input), for estimating unreported usage. */
-export function collectAnthropicContent(json: Record<string, unknown>, out: RelayOutcome): void {
-  const content = Array.isArray(json.content) ? json.content : [];
-  for (const block of content) {
-    if (!isObject(block)) continue;
-    if (typeof block.text === 'string') out.generated.push(block.text);
-    if (typeof block.thinking === 'string') {
-      out.generated.push(block.thinking);
-      out.reasoningGenerated.push(block.thinking);
-    }
-    if (block.type === 'tool_use') out.generated.push(JSON.stringify(block.input ?? {}));
-  }
-}
-
 export function anthropicJsonRelay(opts: AnthropicRelayOptions): Relay {
   return async ({ ctx, response }) => {
     const out = emptyOutcome('completed');
     const json: unknown = JSON.parse(await response.body.text());
-    if (!isObject(json)) throw Object.assign(new Error('upstream body is not an object'), { relayOutcome: { ...out, status: 'upstream_failed' } });
+    if (!isRecord(json)) throw Object.assign(new Error('upstream body is not an object'), { relayOutcome: { ...out, status: 'upstream_failed' } });
     const counters: AnthropicUsageCounters = {};
     mergeAnthropicUsage(counters, json.usage);
     out.usage = billableUsage(usageFromAnthropicCounters(counters));
@@ -71,8 +58,8 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         } catch {
           return; // a malformed event would break the client's parser: drop it
         }
-        if (!isObject(parsed)) return;
-        if (name === 'message_start' && isObject(parsed.message)) {
+        if (!isRecord(parsed)) return;
+        if (name === 'message_start' && isRecord(parsed.message)) {
           mergeAnthropicUsage(counters, parsed.message.usage);
           out.reportedInputTokens = anthropicInputTokens(counters);
           if (typeof parsed.message.model === 'string') out.responseModel = parsed.message.model;
@@ -81,8 +68,8 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         } else if (name === 'message_delta') {
           mergeAnthropicUsage(counters, parsed.usage);
           sawUsageEnd = true;
-          if (isObject(parsed.delta) && typeof parsed.delta.stop_reason === 'string') out.finishReason = parsed.delta.stop_reason;
-        } else if (name === 'content_block_delta' && isObject(parsed.delta)) {
+          if (isRecord(parsed.delta) && typeof parsed.delta.stop_reason === 'string') out.finishReason = parsed.delta.stop_reason;
+        } else if (name === 'content_block_delta' && isRecord(parsed.delta)) {
           const d = parsed.delta;
           const piece = typeof d.text === 'string' ? d.text : typeof d.thinking === 'string' ? d.thinking : typeof d.partial_json === 'string' ? d.partial_json : undefined;
           if (piece !== undefined && piece !== '') {
@@ -93,7 +80,7 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         } else if (name === 'error') {
           failed = true;
           // Rebuilt, not relayed: the upstream's text may echo a credential.
-          const e = isObject(parsed.error) ? parsed.error : {};
+          const e = isRecord(parsed.error) ? parsed.error : {};
           const type = typeof e.type === 'string' && /^[a-z_]{1,64}$/.test(e.type) ? e.type : 'api_error';
           data = JSON.stringify({ type: 'error', error: { type, message: typeof e.message === 'string' ? redact(relayableUpstreamMessage(e.message)) : 'Upstream error' } });
         }

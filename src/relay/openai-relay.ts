@@ -4,11 +4,12 @@
 // client did not ask for it.
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
-import { isObject, type JsonObject } from '../wire/json-shape.js';
-import { billableUsage, usageFromOpenAI } from '../translate/internal/usage.js';
-import { relayableUpstreamMessage } from '../upstream/upstream-message.js';
+import { isRecord, type JsonObject } from '../wire/json-shape.js';
+import { billableUsage } from './billable-usage.js';
+import { collectOpenAIChoice, usageFromOpenAI } from '../formats/openai-chat/index.js';
+import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
-import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from './relay.js';
+import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
 
 export interface OpenAIRelayOptions {
@@ -17,35 +18,6 @@ export interface OpenAIRelayOptions {
   /** The model id the client asked for (the upstream's own name is never shown). */
   clientModel: string;
   includeUsage: boolean;
-}
-
-/** What a choice (delta or message) generated, for estimating unreported usage; true when anything. */
-export function collectOpenAIChoice(choice: unknown, out: RelayOutcome): boolean {
-  if (!isObject(choice)) return false;
-  if (typeof choice.finish_reason === 'string') out.finishReason = choice.finish_reason;
-  const delta = isObject(choice.delta) ? choice.delta : isObject(choice.message) ? choice.message : undefined;
-  if (delta === undefined) return false;
-  let produced = false;
-  if (typeof delta.content === 'string' && delta.content !== '') {
-    out.generated.push(delta.content);
-    produced = true;
-  }
-  const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : delta.reasoning;
-  if (typeof reasoning === 'string' && reasoning !== '') {
-    out.generated.push(reasoning);
-    out.reasoningGenerated.push(reasoning);
-    produced = true;
-  }
-  if (Array.isArray(delta.tool_calls)) {
-    for (const call of delta.tool_calls) {
-      if (!isObject(call) || !isObject(call.function)) continue;
-      const fn = call.function;
-      if (typeof fn.name === 'string') out.generated.push(fn.name);
-      if (typeof fn.arguments === 'string' && fn.arguments !== '') out.generated.push(fn.arguments);
-      produced = true;
-    }
-  }
-  return produced;
 }
 
 export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {
@@ -58,7 +30,7 @@ export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {
     } catch {
       json = undefined;
     }
-    if (!isObject(json)) {
+    if (!isRecord(json)) {
       out.status = 'upstream_failed';
       throw Object.assign(new Error('upstream sent a body that is not a JSON object'), { relayOutcome: out });
     }
@@ -111,9 +83,9 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
       } catch {
         return; // A malformed chunk from the upstream is dropped: forwarding it would crash the client's parser.
       }
-      if (!isObject(chunk)) return;
+      if (!isRecord(chunk)) return;
       if (chunk.error !== undefined) {
-        const e = isObject(chunk.error) ? chunk.error : {};
+        const e = isRecord(chunk.error) ? chunk.error : {};
         failed = typeof e.message === 'string' ? redact(relayableUpstreamMessage(e.message)) : 'upstream error';
         return;
       }

@@ -2,7 +2,7 @@
 // reported one, else the generated text to estimate from, and how the exchange ended.
 import type { Dispatcher } from 'undici';
 import type { RequestStatus, TokenUsage } from '../billing/ledger.js';
-import type { GatewayContext } from '../http/state.js';
+import type { GatewayContext } from '../request/state.js';
 
 export interface RelayOutcome {
   /** Usage as the upstream reported it; undefined when it never arrived (cut streams). */

@@ -6,10 +6,9 @@
 // the largest of its bodies, since any of them may serve.
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { UpstreamBody } from '../translate/pair.js';
-import { imagePayloadTokens, MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 import { reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
-import type { WireFormat } from '../wire/format.js';
-import { isObject, jsonBytes, type JsonObject } from '../wire/json-shape.js';
+import { upstreamFormat, type UpstreamFormatName } from '../formats/index.js';
+import type { JsonObject } from '../wire/json-shape.js';
 
 /** Builds the request for one upstream with the output limit the reservation covers. */
 export type UpstreamRequestBuilder = (upstream: CatalogUpstream, outputLimit: number) => UpstreamBody;
@@ -21,50 +20,25 @@ export interface UpstreamBodies {
   body(upstream: CatalogUpstream, outputLimit: number): string | Buffer;
 }
 
-interface ImageTally {
-  images: number;
-  /** Their vision tokens, each bounded from its decoded size. */
-  tokens: number;
-  /** Bytes of the image payloads (base64 data, URLs) as they appear in the JSON text. */
-  bytes: number;
-}
-
-/** An image where the upstream reads one: an OpenAI image_url part, an Anthropic image block. */
-function tallyImage(part: unknown, tally: ImageTally): void {
-  if (!isObject(part)) return;
-  if (part.type === 'image_url' && isObject(part.image_url) && typeof part.image_url.url === 'string') {
-    tally.images += 1;
-    tally.tokens += imagePayloadTokens({ url: part.image_url.url });
-    tally.bytes += jsonBytes(part.image_url.url);
-  } else if (part.type === 'image' && isObject(part.source)) {
-    const payload = typeof part.source.data === 'string' ? part.source.data : typeof part.source.url === 'string' ? part.source.url : undefined;
-    tally.images += 1;
-    tally.tokens += typeof part.source.data === 'string' ? imagePayloadTokens({ data: part.source.data }) : MAX_IMAGE_TOKENS;
-    if (payload !== undefined) tally.bytes += jsonBytes(payload);
-  } else if (part.type === 'tool_result' && Array.isArray(part.content)) {
-    // Anthropic tool results may return images.
-    for (const inner of part.content) tallyImage(inner, tally);
-  }
-}
-
 /**
  * The footprint of one upstream body: every byte of its JSON text, except image payloads, which are
  * counted as images (their tokens come from the model's tiling, not their bytes). Only the positions
  * where an upstream reads an image are looked at: an image-shaped object anywhere else (inside a tool
  * argument, say) is text to the model, and its bytes stay counted.
  */
-export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, format: WireFormat, maxOutputTokens: number | undefined): RequestFootprint {
-  const tally: ImageTally = { images: 0, tokens: 0, bytes: 0 };
-  const messages = Array.isArray(request.messages) ? request.messages : [];
-  for (const m of messages) {
-    if (isObject(m) && Array.isArray(m.content)) for (const part of m.content) tallyImage(part, tally);
+export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, format: UpstreamFormatName, maxOutputTokens: number | undefined): RequestFootprint {
+  const shape = upstreamFormat(format).bodyShape(request);
+  let imageTokens = 0;
+  let imageBytes = 0;
+  for (const image of shape.images) {
+    imageTokens += image.tokens;
+    imageBytes += image.payloadBytes;
   }
-  const system = format === 'anthropic' && request.system !== undefined && request.system !== null ? 1 : 0;
   return {
-    textBytes: Buffer.byteLength(sent, 'utf8') - tally.bytes,
-    messages: messages.length + system,
-    images: tally.images,
-    imageTokens: tally.tokens,
+    textBytes: Buffer.byteLength(sent, 'utf8') - imageBytes,
+    messages: shape.messages,
+    images: shape.images.length,
+    imageTokens,
     maxOutputTokens,
   };
 }

@@ -5,7 +5,7 @@
 // whole context is read back along the chain), and each account keeps at most a configured number of
 // responses and bytes, the oldest going first. A response larger than the whole bound is not kept.
 import type { Database } from '../record/database.js';
-import type { JsonObject } from '../translate/internal/json.js';
+import type { JsonObject } from '../wire/json-shape.js';
 
 export const RETENTION_DAYS = 30;
 

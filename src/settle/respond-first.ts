@@ -2,7 +2,7 @@
 // settlement's ledger round trip, so the client's last byte never waits on Redis. The settlement still
 // runs within the request (the drain waits for it) and through the settlement queue, which keeps and
 // retries it until it lands. Streams need nothing here: their relay ends them before settling.
-import type { GatewayContext } from '../http/state.js';
+import type { GatewayContext } from '../request/state.js';
 
 /** Sends the JSON (or text) body the relay set, and tells Koa the response is done. */
 export function respondBeforeSettling(ctx: GatewayContext): void {

@@ -1,6 +1,7 @@
-// Anthropic Messages rendering (wire-formats.md B.3, B.4): JSON message or named SSE events, signed thinking.
+// Anthropic Messages rendering (docs/wire-formats.md B.3, B.4): JSON message or named SSE events, signed thinking.
 import { timingSafeEqual } from 'node:crypto';
-import { MAX_SIM_REPLY_TOKENS, isObj, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
+import { MAX_SIM_REPLY_TOKENS, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
+import { isRecord } from '../wire/json-shape.js';
 import { anthropicInputTokens } from './input-tokens.js';
 import { planReply, signThinking, type Finish, type ReplyPlan, type ToolSpec } from './reply.js';
 import { structuredReplyText } from './schema-value.js';
@@ -10,16 +11,16 @@ const STOP_REASON: Record<Finish, string> = { stop: 'end_turn', length: 'max_tok
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content.map((b) => (isObj(b) && b.type === 'text' && typeof b.text === 'string' ? b.text : '')).join('\n');
+  return content.map((b) => (isRecord(b) && b.type === 'text' && typeof b.text === 'string' ? b.text : '')).join('\n');
 }
 
 function callableTools(body: Json): { tools: ToolSpec[]; forced?: string; parallel: boolean } {
-  const choice = isObj(body.tool_choice) ? body.tool_choice : {};
+  const choice = isRecord(body.tool_choice) ? body.tool_choice : {};
   const parallel = choice.disable_parallel_tool_use !== true;
   if (!Array.isArray(body.tools) || choice.type === 'none') return { tools: [], parallel };
   const tools: ToolSpec[] = [];
   // Type-tagged server tools (web_search_..., bash_...) have no input_schema and are not ours to call.
-  for (const t of body.tools) if (isObj(t) && typeof t.name === 'string' && isObj(t.input_schema)) tools.push({ name: t.name, schema: t.input_schema });
+  for (const t of body.tools) if (isRecord(t) && typeof t.name === 'string' && isRecord(t.input_schema)) tools.push({ name: t.name, schema: t.input_schema });
   const forced = choice.type === 'tool' && typeof choice.name === 'string' ? choice.name : undefined;
   return forced === undefined ? { tools, parallel } : { tools, forced, parallel };
 }
@@ -35,10 +36,10 @@ function invalid(body: Json): string | undefined {
 function badSignature(messages: unknown[], secret: Buffer): string | undefined {
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
-    if (!isObj(m) || m.role !== 'assistant' || !Array.isArray(m.content)) continue;
+    if (!isRecord(m) || m.role !== 'assistant' || !Array.isArray(m.content)) continue;
     for (let j = 0; j < m.content.length; j++) {
       const b: unknown = m.content[j];
-      if (!isObj(b) || b.type !== 'thinking') continue;
+      if (!isRecord(b) || b.type !== 'thinking') continue;
       const want = Buffer.from(signThinking(secret, typeof b.thinking === 'string' ? b.thinking : ''));
       const got = Buffer.from(typeof b.signature === 'string' ? b.signature : '');
       if (got.length !== want.length || !timingSafeEqual(got, want)) return `messages.${i}.content.${j}`;
@@ -72,14 +73,14 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
   const inputTokens = anthropicInputTokens(body);
   ex.record.inputTokens = inputTokens;
   // Mid-conversation system messages (Claude Code) do not count as the turn being answered.
-  const turns = messages.filter((m) => !(isObj(m) && m.role === 'system'));
+  const turns = messages.filter((m) => !(isRecord(m) && m.role === 'system'));
   const last: unknown = turns[turns.length - 1];
-  const lastIsUser = isObj(last) && last.role === 'user';
+  const lastIsUser = isRecord(last) && last.role === 'user';
   const afterToolResult =
-    lastIsUser && Array.isArray(last.content) && last.content.some((b) => isObj(b) && b.type === 'tool_result');
+    lastIsUser && Array.isArray(last.content) && last.content.some((b) => isRecord(b) && b.type === 'tool_result');
   const { tools, forced, parallel } = lastIsUser && !afterToolResult ? callableTools(body) : { tools: [], forced: undefined, parallel: false };
-  const thinking = isObj(body.thinking) ? body.thinking.type : undefined;
-  const structuredText = structuredReplyText(isObj(body.output_config) ? body.output_config.format : undefined);
+  const thinking = isRecord(body.thinking) ? body.thinking.type : undefined;
+  const structuredText = structuredReplyText(isRecord(body.output_config) ? body.output_config.format : undefined);
   const plan = planReply({
     lastUserText: lastIsUser ? textOf(last.content) : '',
     afterToolResult,
@@ -117,12 +118,7 @@ async function stream(ex: Exchange, plan: ReplyPlan, id: string, model: string, 
   if (!ex.send(frame('message_start', { type: 'message_start', message }), 0)) return;
   if (!ex.send(frame('ping', { type: 'ping' }), 0)) return;
   await ex.pause(ex.firstTokenDelayMs);
-  let first = true;
-  const paced = async (f: string, tokens: number): Promise<boolean> => {
-    if (!first) await ex.pause(ex.tokenDelayMs);
-    first = false;
-    return ex.send(f, tokens);
-  };
+  const paced = ex.pacedSender();
   let index = 0;
   const delta = (d: unknown) => frame('content_block_delta', { type: 'content_block_delta', index, delta: d });
   const open = (block: unknown) => ex.send(frame('content_block_start', { type: 'content_block_start', index, content_block: block }), 0);

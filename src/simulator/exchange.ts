@@ -1,10 +1,10 @@
-// One request/response in flight: the log record, error bodies in either wire format, and an SSE writer
+// One request/response in flight: the log record, error bodies in each wire format, and an SSE writer
 // that applies stream faults, pacing and client-abort detection in one place.
 import type { ToolScript } from './reply.js';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultSpec } from './faults.js';
 
-export type SimFormat = 'openai' | 'anthropic';
+export type SimFormat = 'openai' | 'anthropic' | 'gemini';
 
 export interface SimulatedRequest {
   /** Sequence number within this simulator (1, 2, ...); also the `req_sim_<id>` request-id header. */
@@ -21,6 +21,8 @@ export interface SimulatedRequest {
   /** HTTP status sent (0 while none). */
   status: number;
   inputTokens: number;
+  /** Of `inputTokens`, those reported as read from a cache (Gemini's implicit cache). */
+  cachedInputTokens: number;
   /** Output tokens actually written to the socket (streams: per chunk, so an abort stops the count). */
   outputTokensSent: number;
   /** The client went away before the reply finished. */
@@ -53,7 +55,20 @@ const ANTHROPIC_TYPES: Record<number, string> = {
   529: 'overloaded_error',
 };
 
+/** Gemini's status names (google.rpc.Code) for the HTTP statuses the simulator answers with. */
+const GEMINI_STATUS: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
+
 export function errorBody(format: SimFormat, status: number, message: string, code?: string): unknown {
+  if (format === 'gemini') return { error: { code: status, message, status: GEMINI_STATUS[status] ?? (status >= 500 ? 'INTERNAL' : 'INVALID_ARGUMENT') } };
   if (format === 'anthropic') {
     const type = ANTHROPIC_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
     return { type: 'error', error: { type, message } };
@@ -63,6 +78,7 @@ export function errorBody(format: SimFormat, status: number, message: string, co
 }
 
 export function inBandError(format: SimFormat, message: string): string {
+  if (format === 'gemini') return `data: ${JSON.stringify({ error: { code: 503, message, status: 'UNAVAILABLE' } })}\r\n\r\n`;
   if (format === 'anthropic') {
     return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message } })}\n\n`;
   }
@@ -173,6 +189,19 @@ export class Exchange {
     if (!this.closed) this.res.end();
   }
 
+  /**
+   * A sender that waits `tokenDelayMs` before every frame but the first (the first token's delay is
+   * the caller's): how every stream paces its tokens.
+   */
+  pacedSender(): (frame: string, tokens: number) => Promise<boolean> {
+    let first = true;
+    return async (frame, tokens) => {
+      if (!first) await this.pause(this.tokenDelayMs);
+      first = false;
+      return this.send(frame, tokens);
+    };
+  }
+
   /** Pacing between tokens; flushes the burst first so the client sees what was sent so far. */
   async pause(ms: number): Promise<void> {
     if (ms <= 0 || this.closed) return;
@@ -204,7 +233,6 @@ export interface SimContext {
 }
 
 export type Json = { [k: string]: unknown };
-export const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A positive integer field, `undefined` when absent, or an error string. */
 export function positiveInt(body: Json, field: string, max = Number.MAX_SAFE_INTEGER): number | undefined | string {

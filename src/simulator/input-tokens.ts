@@ -2,12 +2,12 @@
 // tool arguments, +16 per message, +1,600 per image), every term here must stay at or below its counterpart:
 // a token is at least one byte, 4 <= 16 per message, 85 <= 1,600 per image.
 import { countTokens } from './tokenizer.js';
+import { isRecord } from '../wire/json-shape.js';
 
 export const TOKENS_PER_MESSAGE = 4;
 export const TOKENS_PER_IMAGE = 85;
 
 type Json = { [k: string]: unknown };
-const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 function toolsTokens(tools: unknown): number {
@@ -23,7 +23,7 @@ function openaiContent(content: unknown): number {
   if (!Array.isArray(content)) return 0;
   let n = 0;
   for (const part of content) {
-    if (!isObj(part)) continue;
+    if (!isRecord(part)) continue;
     if (part.type === 'text') n += countTokens(str(part.text));
     else if (part.type === 'refusal') n += countTokens(str(part.refusal));
     else if (part.type === 'image_url') n += TOKENS_PER_IMAGE;
@@ -36,10 +36,10 @@ export function openaiInputTokens(body: Json): number {
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const m of messages) {
     n += TOKENS_PER_MESSAGE;
-    if (!isObj(m)) continue;
+    if (!isRecord(m)) continue;
     n += openaiContent(m.content);
     if (Array.isArray(m.tool_calls)) {
-      for (const c of m.tool_calls) if (isObj(c) && isObj(c.function)) n += countTokens(str(c.function.arguments));
+      for (const c of m.tool_calls) if (isRecord(c) && isRecord(c.function)) n += countTokens(str(c.function.arguments));
     }
   }
   return n;
@@ -51,7 +51,7 @@ function anthropicContent(content: unknown): number {
   if (!Array.isArray(content)) return 0;
   let n = 0;
   for (const b of content) {
-    if (!isObj(b)) continue;
+    if (!isRecord(b)) continue;
     switch (b.type) {
       case 'text':
         n += countTokens(str(b.text));
@@ -69,7 +69,7 @@ function anthropicContent(content: unknown): number {
         n += countTokens(str(b.thinking));
         break;
       case 'document':
-        if (isObj(b.source) && b.source.type === 'text') n += countTokens(str(b.source.data));
+        if (isRecord(b.source) && b.source.type === 'text') n += countTokens(str(b.source.data));
         break;
     }
   }
@@ -81,7 +81,28 @@ export function anthropicInputTokens(body: Json): number {
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const m of messages) {
     n += TOKENS_PER_MESSAGE;
-    if (isObj(m)) n += anthropicContent(m.content);
+    if (isRecord(m)) n += anthropicContent(m.content);
   }
+  return n;
+}
+
+/** Gemini parts: text, inline images, function calls and responses (their JSON). */
+function geminiParts(content: unknown): number {
+  const parts = isRecord(content) && Array.isArray(content.parts) ? content.parts : [];
+  let n = 0;
+  for (const p of parts) {
+    if (!isRecord(p)) continue;
+    if (typeof p.text === 'string') n += countTokens(p.text);
+    else if (isRecord(p.inlineData)) n += str(p.inlineData.mimeType).startsWith('image/') ? TOKENS_PER_IMAGE : countTokens(str(p.inlineData.data));
+    else if (isRecord(p.functionCall)) n += countTokens(JSON.stringify(p.functionCall.args ?? {}));
+    else if (isRecord(p.functionResponse)) n += countTokens(JSON.stringify(p.functionResponse.response ?? {}));
+  }
+  return n;
+}
+
+export function geminiInputTokens(body: Json): number {
+  let n = toolsTokens(body.tools) + geminiParts(body.systemInstruction);
+  const contents = Array.isArray(body.contents) ? body.contents : [];
+  for (const c of contents) n += TOKENS_PER_MESSAGE + geminiParts(c);
   return n;
 }

@@ -1,5 +1,6 @@
-// OpenAI Chat Completions rendering (wire-formats.md A.4, A.6): JSON or `data:`-only SSE ending in [DONE].
-import { MAX_SIM_REPLY_TOKENS, isObj, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
+// OpenAI Chat Completions rendering (docs/wire-formats.md A.4, A.6): JSON or `data:`-only SSE ending in [DONE].
+import { MAX_SIM_REPLY_TOKENS, positiveInt, type Exchange, type Json, type SimContext } from './exchange.js';
+import { isRecord } from '../wire/json-shape.js';
 import { openaiInputTokens } from './input-tokens.js';
 import { tokenLogprob } from './logprobs.js';
 import { planReply, type ReplyPlan, type ToolSpec } from './reply.js';
@@ -8,19 +9,19 @@ import { structuredReplyText } from './schema-value.js';
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content.map((p) => (isObj(p) && p.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('\n');
+  return content.map((p) => (isRecord(p) && p.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('\n');
 }
 
 function callableTools(body: Json): { tools: ToolSpec[]; forced?: string } {
   if (!Array.isArray(body.tools) || body.tool_choice === 'none') return { tools: [] };
   const tools: ToolSpec[] = [];
   for (const t of body.tools) {
-    if (isObj(t) && t.type === 'function' && isObj(t.function) && typeof t.function.name === 'string') {
+    if (isRecord(t) && t.type === 'function' && isRecord(t.function) && typeof t.function.name === 'string') {
       tools.push({ name: t.function.name, schema: t.function.parameters });
     }
   }
   const choice = body.tool_choice;
-  const forced = isObj(choice) && isObj(choice.function) && typeof choice.function.name === 'string' ? choice.function.name : undefined;
+  const forced = isRecord(choice) && isRecord(choice.function) && typeof choice.function.name === 'string' ? choice.function.name : undefined;
   return forced === undefined ? { tools } : { tools, forced };
 }
 
@@ -48,17 +49,17 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
   const inputTokens = openaiInputTokens(body);
   ex.record.inputTokens = inputTokens;
   const last: unknown = messages[messages.length - 1];
-  const lastRole = isObj(last) ? last.role : undefined;
+  const lastRole = isRecord(last) ? last.role : undefined;
   let lastUserText = '';
   for (let i = messages.length - 1; i >= 0; i--) {
     const m: unknown = messages[i];
-    if (isObj(m) && m.role === 'user') {
+    if (isRecord(m) && m.role === 'user') {
       lastUserText = textOf(m.content);
       break;
     }
   }
   const { tools, forced } = lastRole === 'user' ? callableTools(body) : { tools: [], forced: undefined };
-  const toolResultText = lastRole === 'tool' && isObj(last) ? textOf(last.content) : undefined;
+  const toolResultText = lastRole === 'tool' && isRecord(last) ? textOf(last.content) : undefined;
   const plan = planReply({
     lastUserText,
     afterToolResult: lastRole === 'tool',
@@ -86,7 +87,7 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
 
   if (body.stream === true) {
     const opts = body.stream_options;
-    return stream(ex, plan, id, created, ctx.replyModel(model), isObj(opts) && opts.include_usage === true ? usage : undefined, logprobsTop);
+    return stream(ex, plan, id, created, ctx.replyModel(model), isRecord(opts) && opts.include_usage === true ? usage : undefined, logprobsTop);
   }
   await ex.pause(ex.firstTokenDelayMs + ex.tokenDelayMs * Math.max(0, plan.outputTokens - 1));
   const message: Json = { role: 'assistant', content: plan.toolCalls.length > 0 ? null : plan.text.join(''), refusal: null };
@@ -121,12 +122,7 @@ async function stream(ex: Exchange, plan: ReplyPlan, id: string, created: number
   ex.startStream();
   if (!ex.send(chunk({ role: 'assistant', content: '' }), 0)) return;
   await ex.pause(ex.firstTokenDelayMs);
-  let first = true;
-  const paced = async (frame: string, tokens: number): Promise<boolean> => {
-    if (!first) await ex.pause(ex.tokenDelayMs);
-    first = false;
-    return ex.send(frame, tokens);
-  };
+  const paced = ex.pacedSender();
   for (const r of plan.reasoning) if (!(await paced(chunk({ reasoning_content: r, reasoning: r }), 1))) return;
   for (const t of plan.text) if (!(await paced(contentChunk(t), 1))) return;
   for (let i = 0; i < plan.toolCalls.length; i++) {

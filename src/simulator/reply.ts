@@ -2,6 +2,7 @@
 // a request gets. Handlers only render a plan; they never decide content.
 import { createHmac } from 'node:crypto';
 import { WORDS, countTokens, encode, decode } from './tokenizer.js';
+import { isRecord } from '../wire/json-shape.js';
 
 export interface ToolSpec {
   name: string;
@@ -96,23 +97,21 @@ function words(seed: number, n: number): string[] {
   return out;
 }
 
-type Schema = { [k: string]: unknown };
-const isObj = (v: unknown): v is Schema => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A value that satisfies the common JSON-schema shapes: required properties filled, recursively. */
 export function exampleFromSchema(schema: unknown, depth = 0): unknown {
-  if (!isObj(schema) || depth > 8) return 'example';
+  if (!isRecord(schema) || depth > 8) return 'example';
   if ('const' in schema) return schema.const;
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
   const alt = (schema.anyOf ?? schema.oneOf ?? schema.allOf) as unknown;
   if (Array.isArray(alt) && alt.length > 0) return exampleFromSchema(alt[0], depth + 1);
   let type = schema.type;
   if (Array.isArray(type)) type = type.find((t) => t !== 'null') ?? 'null';
-  if (type === undefined && isObj(schema.properties)) type = 'object';
+  if (type === undefined && isRecord(schema.properties)) type = 'object';
   switch (type) {
     case 'object': {
       const out: Record<string, unknown> = {};
-      const props = isObj(schema.properties) ? schema.properties : {};
+      const props = isRecord(schema.properties) ? schema.properties : {};
       const required = Array.isArray(schema.required) ? schema.required : [];
       for (const key of required) if (typeof key === 'string') out[key] = exampleFromSchema(props[key], depth + 1);
       return out;
@@ -162,7 +161,7 @@ function splitArgs(args: string): ArgPiece[] {
 
 function planToolCall(tool: ToolSpec, id: string, scripted?: Record<string, unknown>): PlannedToolCall {
   const value = scripted ?? exampleFromSchema(tool.schema ?? { type: 'object' });
-  const args = JSON.stringify(isObj(value) ? value : {});
+  const args = JSON.stringify(isRecord(value) ? value : {});
   const nameTokens = countTokens(tool.name);
   const argPieces = splitArgs(args);
   const argTokens = argPieces.reduce((s, p) => s + p.tokens, 0);

@@ -4,8 +4,9 @@
 // lengths and common formats, numeric bounds); deterministic, and bounded in depth and size whatever
 // the schema says.
 
+import { isRecord } from '../wire/json-shape.js';
+
 type Schema = { [k: string]: unknown };
-const isObj = (v: unknown): v is Schema => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const MAX_DEPTH = 12;
 /** No schema can make one reply hold more than this many array items or string characters. */
@@ -30,7 +31,7 @@ function resolveRef(ref: string, root: Schema): unknown {
   if (!ref.startsWith('#/')) return {};
   let node: unknown = root;
   for (const part of ref.slice(2).split('/')) {
-    if (!isObj(node)) return {};
+    if (!isRecord(node)) return {};
     node = node[part.replace(/~1/g, '/').replace(/~0/g, '~')];
   }
   return node;
@@ -65,9 +66,9 @@ function mergeAllOf(schema: Schema, branches: unknown[]): Schema {
   const properties: Schema = {};
   const required: unknown[] = [];
   for (const part of [...branches, own]) {
-    if (!isObj(part)) continue;
+    if (!isRecord(part)) continue;
     Object.assign(merged, part);
-    if (isObj(part.properties)) Object.assign(properties, part.properties);
+    if (isRecord(part.properties)) Object.assign(properties, part.properties);
     if (Array.isArray(part.required)) required.push(...(part.required as unknown[]));
   }
   if (Object.keys(properties).length > 0) merged.properties = properties;
@@ -77,7 +78,7 @@ function mergeAllOf(schema: Schema, branches: unknown[]): Schema {
 
 function valueFor(schema: unknown, root: Schema, depth: number): unknown {
   if (schema === true || schema === undefined) return 'example';
-  if (!isObj(schema) || depth > MAX_DEPTH) return null;
+  if (!isRecord(schema) || depth > MAX_DEPTH) return null;
   if (typeof schema.$ref === 'string') return valueFor(resolveRef(schema.$ref, root), root, depth + 1);
   if ('const' in schema) return schema.const;
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
@@ -85,17 +86,17 @@ function valueFor(schema: unknown, root: Schema, depth: number): unknown {
   const alt = (schema.anyOf ?? schema.oneOf) as unknown;
   if (Array.isArray(alt) && alt.length > 0) {
     // Prefer a non-null branch: a model asked for a value gives one.
-    const branch = alt.find((b) => !(isObj(b) && b.type === 'null')) ?? alt[0];
+    const branch = alt.find((b) => !(isRecord(b) && b.type === 'null')) ?? alt[0];
     return valueFor(branch, root, depth + 1);
   }
   let type = schema.type;
   if (Array.isArray(type)) type = type.find((t) => t !== 'null') ?? 'null';
-  if (type === undefined && isObj(schema.properties)) type = 'object';
+  if (type === undefined && isRecord(schema.properties)) type = 'object';
   if (type === undefined && schema.items !== undefined) type = 'array';
   switch (type) {
     case 'object': {
       const out: Record<string, unknown> = {};
-      const props = isObj(schema.properties) ? schema.properties : {};
+      const props = isRecord(schema.properties) ? schema.properties : {};
       const required = new Set(Array.isArray(schema.required) ? schema.required.filter((k): k is string => typeof k === 'string') : []);
       // Every listed property is filled (strict structured outputs list them all as required anyway);
       // a required name with no property schema gets a string.
@@ -126,15 +127,15 @@ function valueFor(schema: unknown, root: Schema, depth: number): unknown {
 }
 
 export function valueFromSchema(schema: unknown): unknown {
-  return valueFor(schema, isObj(schema) ? schema : {}, 0);
+  return valueFor(schema, isRecord(schema) ? schema : {}, 0);
 }
 
 /** The JSON text a structured-output request is answered with, or undefined for a free-text reply. */
 export function structuredReplyText(format: unknown): string | undefined {
-  if (!isObj(format)) return undefined;
+  if (!isRecord(format)) return undefined;
   if (format.type === 'json_object') return JSON.stringify({ answer: 'example' });
   if (format.type !== 'json_schema') return undefined;
   // Chat completions wrap the schema (`json_schema: {name, schema}`); Anthropic and Responses do not.
-  const schema = isObj(format.json_schema) ? format.json_schema.schema : format.schema;
+  const schema = isRecord(format.json_schema) ? format.json_schema.schema : format.schema;
   return JSON.stringify(valueFromSchema(schema ?? { type: 'object' }));
 }

@@ -5,8 +5,10 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleCountTokens, handleMessages } from './anthropic.js';
-import { Exchange, errorBody, isObj, type Json, type SimFormat, type SimulatedRequest } from './exchange.js';
+import { Exchange, errorBody, type Json, type SimFormat, type SimulatedRequest } from './exchange.js';
+import { isRecord } from '../wire/json-shape.js';
 import { FaultBook, parseFault, type FaultSpec } from './faults.js';
+import { handleGenerateContent } from './gemini.js';
 import { handleChatCompletions } from './openai.js';
 
 export type { SimulatedRequest } from './exchange.js';
@@ -43,7 +45,7 @@ export interface SimulatorOptions {
   reportedModels?: Record<string, string>;
   /** Names listed by GET /v1/models (default ["sim-chat", "sim-reasoner"]). */
   models?: string[];
-  /** When set, requests must carry `Authorization: Bearer <apiKey>` or `x-api-key: <apiKey>` (else 401). */
+  /** When set, requests must carry `Authorization: Bearer <apiKey>`, `x-api-key` or `x-goog-api-key: <apiKey>` (else 401). */
   apiKey?: string;
 }
 
@@ -51,6 +53,8 @@ export interface Simulator {
   url: string;
   openaiBaseUrl: string;
   anthropicBaseUrl: string;
+  /** Gemini API base URL (the bare origin, like Google's). */
+  geminiBaseUrl: string;
   port: number;
   /** Log of API requests (not /_sim control calls), oldest first; empty when `log: false`. */
   readonly requests: SimulatedRequest[];
@@ -86,6 +90,7 @@ function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
 }
 
 function formatOf(path: string, req: IncomingMessage): SimFormat {
+  if (path.startsWith('/v1beta/')) return 'gemini';
   if (path.startsWith('/v1/messages')) return 'anthropic';
   if (path.startsWith('/v1/models') && (req.headers['x-api-key'] !== undefined || req.headers['anthropic-version'] !== undefined)) {
     return 'anthropic';
@@ -94,7 +99,7 @@ function formatOf(path: string, req: IncomingMessage): SimFormat {
 }
 
 function authorized(req: IncomingMessage, key: string): boolean {
-  return req.headers.authorization === `Bearer ${key}` || req.headers['x-api-key'] === key;
+  return req.headers.authorization === `Bearer ${key}` || req.headers['x-api-key'] === key || req.headers['x-goog-api-key'] === key;
 }
 
 export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
@@ -120,6 +125,9 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     nextId: () => ++seq,
   };
 
+  /** Prompt prefixes seen, for Gemini's implicit cache. */
+  const seenGeminiPrompts = new Set<string>();
+  const geminiModels = { models: models.map((id) => ({ name: `models/${id}`, displayName: id, supportedGenerationMethods: ['generateContent', 'streamGenerateContent'] })) };
   const listModels = (format: SimFormat) =>
     format === 'anthropic'
       ? {
@@ -170,8 +178,10 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
         parseError = 'request body is not valid JSON';
       }
     }
-    const json: Json = isObj(body) ? body : {};
-    const model = typeof json.model === 'string' ? json.model : undefined;
+    const json: Json = isRecord(body) ? body : {};
+    // Gemini names the model, and whether it streams, in the path: /v1beta/models/{model}:{method}.
+    const gemini = format === 'gemini' ? /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/.exec(path) : null;
+    const model = gemini ? decodeURIComponent(gemini[1]!) : typeof json.model === 'string' ? json.model : undefined;
     const fault = faults.take(path, model);
     const record: SimulatedRequest = {
       id: ++requestSeq,
@@ -181,9 +191,10 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       headers: req.headers,
       body,
       model,
-      stream: json.stream === true,
+      stream: gemini ? gemini[2] === 'streamGenerateContent' : json.stream === true,
       status: 0,
       inputTokens: 0,
+      cachedInputTokens: 0,
       outputTokensSent: 0,
       aborted: false,
       finished: false,
@@ -219,8 +230,10 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       if (path === '/v1/chat/completions' || path === '/chat/completions') return handleChatCompletions(ex, json, ctx);
       if (path === '/v1/messages') return handleMessages(ex, json, ctx);
       if (path === '/v1/messages/count_tokens') return handleCountTokens(ex, json);
+      if (gemini) return handleGenerateContent(ex, json, model ?? '', record.stream, ctx, seenGeminiPrompts);
     } else if (req.method === 'GET') {
       if (path === '/v1/models' || path === '/models') return ex.json(200, listModels(format));
+      if (path === '/v1beta/models') return ex.json(200, geminiModels);
       const m = /^\/v1\/models\/(.+)$/.exec(path);
       if (m) {
         const one = listModels(format).data.find((x) => x.id === decodeURIComponent(m[1]!));
@@ -249,6 +262,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     url,
     openaiBaseUrl: `${url}/v1`,
     anthropicBaseUrl: url,
+    geminiBaseUrl: url,
     port,
     requests,
     clearLog: () => {

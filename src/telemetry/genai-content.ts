@@ -5,8 +5,8 @@
 // The prompt is the client's messages as received (before any translation to the upstream's format),
 // each part mapped to the conventions' part type; a part with no counterpart is kept whole under its
 // own type (the conventions' generic part).
-import type { WireFormat } from '../wire/format.js';
-import { isObject, type JsonObject } from '../wire/json-shape.js';
+import type { ClientFormatName } from '../formats/index.js';
+import { isRecord, type JsonObject } from '../wire/json-shape.js';
 
 export type MessagePart =
   | { type: 'text'; content: string }
@@ -54,9 +54,9 @@ function urlPart(url: string, modality: string): MessagePart {
 
 function openaiPart(p: unknown): MessagePart | undefined {
   if (typeof p === 'string') return { type: 'text', content: p };
-  if (!isObject(p)) return undefined;
+  if (!isRecord(p)) return undefined;
   if (p.type === 'text' && typeof p.text === 'string') return { type: 'text', content: p.text };
-  if (p.type === 'image_url' && isObject(p.image_url) && typeof p.image_url.url === 'string') return urlPart(p.image_url.url, 'image');
+  if (p.type === 'image_url' && isRecord(p.image_url) && typeof p.image_url.url === 'string') return urlPart(p.image_url.url, 'image');
   return p;
 }
 
@@ -78,7 +78,7 @@ function openaiMessage(m: JsonObject): ChatMessage {
   }
   if (Array.isArray(m.tool_calls)) {
     for (const call of m.tool_calls) {
-      if (!isObject(call) || !isObject(call.function)) continue;
+      if (!isRecord(call) || !isRecord(call.function)) continue;
       const id = str(call.id);
       parts.push({ type: 'tool_call', ...(id ? { id } : {}), name: str(call.function.name) ?? '', arguments: parsedArguments(call.function.arguments) });
     }
@@ -89,7 +89,7 @@ function openaiMessage(m: JsonObject): ChatMessage {
 
 function anthropicPart(b: unknown): MessagePart | undefined {
   if (typeof b === 'string') return { type: 'text', content: b };
-  if (!isObject(b)) return undefined;
+  if (!isRecord(b)) return undefined;
   switch (b.type) {
     case 'text':
       return typeof b.text === 'string' ? { type: 'text', content: b.text } : b;
@@ -104,7 +104,7 @@ function anthropicPart(b: unknown): MessagePart | undefined {
       return { type: 'tool_call_response', ...(id ? { id } : {}), response: b.content };
     }
     case 'image':
-      if (isObject(b.source)) {
+      if (isRecord(b.source)) {
         const s = b.source;
         if (s.type === 'base64' && typeof s.data === 'string') {
           const mime = str(s.media_type);
@@ -130,37 +130,52 @@ function anthropicParts(content: unknown): MessagePart[] {
   return parts;
 }
 
+/** How one client format's prompts and whole replies read as GenAI messages. */
+interface ContentReader {
+  input(body: JsonObject, messages: unknown[]): InputContent;
+  /** Undefined when `reply` is not a reply of this format. */
+  reply(reply: JsonObject): OutputMessage[] | undefined;
+}
+
+/** One reader per client format: a format without one is a compile error here. */
+const READERS: Record<ClientFormatName, ContentReader> = {
+  openai: {
+    input: (_body, messages) => ({ input: messages.filter(isRecord).map(openaiMessage) }),
+    reply(reply) {
+      if (!Array.isArray(reply.choices)) return undefined;
+      const out: OutputMessage[] = [];
+      for (const choice of reply.choices) {
+        if (!isRecord(choice) || !isRecord(choice.message)) continue;
+        const { role, parts } = openaiMessage(choice.message);
+        out.push({ role, parts, finish_reason: str(choice.finish_reason) ?? 'error' });
+      }
+      return out;
+    },
+  },
+  anthropic: {
+    input(body, messages) {
+      const input = messages.filter(isRecord).map((m): ChatMessage => ({ role: str(m.role) ?? 'user', parts: anthropicParts(m.content) }));
+      return body.system === undefined ? { input } : { system: anthropicParts(body.system), input };
+    },
+    reply(reply) {
+      if (!Array.isArray(reply.content)) return undefined;
+      return [{ role: str(reply.role) ?? 'assistant', parts: anthropicParts(reply.content), finish_reason: str(reply.stop_reason) ?? 'error' }];
+    },
+  },
+};
+
 /** The client's prompt (its request body in its wire format) as GenAI input messages. */
-export function inputContent(format: WireFormat, body: unknown): InputContent {
-  const input: ChatMessage[] = [];
-  if (!isObject(body)) return { input };
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  if (format === 'openai') {
-    for (const m of messages) if (isObject(m)) input.push(openaiMessage(m));
-    return { input };
-  }
-  for (const m of messages) if (isObject(m)) input.push({ role: str(m.role) ?? 'user', parts: anthropicParts(m.content) });
-  return body.system === undefined ? { input } : { system: anthropicParts(body.system), input };
+export function inputContent(format: ClientFormatName, body: unknown): InputContent {
+  if (!isRecord(body)) return { input: [] };
+  return READERS[format].input(body, Array.isArray(body.messages) ? body.messages : []);
 }
 
 /**
  * A whole (non-streamed) reply as the client receives it, one output message per choice; undefined
  * when `reply` is not a reply of that format.
  */
-export function replyContent(format: WireFormat, reply: unknown): OutputMessage[] | undefined {
-  if (!isObject(reply)) return undefined;
-  if (format === 'anthropic') {
-    if (!Array.isArray(reply.content)) return undefined;
-    return [{ role: str(reply.role) ?? 'assistant', parts: anthropicParts(reply.content), finish_reason: str(reply.stop_reason) ?? 'error' }];
-  }
-  if (!Array.isArray(reply.choices)) return undefined;
-  const out: OutputMessage[] = [];
-  for (const choice of reply.choices) {
-    if (!isObject(choice) || !isObject(choice.message)) continue;
-    const { role, parts } = openaiMessage(choice.message);
-    out.push({ role, parts, finish_reason: str(choice.finish_reason) ?? 'error' });
-  }
-  return out;
+export function replyContent(format: ClientFormatName, reply: unknown): OutputMessage[] | undefined {
+  return isRecord(reply) ? READERS[format].reply(reply) : undefined;
 }
 
 export interface GeneratedOutput {

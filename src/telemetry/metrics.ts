@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { BoundCounter, BoundHistogram } from './bound-metrics.js';
 import type { CatalogSnapshot, Micros } from '../catalog/snapshot.js';
-import type { WireFormat } from '../wire/format.js';
+import { CLIENT_FORMAT_NAMES, type ClientFormatName } from '../formats/index.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
 
 export const METRIC_PREFIX = 'tollgate_';
@@ -59,7 +59,6 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'key_revoked',
   'unknown_key',
 ];
-const FORMATS: readonly WireFormat[] = ['openai', 'anthropic'];
 /** Statuses kept as exact codes; anything else becomes its class ("4xx"), bounding the label. */
 const EXACT_STATUSES: readonly number[] = [
   200, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 502, 503, 504, 529,
@@ -94,7 +93,7 @@ interface RequestEntry {
   duration: HistogramChild;
   byStatus: Map<number, CounterChild>;
   route: string;
-  format: WireFormat;
+  format: ClientFormatName;
   model: string;
 }
 
@@ -114,8 +113,8 @@ interface ModelEntry {
   cost: CounterChild;
   upstreams: Map<string, UpstreamEntry>;
   unknownUpstream: UpstreamEntry | undefined;
-  /** route -> [openai, anthropic] */
-  requests: Map<string, [RequestEntry, RequestEntry]>;
+  /** route -> client format -> its entry */
+  requests: Map<string, Record<ClientFormatName, RequestEntry>>;
 }
 
 function statusLabel(status: number): string {
@@ -409,12 +408,11 @@ export class GatewayMetrics {
   }
 
   /** One client request finished (any status, including refusals and errors). */
-  requestFinished(route: string, format: WireFormat, modelId: string | undefined, status: number, durationMs: number): void {
+  requestFinished(route: string, format: ClientFormatName, modelId: string | undefined, status: number, durationMs: number): void {
     const model = this.model(modelId);
     const r = this.routes.has(route) ? route : OTHER_ROUTE;
-    const pair = model.requests.get(r);
-    if (pair === undefined) return; // unreachable: every known route has an entry
-    const entry = format === 'anthropic' ? pair[1] : pair[0];
+    const entry = model.requests.get(r)?.[format];
+    if (entry === undefined) return; // unreachable: every known route has an entry per format
     let child = entry.byStatus.get(status);
     if (child === undefined) {
       child = this.requestsTotal.bind(entry.route, entry.format, entry.model, statusLabel(status));
@@ -609,18 +607,16 @@ export class GatewayMetrics {
   }
 
   private buildModel(label: string, upstreams: readonly string[]): ModelEntry {
-    const requests = new Map<string, [RequestEntry, RequestEntry]>();
+    const requests = new Map<string, Record<ClientFormatName, RequestEntry>>();
     for (const route of this.routeList) {
-      const [a, b] = FORMATS.map(
-        (format): RequestEntry => ({
-          duration: this.requestDuration.bind(route, format, label),
-          byStatus: new Map(),
-          route,
-          format,
-          model: label,
-        }),
-      );
-      requests.set(route, [a!, b!]);
+      const entry = (format: ClientFormatName): RequestEntry => ({
+        duration: this.requestDuration.bind(route, format, label),
+        byStatus: new Map(),
+        route,
+        format,
+        model: label,
+      });
+      requests.set(route, Object.fromEntries(CLIENT_FORMAT_NAMES.map((format) => [format, entry(format)])) as Record<ClientFormatName, RequestEntry>);
     }
     return {
       label,

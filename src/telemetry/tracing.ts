@@ -25,7 +25,7 @@ import { createRequire } from 'node:module';
 import type * as SdkNode from '@opentelemetry/sdk-node';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { WireFormat } from '../wire/format.js';
+import type { ClientFormatName } from '../formats/index.js';
 import type { Micros } from '../catalog/snapshot.js';
 import type { RefusalReason } from '../billing/ledger.js';
 import { boundField, MAX_REQUEST_FIELD_CHARS } from './logger.js';
@@ -78,7 +78,7 @@ export interface RequestSpanInfo {
   /** The client's headers; a W3C `traceparent` there becomes the parent of the request span. */
   incomingHeaders?: IncomingHeaders;
   method?: string;
-  format?: WireFormat;
+  format?: ClientFormatName;
 }
 
 export interface RequestDetails {

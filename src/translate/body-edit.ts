@@ -4,14 +4,8 @@
 // (decode/json-body.ts), so editing touches only those few members. Hand-written because no JSON
 // library edits text in place, and what is needed is narrow: the top-level members of a body
 // JSON.parse has already accepted.
-import type { MemberSpan } from '../decode/json-body.js';
+import type { ClientBody, MemberSpan } from '../request/client-body.js';
 
-/** A request body as the client sent it. */
-export interface ClientBody {
-  bytes: Buffer;
-  /** Each top-level member's byte span, in order. */
-  members: readonly MemberSpan[];
-}
 
 const OPEN = Buffer.from('{');
 const CLOSE = Buffer.from('}');

@@ -1,17 +1,23 @@
-// The pairs, by client format then upstream format: the whole matrix in one place.
-import type { ClientProtocolHeaders } from '../upstream/formats/index.js';
+// The pairs of the chat client formats (chat completions, messages): a client format has a
+// same-format pair for the upstream format it shares a wire with (the client's bytes, edited); every
+// other upstream format in the table (src/formats) is reached through the internal representation.
+// The Responses API's pairs are src/responses/pair.ts, beside its store.
+import type { ClientProtocolHeaders } from '../formats/index.js';
 import type { DecodedMessagesRequest } from '../decode/messages-request.js';
 import type { DecodedChatRequest } from '../decode/chat-request.js';
-import type { ClientBody } from './body-edit.js';
+import type { ClientBody } from '../request/client-body.js';
 import { pairsOf, type FormatPairs, type PairRequest } from './pair.js';
 import { anthropicToAnthropic } from './pairs/anthropic-to-anthropic.js';
-import { anthropicToOpenai } from './pairs/anthropic-to-openai.js';
-import { openaiToAnthropic } from './pairs/openai-to-anthropic.js';
 import { openaiToOpenai } from './pairs/openai-to-openai.js';
-import { responsesToAnthropic, responsesToOpenai, type ResponsesPairRequest } from './pairs/responses-to-upstream.js';
+import { viaInternal } from './via-internal.js';
 
-export type { FormatPair, FormatPairs, PairRequest } from './pair.js';
-export type { ResponsesPairRequest } from './pairs/responses-to-upstream.js';
+// What a client format with its own pairs (the Responses API, src/responses/pair.ts) builds them from.
+export { pairsOf, serialised, type FormatPair, type FormatPairs, type PairRequest } from './pair.js';
+export { billFrom, pumpTranslated, upstreamReply } from './pump.js';
+export { StreamTranslator } from './representation/stream-translator.js';
+export { TranslationError, type InternalRequest } from './representation/index.js';
+export { encodeRequest } from './translation.js';
+export { translationContext } from './via-internal.js';
 
 /** The client's body as received, for the same-format pair to edit; without it, that pair serialises `decoded.body`. */
 interface ClientBytes {
@@ -19,13 +25,11 @@ interface ClientBytes {
 }
 
 export function chatCompletionPairs(req: PairRequest & ClientBytes & { decoded: DecodedChatRequest }): FormatPairs {
-  return pairsOf({ openai: () => openaiToOpenai(req), anthropic: () => openaiToAnthropic(req) });
+  const { body, stream, includeUsage } = req.decoded;
+  return pairsOf({ openai: () => openaiToOpenai(req) }, (upstreamFormat) => viaInternal({ ...req, client: 'openai', upstreamFormat, body, stream, includeUsage }));
 }
 
 export function messagesPairs(req: PairRequest & ClientBytes & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders }): FormatPairs {
-  return pairsOf({ anthropic: () => anthropicToAnthropic(req), openai: () => anthropicToOpenai(req) });
-}
-
-export function responsesPairs(req: ResponsesPairRequest): FormatPairs {
-  return pairsOf({ openai: () => responsesToOpenai(req), anthropic: () => responsesToAnthropic(req) });
+  const { body, stream } = req.decoded;
+  return pairsOf({ anthropic: () => anthropicToAnthropic(req) }, (upstreamFormat) => viaInternal({ ...req, client: 'anthropic', upstreamFormat, body, stream, includeUsage: true }));
 }

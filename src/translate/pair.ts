@@ -2,11 +2,11 @@
 // interface. The exchange asks the pair of the upstream it is about to call for the request, the
 // headers and the relay; it never looks at either format itself. Same-format pairs send the client's
 // bytes with the model and output limit replaced in place (body-edit.ts); cross-format pairs go
-// through the internal representation (src/translate/internal).
+// through the internal representation (src/translate/representation).
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { Relay } from '../relay/relay.js';
-import type { WireFormat } from '../wire/format.js';
-import type { JsonObject } from '../wire/json-shape.js';
+import type { UpstreamFormatName } from '../formats/index.js';
+import type { JsonObject } from './representation/index.js';
 
 /** One upstream request body: the bytes sent, and the request as a value (where images are counted). */
 export interface UpstreamBody {
@@ -38,15 +38,18 @@ export interface PairRequest {
 }
 
 /** The pair for each upstream format a model's upstreams may speak. */
-export type FormatPairs = (upstream: WireFormat) => FormatPair;
+export type FormatPairs = (upstream: UpstreamFormatName) => FormatPair;
 
-/** Builds each pair once, when an upstream of its format is first asked for. */
-export function pairsOf(build: Record<WireFormat, () => FormatPair>): FormatPairs {
-  const built = new Map<WireFormat, FormatPair>();
+/**
+ * Builds each pair once, when an upstream of its format is first asked for: the same-format pair the
+ * client format has, else the cross-format one.
+ */
+export function pairsOf(same: Partial<Record<UpstreamFormatName, () => FormatPair>>, cross: (upstream: UpstreamFormatName) => FormatPair): FormatPairs {
+  const built = new Map<UpstreamFormatName, FormatPair>();
   return (upstream) => {
     let pair = built.get(upstream);
     if (pair === undefined) {
-      pair = build[upstream]();
+      pair = same[upstream]?.() ?? cross(upstream);
       built.set(upstream, pair);
     }
     return pair;

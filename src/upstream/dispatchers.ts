@@ -2,12 +2,12 @@
 // first use and reused by every request (the URL of an upstream is parsed once, not per request).
 import { Pool } from 'undici';
 import type { CatalogUpstream } from '../catalog/snapshot.js';
-import { upstreamFormat } from './formats/index.js';
+import { upstreamFormat } from '../formats/index.js';
 
 export interface UpstreamTarget {
   pool: Pool;
   origin: string;
-  /** Path of the chat endpoint at this upstream, e.g. `/v1/chat/completions` or `/v1/messages`. */
+  /** Path of the generation endpoint at this upstream, e.g. `/v1/chat/completions` or `/v1/messages`. */
   path: string;
   host: string;
   port: number;
@@ -15,7 +15,8 @@ export interface UpstreamTarget {
 
 export class UpstreamDispatchers {
   private readonly pools = new Map<string, Pool>();
-  private readonly targets = new WeakMap<CatalogUpstream, UpstreamTarget>();
+  /** Per upstream, its target for whole replies and for streams (a format may use two endpoints). */
+  private readonly targets = new WeakMap<CatalogUpstream, readonly [UpstreamTarget, UpstreamTarget]>();
 
   /**
    * `connectionsPerOrigin` 0 (the default) leaves the pools unbounded: over HTTP/1.1 every open stream
@@ -24,12 +25,12 @@ export class UpstreamDispatchers {
    */
   constructor(private readonly connectionsPerOrigin = 0) {}
 
-  target(upstream: CatalogUpstream): UpstreamTarget {
-    let target = this.targets.get(upstream);
-    if (target === undefined) {
+  target(upstream: CatalogUpstream, stream = false): UpstreamTarget {
+    let targets = this.targets.get(upstream);
+    if (targets === undefined) {
       const url = new URL(upstream.baseUrl);
       const basePath = url.pathname.replace(/\/+$/, '');
-      const path = upstreamFormat(upstream.format).chatPath(basePath);
+      const format = upstreamFormat(upstream.format);
       const poolKey = `${url.origin}|${upstream.timeouts.connectMs}`;
       let pool = this.pools.get(poolKey);
       if (pool === undefined) {
@@ -41,10 +42,11 @@ export class UpstreamDispatchers {
         this.pools.set(poolKey, pool);
       }
       const port = url.port !== '' ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-      target = { pool, origin: url.origin, path, host: url.hostname, port };
-      this.targets.set(upstream, target);
+      const at = (path: string): UpstreamTarget => ({ pool, origin: url.origin, path, host: url.hostname, port });
+      targets = [at(format.chatPath(basePath, upstream.upstreamModel, false)), at(format.chatPath(basePath, upstream.upstreamModel, true))];
+      this.targets.set(upstream, targets);
     }
-    return target;
+    return targets[stream ? 1 : 0];
   }
 
   async close(): Promise<void> {

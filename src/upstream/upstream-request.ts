@@ -3,7 +3,7 @@
 import { errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CatalogUpstream } from '../catalog/snapshot.js';
 import type { UpstreamTarget } from './dispatchers.js';
-import { upstreamFormat } from './formats/index.js';
+import { upstreamFormat } from '../formats/index.js';
 
 export type UpstreamFailureKind = 'connect' | 'timeout' | 'status' | 'aborted';
 

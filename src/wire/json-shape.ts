@@ -1,7 +1,10 @@
 // Small checks shared by the wire decoders.
 export type JsonObject = Record<string, unknown>;
 
-export const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A JSON object (not null, not an array): the one such check the gateway uses. */
+export function isRecord(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
 
 /** UTF-8 byte length: Buffer.byteLength counts natively, without encoding the string. */
 export function utf8Bytes(s: string): number {

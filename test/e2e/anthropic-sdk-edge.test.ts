@@ -2,7 +2,7 @@
 // errors before it, tool_choice variants, a forged thinking signature, request ids and the 402 hint.
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { UpstreamFormatName } from '../../src/formats/index.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { expectChargesMatchSimulator, mark, readSse } from './e2e-support.js';
 
@@ -13,7 +13,7 @@ const TOOLS = [
   { name: 'get_time', description: 'Time', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } },
 ];
 
-describe.each<WireFormat>(['openai', 'anthropic'])('SDK 1.x edges, %s-format upstream', (upstreamFormat) => {
+describe.each<UpstreamFormatName>(['openai', 'anthropic'])('SDK 1.x edges, %s-format upstream', (upstreamFormat) => {
   let h: Harness;
   let client: Anthropic;
   beforeAll(async () => {
@@ -277,7 +277,7 @@ describe('count_tokens agrees with what an Anthropic-format upstream reports', (
   });
 });
 
-describe.each<WireFormat>(['openai', 'anthropic'])('streaming is relayed event by event, %s-format upstream', (upstreamFormat) => {
+describe.each<UpstreamFormatName>(['openai', 'anthropic'])('streaming is relayed event by event, %s-format upstream', (upstreamFormat) => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness({ upstreamFormat, simulator: { tokenDelayMs: 20 } });
@@ -366,7 +366,7 @@ describe('client gone mid-stream and header forwarding', () => {
   });
 });
 
-describe.each<WireFormat>(['openai', 'anthropic'])('the SDK beta namespace (?beta=true, betas header), %s-format upstream', (upstreamFormat) => {
+describe.each<UpstreamFormatName>(['openai', 'anthropic'])('the SDK beta namespace (?beta=true, betas header), %s-format upstream', (upstreamFormat) => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness({ upstreamFormat });

@@ -4,7 +4,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import AnthropicV0 from 'anthropic-sdk-v0';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { UpstreamFormatName } from '../../src/formats/index.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { PNG_BASE64, expectChargesMatchSimulator, mark } from './e2e-support.js';
 
@@ -129,7 +129,7 @@ function errorType(err: { error?: unknown }): unknown {
   return e?.error?.type ?? e?.type;
 }
 
-describe.each<[WireFormat, 'memory' | 'redis']>([
+describe.each<[UpstreamFormatName, 'memory' | 'redis']>([
   ['openai', 'memory'],
   ['anthropic', 'redis'],
 ])('Anthropic SDKs through the gateway, %s-format upstream (%s ledger)', (upstreamFormat, ledger) => {

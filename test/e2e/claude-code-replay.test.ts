@@ -1,7 +1,7 @@
-// A Claude Code request (wire-formats.md D.3) replayed byte-for-byte-alike through the gateway to an
+// A Claude Code request (docs/wire-formats.md D.3) replayed byte-for-byte-alike through the gateway to an
 // OpenAI-format and an Anthropic-format upstream: the streamed answer must be what Claude Code parses.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { UpstreamFormatName } from '../../src/formats/index.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { expectChargesMatchSimulator, mark, readSse, type SseEvent } from './e2e-support.js';
 
@@ -128,7 +128,7 @@ function checkSequence(events: SseEvent[]): Rebuilt {
   return { blocks, stopReason: final.delta.stop_reason, inputTokens: final.usage.input_tokens ?? start.usage.input_tokens, outputTokens: final.usage.output_tokens };
 }
 
-describe.each<WireFormat>(['openai', 'anthropic'])('Claude Code replay (D.3), %s-format upstream', (upstreamFormat) => {
+describe.each<UpstreamFormatName>(['openai', 'anthropic'])('Claude Code replay (D.3), %s-format upstream', (upstreamFormat) => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness({ upstreamFormat, ledger: upstreamFormat === 'anthropic' ? 'redis' : 'memory' });

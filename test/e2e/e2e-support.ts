@@ -10,6 +10,9 @@ export const PNG_BASE64 =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
 
 const COMPLETION_PATHS = new Set(['/v1/messages', '/v1/chat/completions', '/chat/completions']);
+/** Gemini names the model in the path: /v1beta/models/{model}:generateContent or :streamGenerateContent. */
+const GEMINI_COMPLETION = /^\/v1beta\/models\/[^/]+:(?:generateContent|streamGenerateContent)$/;
+const isCompletion = (path: string): boolean => COMPLETION_PATHS.has(path) || GEMINI_COMPLETION.test(path);
 
 export interface Mark {
   simIndex: number;
@@ -27,7 +30,7 @@ export function simulatorCost(h: Harness, r: SimulatedRequest): number {
   const id = (r.model ?? '').replace(/^sim-/, '');
   const model = h.catalog.current().byId.get(id);
   if (model === undefined) throw new Error(`no catalog model for simulator model ${String(r.model)}`);
-  return costMicros({ input: r.inputTokens, output: r.outputTokensSent, cachedInput: 0, reasoning: 0 }, model.pricing);
+  return costMicros({ input: r.inputTokens, output: r.outputTokensSent, cachedInput: r.cachedInputTokens, reasoning: 0 }, model.pricing);
 }
 
 /**
@@ -35,7 +38,7 @@ export function simulatorCost(h: Harness, r: SimulatedRequest): number {
  * completion call the simulator answered, with the same cost to the micro-dollar. Returns the records.
  */
 export async function expectChargesMatchSimulator(h: Harness, since: Mark, expectedCalls: number) {
-  const calls = h.simulator.requests.slice(since.simIndex).filter((r) => COMPLETION_PATHS.has(r.path));
+  const calls = h.simulator.requests.slice(since.simIndex).filter((r) => isCompletion(r.path));
   expect(calls).toHaveLength(expectedCalls);
   await h.settled();
   await vi.waitFor(async () => {

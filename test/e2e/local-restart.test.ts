@@ -40,7 +40,7 @@ function micros(printed: string): number {
 async function startLocal(): Promise<LocalRun> {
   const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', METRICS_PORT: '0', ADMIN_PORT: '0', SIM_PORT: '0', DASHBOARD_PORT: '0', TOLLGATE_DATA_DIR: dataDir };
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'TOLLGATE_DEMO_KEY', 'TOLLGATE_SIMULATOR_URL']) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'local-main.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let out = '';
   let err = '';

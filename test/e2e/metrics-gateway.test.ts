@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { UsageRecord } from '../../src/billing/ledger.js';
 import { worstCase } from '../../src/reserve/worst-case.js';
 import type { SimulatedRequest } from '../../src/simulator/server.js';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { ClientFormatName } from '../../src/formats/index.js';
 import { decodeChatRequest } from '../../src/decode/chat-request.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
@@ -22,7 +22,7 @@ import { chatCompletionPlan } from '../../src/http/routes/chat-completions.js';
 const MODEL = 'outlaw-1-xploded';
 const REASONING_MODEL = 'glm-5.3-xploded';
 const PROMPT = 'Tell me about the river stone.';
-const ROUTES: Record<WireFormat, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
+const ROUTES: Record<ClientFormatName, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
 
 // ---------------------------------------------------------------------------------------------
 // The Prometheus text exposition format, parsed (only what the gateway emits: no timestamps needed,
@@ -131,7 +131,7 @@ function expected(entries: Array<[string, Record<string, string>, number]>): Rec
  * Scrapes until the request is fully accounted: its requests_total sample (recorded last, after
  * settlement) has moved. Returns that scrape.
  */
-async function scrapeWhenFinished(h: Harness, before: Exposition, format: WireFormat, status: string, model = MODEL): Promise<Exposition> {
+async function scrapeWhenFinished(h: Harness, before: Exposition, format: ClientFormatName, status: string, model = MODEL): Promise<Exposition> {
   const key = seriesKey('tollgate_requests_total', { format, model, route: ROUTES[format], status });
   return until(`${key} to move`, async () => {
     const now = await scrape(h);
@@ -170,7 +170,7 @@ interface Sent {
 }
 
 /** A whole request through the official client of the format; the stream read to its end. */
-async function viaSdk(h: Harness, format: WireFormat, b: Body, key = h.key): Promise<Sent> {
+async function viaSdk(h: Harness, format: ClientFormatName, b: Body, key = h.key): Promise<Sent> {
   try {
     if (format === 'openai') {
       const client = new OpenAI({ apiKey: key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
@@ -208,7 +208,7 @@ async function viaSdk(h: Harness, format: WireFormat, b: Body, key = h.key): Pro
   }
 }
 
-function rawPost(h: Harness, format: WireFormat, b: Body, signal?: AbortSignal): Promise<Response> {
+function rawPost(h: Harness, format: ClientFormatName, b: Body, signal?: AbortSignal): Promise<Response> {
   const auth: Record<string, string> = format === 'openai' ? { authorization: `Bearer ${h.key}` } : { 'x-api-key': h.key, 'anthropic-version': '2023-06-01' };
   return fetch(`${h.baseUrl}${ROUTES[format]}`, {
     method: 'POST',
@@ -233,7 +233,7 @@ function meteredCall(model: string, sim: SimulatedRequest, record: UsageRecord, 
   ];
 }
 
-function requestLine(format: WireFormat, status: string, model = MODEL): Array<[string, Record<string, string>, number]> {
+function requestLine(format: ClientFormatName, status: string, model = MODEL): Array<[string, Record<string, string>, number]> {
   return [
     ['requests_total', { route: ROUTES[format], format, model, status }, 1],
     ['request_duration_seconds_count', { route: ROUTES[format], format, model }, 1],

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { UsageRecord } from '../../src/billing/ledger.js';
 import type { SimulatedRequest } from '../../src/simulator/server.js';
 import { initTracing, type Tracing } from '../../src/telemetry/tracing.js';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { ClientFormatName } from '../../src/formats/index.js';
 import { startHarness, upstreamFor, type Harness } from '../helpers/gateway-harness.js';
 import { startOtlpReceiver, type OtlpBody, type OtlpReceiver, type OtlpSpan, type OtlpValue } from '../helpers/otlp-receiver.js';
 import { readUntilContent, until } from './e2e-support.js';
@@ -24,7 +24,7 @@ const UPSTREAM_MODEL = `sim-${MODEL}`;
 const REPORTED_MODEL = `${UPSTREAM_MODEL}-2026-01-15`;
 // Distinctive, so finding it anywhere in a span means the prompt leaked into the trace.
 const PROMPT = 'Describe the quartz-veined river stone of Ysolde, please.';
-const ROUTES: Record<WireFormat, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
+const ROUTES: Record<ClientFormatName, string> = { openai: '/v1/chat/completions', anthropic: '/v1/messages' };
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN_ID = '00f067aa0ba902b7';
 
@@ -51,7 +51,7 @@ interface Reply {
  */
 async function send(
   h: Harness,
-  format: WireFormat,
+  format: ClientFormatName,
   opts: { stream: boolean; traceparent?: string; sdkTracing?: boolean; key?: string; maxTokens?: number },
 ): Promise<Reply> {
   const headers = opts.traceparent ? { traceparent: opts.traceparent } : {};
@@ -98,7 +98,7 @@ function receivedTraceparent(sim: SimulatedRequest): { traceId: string; spanId: 
 describe('spans of real requests, captured in memory', () => {
   const exporter = new InMemorySpanExporter();
   let tracing: Tracing;
-  const harnesses = new Map<WireFormat, Harness>();
+  const harnesses = new Map<ClientFormatName, Harness>();
   let fallback: Harness;
 
   beforeAll(async () => {
@@ -139,7 +139,7 @@ describe('spans of real requests, captured in memory', () => {
   // [client format, upstream format, stream, the client's trace context, finish reason on the client span]
   // The client's context is none, a traceparent header set by hand, or the Anthropic SDK's own call span.
   type Parent = 'none' | 'header' | 'sdk';
-  const cases: Array<[WireFormat, WireFormat, boolean, Parent, string]> = [
+  const cases: Array<[ClientFormatName, ClientFormatName, boolean, Parent, string]> = [
     ['openai', 'openai', false, 'header', 'stop'],
     ['openai', 'openai', true, 'none', 'stop'],
     ['openai', 'anthropic', true, 'none', 'stop'],
@@ -357,7 +357,7 @@ describe('spans of real requests, captured in memory', () => {
 describe('prompt and completion on the client span with TOLLGATE_TRACE_CONTENT=on', () => {
   const exporter = new InMemorySpanExporter();
   let tracing: Tracing;
-  const harnesses = new Map<WireFormat, Harness>();
+  const harnesses = new Map<ClientFormatName, Harness>();
   const SYSTEM = 'You answer in one sentence about stones.';
   const FOLLOW_UP = 'And what colour is it?';
 
@@ -418,7 +418,7 @@ describe('prompt and completion on the client span with TOLLGATE_TRACE_CONTENT=o
     anthropic: [{ name: 'lookup', input_schema: { type: 'object', properties: { q: { type: 'string' } } } }],
   };
 
-  const cases: Array<[WireFormat, WireFormat, boolean, string]> = [
+  const cases: Array<[ClientFormatName, ClientFormatName, boolean, string]> = [
     ['openai', 'openai', false, 'stop'],
     // Same-format stream chunks go out as text, ids rewritten in place; the trace still gets their text.
     ['openai', 'openai', true, 'stop'],

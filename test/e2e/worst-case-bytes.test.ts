@@ -4,15 +4,15 @@
 // pass-throughs, both cross-format directions) forwards exactly the output limit it reserved.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { UpstreamFormatName } from '../../src/formats/index.js';
 
 // 2.50 USD per million input tokens: 0.01 USD buys 4,000 input tokens at most.
 const MODEL = 'glm-5.3-xploded';
 const SMALL_BALANCE = 10_000;
 const PADDING = 'x'.repeat(40_000);
 
-const harnesses: Partial<Record<WireFormat, Harness>> = {};
-const harness = (f: WireFormat): Harness => harnesses[f] as Harness;
+const harnesses: Partial<Record<UpstreamFormatName, Harness>> = {};
+const harness = (f: UpstreamFormatName): Harness => harnesses[f] as Harness;
 
 beforeAll(async () => {
   harnesses.openai = await startHarness({ upstreamFormat: 'openai', balanceMicros: SMALL_BALANCE });
@@ -23,7 +23,7 @@ afterAll(async () => {
   await harnesses.anthropic?.close();
 });
 
-async function send(h: Harness, client: WireFormat, body: Record<string, unknown>): Promise<{ status: number; json: { error?: { code?: string; type?: string } } }> {
+async function send(h: Harness, client: UpstreamFormatName, body: Record<string, unknown>): Promise<{ status: number; json: { error?: { code?: string; type?: string } } }> {
   const path = client === 'openai' ? '/v1/chat/completions' : '/v1/messages';
   const auth: Record<string, string> = client === 'openai' ? { authorization: `Bearer ${h.key}` } : { 'x-api-key': h.key, 'anthropic-version': '2023-06-01' };
   const res = await fetch(`${h.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify(body) });
@@ -31,7 +31,7 @@ async function send(h: Harness, client: WireFormat, body: Record<string, unknown
 }
 
 // Each body is small by the old decoders' count (a few dozen bytes of text) and 40 KB on the wire.
-const UNCOUNTED: Array<[string, WireFormat, Record<string, unknown>]> = [
+const UNCOUNTED: Array<[string, UpstreamFormatName, Record<string, unknown>]> = [
   [
     'a document title',
     'anthropic',
@@ -94,7 +94,7 @@ describe('the reservation covers every forwarded byte', () => {
 });
 
 describe('every path forwards exactly the reserved output limit', () => {
-  let big: Partial<Record<WireFormat, Harness>> = {};
+  let big: Partial<Record<UpstreamFormatName, Harness>> = {};
   beforeAll(async () => {
     big = {
       openai: await startHarness({ upstreamFormat: 'openai' }),

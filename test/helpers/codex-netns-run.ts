@@ -1,5 +1,5 @@
 // Run inside a loopback-only network namespace (test/e2e/codex-cli.test.ts starts it with
-// `unshare --net`): the local run (`src/main.ts`, as `npm start` runs it) with its simulator scripted to
+// `unshare --net`): the local run (`src/local-main.ts`, as `npm start` runs it) with its simulator scripted to
 // call Codex's shell tool, then the real Codex CLI (`codex exec`, from npm) against it as a custom model
 // provider speaking the Responses API. Prints one JSON line: Codex's exit code, its JSONL events, and
 // the demo account's usage records from the admin API.
@@ -30,7 +30,7 @@ const env: NodeJS.ProcessEnv = {
 };
 for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'TOLLGATE_DEMO_KEY', 'TOLLGATE_SIMULATOR_URL']) delete env[name];
 
-const local = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'main.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+const local = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'local-main.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
 let banner = '';
 let localErr = '';
 local.stderr.on('data', (d: Buffer) => (localErr += d.toString()));

@@ -20,7 +20,7 @@ import { JournalWriter } from '../../src/record/journal-writer.js';
 import { recordedBackend } from '../../src/record/recorded-backend.js';
 import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import type { WireFormat } from '../../src/wire/format.js';
+import type { UpstreamFormatName } from '../../src/formats/index.js';
 
 export const EXAMPLE_MODELS: ModelSpec[] = (
   parse(readFileSync(new URL('../../examples/catalog.yaml', import.meta.url), 'utf8')) as { spec: ModelCatalogSpec }
@@ -49,7 +49,7 @@ export class StaticCatalog implements CatalogSource {
 
 export interface HarnessOptions {
   /** Wire format of every model's upstream (default openai). */
-  upstreamFormat?: WireFormat;
+  upstreamFormat?: UpstreamFormatName;
   ledger?: 'memory' | 'redis';
   simulator?: SimulatorOptions;
   /** Starting balance of the test account, micro-USD (default 100 USD). */
@@ -95,13 +95,12 @@ export interface Harness {
 
 let namespaceCounter = 0;
 
-export function upstreamFor(format: WireFormat, sim: Simulator, model: string, name = 'sim'): UpstreamSpec {
+export function upstreamFor(format: UpstreamFormatName, sim: Simulator, model: string, name = 'sim'): UpstreamSpec {
   return {
     name,
     format,
-    baseUrl: format === 'openai' ? sim.openaiBaseUrl : sim.anthropicBaseUrl,
+    baseUrl: format === 'openai' ? sim.openaiBaseUrl : format === 'gemini' ? sim.geminiBaseUrl : sim.anthropicBaseUrl,
     model,
-    ...(format === 'anthropic' ? {} : {}),
   };
 }
 

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { MemoryResponsesStore, RecordResponsesStore, RETENTION_DAYS, type ResponsesStore, type StoredResponse } from '../../src/responses/store.js';
-import type { JsonObject } from '../../src/translate/internal/json.js';
+import type { JsonObject } from '../../src/wire/json-shape.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const testDb = useTestDatabase('responses_store');

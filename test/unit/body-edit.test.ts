@@ -3,7 +3,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { JsonDepthGauge } from '../../src/decode/json-body.js';
-import { editTopLevel, type ClientBody } from '../../src/translate/body-edit.js';
+import type { ClientBody } from '../../src/request/client-body.js';
+import { editTopLevel } from '../../src/translate/body-edit.js';
 
 function read(text: string, cuts: number[] = []): ClientBody {
   const bytes = Buffer.from(text, 'utf8');

@@ -44,8 +44,10 @@ describe('the example catalog', () => {
     for (const m of r.catalog.spec.models) {
       expect(m.abliterated).toBe(m.kind === 'Abliterated');
       expect(m.defaultMaxOutputTokens).toBe(16384);
+      // Qwen is the example of a Gemini-API upstream (the bare origin, the model in the path).
+      const gemini = m.id === 'qwen3.8-27b-xploded';
       expect(m.upstreams).toEqual([
-        { name: 'simulator', format: 'openai', baseUrl: 'http://127.0.0.1:8099/v1', model: `sim-${m.id}` },
+        { name: 'simulator', format: gemini ? 'gemini' : 'openai', baseUrl: gemini ? 'http://127.0.0.1:8099' : 'http://127.0.0.1:8099/v1', model: `sim-${m.id}` },
       ]);
     }
   });
@@ -80,9 +82,9 @@ const bad: BadCase[] = [
   },
   {
     name: 'bad wire format enum',
-    mutate: (c) => ((model(c, 0).upstreams[0] as { format: string }).format = 'gemini'),
+    mutate: (c) => ((model(c, 0).upstreams[0] as { format: string }).format = 'cohere'),
     paths: ['/spec/models/0/upstreams/0/format'],
-    message: /must be one of "openai", "anthropic"/,
+    message: /must be one of "openai", "anthropic", "gemini" \(got "cohere"\)/,
   },
   {
     name: 'price with a currency sign',

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { PRICE_PATTERN } from '../../src/catalog/price.js';
+import { UPSTREAM_FORMAT_NAMES } from '../../src/formats/index.js';
 import { CATALOG_CRD_PATH, CEL_CHECKS, catalogOpenApiSchema, collectCrdCelRules } from '../../src/catalog/schema.js';
 
 type Node = Record<string, unknown>;
@@ -38,7 +39,12 @@ function at(path: string): Node {
 describe('crds/modelcatalog.yaml', () => {
   it('is the file next to the project root that schema.ts loaded', () => {
     expect(CATALOG_CRD_PATH).toBe(fileURLToPath(new URL('../../crds/modelcatalog.yaml', import.meta.url)));
-    expect(catalogOpenApiSchema).toEqual(v1alpha1.schema.openAPIV3Schema);
+    // The CRD's schema, with the upstream formats of the gateway's format table as the only formats.
+    const expected = structuredClone(v1alpha1.schema.openAPIV3Schema) as Node;
+    const models = ((expected.properties as Record<string, Node>).spec!.properties as Record<string, Node>).models!;
+    const upstreams = ((models.items as Node).properties as Record<string, Node>).upstreams!;
+    ((upstreams.items as Node).properties as Record<string, Node>).format!.enum = [...UPSTREAM_FORMAT_NAMES];
+    expect(catalogOpenApiSchema).toEqual(expected);
   });
 
   it('declares the resource', () => {
@@ -79,7 +85,9 @@ describe('crds/modelcatalog.yaml', () => {
     expect(PRICE_PATTERN.source).toBe('^(0|[1-9][0-9]{0,3})(\\.[0-9]{1,6})?$');
     expect(at('spec.models[].capabilities.tools').enum).toEqual([true]);
     expect(at('spec.models[].kind').enum).toEqual(['Abliterated', 'Uncensored']);
-    expect(at('spec.models[].upstreams[].format').enum).toEqual(['openai', 'anthropic']);
+    // Open in the CRD (a new format needs no new CRD); the gateway's schema takes the names from its format table.
+    expect(at('spec.models[].upstreams[].format').enum).toBeUndefined();
+    expect(at('spec.models[].upstreams[].format').pattern).toBe('^[a-z][a-z0-9-]{0,31}$');
     expect(at('spec.models[].upstreams[].credentialsHeader').enum).toEqual(['authorization', 'x-api-key']);
     expect(at('spec.models[].upstreams[].baseUrl').pattern).toBe('^https?://');
     expect(at('spec.models[].context.tokens')).toMatchObject({ minimum: 1, maximum: 10_000_000 });

@@ -3,9 +3,9 @@
 // calls merged into one assistant turn, their outputs as tool results); reasoning envelopes accepted
 // only when ours and this account's.
 import { describe, expect, it } from 'vitest';
-import { decodeResponsesRequest, type ResponsesDecodeContext } from '../../src/decode/responses-request.js';
-import { encodeResponsesResponse } from '../../src/translate/internal/responses-response.js';
-import { sealEnvelope } from '../../src/translate/internal/reasoning-envelope.js';
+import { decodeResponsesRequest, type ResponsesDecodeContext } from '../../src/formats/openai-responses/request.js';
+import { encodeResponsesResponse } from '../../src/formats/openai-responses/response.js';
+import { sealEnvelope } from '../../src/formats/openai-responses/reasoning-envelope.js';
 
 const key = Buffer.alloc(32, 7);
 const ctx: ResponsesDecodeContext = { priorItems: [], resolveItem: () => undefined, envelopeKey: key, accountTag: 'acct-a' };

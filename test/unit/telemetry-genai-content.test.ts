@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { CatalogModel, CatalogUpstream } from '../../src/catalog/snapshot.js';
-import type { GatewayContext } from '../../src/http/state.js';
+import type { GatewayContext } from '../../src/request/state.js';
 import type { RelayOutcome } from '../../src/relay/relay.js';
 import { telemetryObserver } from '../../src/exchange/telemetry-observer.js';
 import { inputContent, outputContent, replyContent } from '../../src/telemetry/genai-content.js';

@@ -1,10 +1,9 @@
-// Claude Code (wire-formats D.3) against an OpenAI-format reasoning upstream, end to end through the translators.
+// Claude Code (docs/wire-formats.md D.3) against an OpenAI-format reasoning upstream, end to end through the translators.
 import AnthropicV0 from 'anthropic-sdk-v0';
 import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
-import {
-  createStreamTranslator, stripGatewayThinking, translateRequest, type SseEvent, type StreamTranslationContext,
-} from '../../src/translate/internal/index.js';
+import { createStreamTranslator, translateRequest, type SseEvent, type StreamTranslationContext } from '../../src/translate/translation.js';
+import { stripGatewayThinking } from '../../src/formats/anthropic-messages/index.js';
 
 type Obj = Record<string, unknown>;
 const ctx: StreamTranslationContext = {

@@ -1,6 +1,6 @@
-// Anthropic-format client -> OpenAI-format upstream request translation (wire-formats C.1–C.4, C.7, C.8).
+// Anthropic-format client -> OpenAI-format upstream request translation (docs/wire-formats.md C.1–C.4, C.7, C.8).
 import { describe, expect, it } from 'vitest';
-import { translateRequest, TranslationError, type TranslationContext } from '../../src/translate/internal/index.js';
+import { translateRequest, TranslationError, type TranslationContext } from '../../src/translate/translation.js';
 
 const ctx: TranslationContext = {
   upstreamModel: 'deepseek-x', clientModel: 'claude-opus-5-5', supportsReasoning: true, defaultMaxOutputTokens: 8192, requestId: 'req_a2o',

@@ -1,6 +1,6 @@
-// OpenAI-format client -> Anthropic upstream request translation (wire-formats C.1–C.4, C.7, C.8).
+// OpenAI-format client -> Anthropic upstream request translation (docs/wire-formats.md C.1–C.4, C.7, C.8).
 import { describe, expect, it } from 'vitest';
-import { translateRequest, TranslationError, type TranslationContext } from '../../src/translate/internal/index.js';
+import { translateRequest, TranslationError, type TranslationContext } from '../../src/translate/translation.js';
 
 const ctx: TranslationContext = {
   upstreamModel: 'claude-sonnet-x', clientModel: 'sonnet', supportsReasoning: true, defaultMaxOutputTokens: 16000, requestId: 'req_o2a',

@@ -1,8 +1,8 @@
 // Non-stream response translation both ways: content, tool calls, reasoning, stop reasons (C.5), usage (C.6).
 import { describe, expect, it } from 'vitest';
-import {
-  translateResponse, usageFromAnthropic, usageFromOpenAI, usageToAnthropic, usageToOpenAI, type TranslationContext,
-} from '../../src/translate/internal/index.js';
+import { translateResponse, type TranslationContext } from '../../src/translate/translation.js';
+import { usageFromAnthropic, usageToAnthropic } from '../../src/formats/anthropic-messages/usage.js';
+import { usageFromOpenAI, usageToOpenAI } from '../../src/formats/openai-chat/usage.js';
 
 const ctx: TranslationContext = { upstreamModel: 'up', clientModel: 'client-model', supportsReasoning: true, defaultMaxOutputTokens: 4096, requestId: 'req_resp' };
 type Obj = Record<string, unknown>;

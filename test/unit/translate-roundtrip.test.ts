@@ -4,7 +4,7 @@ import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
 import {
   createStreamTranslator, translateRequest, translateResponse, type SseEvent, type StreamTranslationContext,
-} from '../../src/translate/internal/index.js';
+} from '../../src/translate/translation.js';
 
 type Obj = Record<string, unknown>;
 const ctx: StreamTranslationContext = {

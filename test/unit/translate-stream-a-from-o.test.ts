@@ -1,8 +1,8 @@
-// Streaming A<-O: OpenAI-format upstream chunks -> Anthropic SSE for an Anthropic client (wire-formats B.4, C.6, C.9).
+// Streaming A<-O: OpenAI-format upstream chunks -> Anthropic SSE for an Anthropic client (docs/wire-formats.md B.4, C.6, C.9).
 import Anthropic from '@anthropic-ai/sdk';
 import { createParser } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
-import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/internal/index.js';
+import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/translation.js';
 
 const ctx: StreamTranslationContext = {
   upstreamModel: 'deepseek-x', clientModel: 'claude-opus-5-5', supportsReasoning: true, defaultMaxOutputTokens: 8192,

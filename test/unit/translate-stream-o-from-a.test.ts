@@ -1,8 +1,8 @@
-// Streaming O<-A: Anthropic upstream events -> OpenAI chunks for an OpenAI client (wire-formats A.6, C.6, C.9).
+// Streaming O<-A: Anthropic upstream events -> OpenAI chunks for an OpenAI client (docs/wire-formats.md A.6, C.6, C.9).
 import { createParser } from 'eventsource-parser';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/internal/index.js';
+import { createStreamTranslator, type SseEvent, type StreamTranslationContext } from '../../src/translate/translation.js';
 
 const ctx: StreamTranslationContext = {
   upstreamModel: 'claude-x', clientModel: 'gpt-style-name', supportsReasoning: true, defaultMaxOutputTokens: 8192,

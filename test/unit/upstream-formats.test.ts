@@ -1,14 +1,15 @@
 // The upstream format modules: what every caller (dispatchers, exchange, routes, the operator's probe)
 // now takes from one place.
 import { describe, expect, it } from 'vitest';
-import { ANTHROPIC_VERSION, credentialHeaders, upstreamFormat } from '../../src/upstream/formats/index.js';
+import { credentialHeaders, upstreamFormat } from '../../src/formats/index.js';
+import { ANTHROPIC_VERSION } from '../../src/formats/anthropic-messages/index.js';
 import { modelsUrl, probeHeaders } from '../../operator/probe.js';
 
 describe('upstream formats', () => {
   it('place the chat endpoint and the model list under the base path each format expects', () => {
-    expect(upstreamFormat('openai').chatPath('/v1')).toBe('/v1/chat/completions');
+    expect(upstreamFormat('openai').chatPath('/v1', 'gpt-x', false)).toBe('/v1/chat/completions');
     expect(upstreamFormat('openai').modelsPath('/v1')).toBe('/v1/models');
-    expect(upstreamFormat('anthropic').chatPath('')).toBe('/v1/messages');
+    expect(upstreamFormat('anthropic').chatPath('', 'claude-x', true)).toBe('/v1/messages');
     expect(upstreamFormat('anthropic').modelsPath('/proxy')).toBe('/proxy/v1/models');
     expect(modelsUrl('https://api.openai.com/v1/', 'openai')).toBe('https://api.openai.com/v1/models');
     expect(modelsUrl('https://api.anthropic.com', 'anthropic')).toBe('https://api.anthropic.com/v1/models');

@@ -7,8 +7,8 @@ import { chatCompletionPairs } from '../../translate/index.js';
 import { decodeChatRequest, type DecodedChatRequest } from '../../decode/chat-request.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import type { ClientBody } from '../../translate/body-edit.js';
-import type { GatewayContext } from '../state.js';
+import type { ClientBody } from '../../request/client-body.js';
+import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest } from './models.js';
 
 export function chatCompletionPlan(decoded: DecodedChatRequest, model: CatalogModel, requestId: string, clientBody?: ClientBody): ExchangePlan {

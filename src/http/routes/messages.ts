@@ -4,11 +4,11 @@ import type { CatalogModel, CatalogSource } from '../../catalog/snapshot.js';
 import { runExchange, type ExchangeDeps, type ExchangePlan } from '../../exchange/exchange.js';
 import { exchangePlan } from '../../exchange/exchange-plan.js';
 import { messagesPairs } from '../../translate/index.js';
-import type { ClientProtocolHeaders } from '../../upstream/formats/index.js';
+import type { ClientProtocolHeaders } from '../../formats/index.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../decode/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import type { ClientBody } from '../../translate/body-edit.js';
-import type { GatewayContext } from '../state.js';
+import type { ClientBody } from '../../request/client-body.js';
+import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest, modelNotFound } from './models.js';
 
 export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogModel, requestId: string, clientHeaders: ClientProtocolHeaders, clientBody?: ClientBody): ExchangePlan {

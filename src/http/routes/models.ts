@@ -1,18 +1,18 @@
 // GET /v1/models and /v1/models/:id. The bodies are built once per catalog snapshot; prices are
 // spliced in as the catalog's own decimal text, so no float ever touches them.
 import type { CatalogModel, CatalogSnapshot } from '../../catalog/snapshot.js';
-import { GatewayError } from '../gateway-error.js';
-import type { GatewayContext } from '../state.js';
-import { redactCredentials } from '../../upstream/upstream-message.js';
+import { CLIENT_FORMAT_NAMES, type ClientFormatName } from '../../formats/index.js';
+import { GatewayError } from '../../request/gateway-error.js';
+import type { GatewayContext } from '../../request/state.js';
+import { redactCredentials } from '../../wire/upstream-message.js';
 
+/** The model list and each model's entry, as one client format reads them. */
 interface RenderedModels {
-  openaiList: string;
-  anthropicList: string;
-  openaiOne: Map<string, string>;
-  anthropicOne: Map<string, string>;
+  list: string;
+  one: Map<string, string>;
 }
 
-const rendered = new WeakMap<CatalogSnapshot, RenderedModels>();
+const rendered = new WeakMap<CatalogSnapshot, Record<ClientFormatName, RenderedModels>>();
 
 /** JSON text of a decimal price string as a JSON number literal ("0.30" -> 0.30). */
 const priceLiteral = (decimal: string): string => (/^\d+(\.\d+)?$/.test(decimal) ? decimal : JSON.stringify(decimal));
@@ -56,33 +56,34 @@ function anthropicEntry(m: CatalogModel): string {
   return `${base.slice(0, -1)},"pricing":{"input":${priceLiteral(p.input)},"output":${priceLiteral(p.output)},"currency":"USD","unit":"per 1M tokens"}}`;
 }
 
-function render(snapshot: CatalogSnapshot): RenderedModels {
+/** Each client format's model entry and list around the entries (docs/wire-formats.md A.8, B.7). */
+const FORMATS: Record<ClientFormatName, { entry(m: CatalogModel): string; list(entries: string[], first: string | null, last: string | null): string }> = {
+  openai: { entry: openaiEntry, list: (entries) => `{"object":"list","data":[${entries.join(',')}]}` },
+  anthropic: {
+    entry: anthropicEntry,
+    list: (entries, first, last) => `{"data":[${entries.join(',')}],"has_more":false,"first_id":${JSON.stringify(first)},"last_id":${JSON.stringify(last)}}`,
+  },
+};
+
+function render(snapshot: CatalogSnapshot, format: ClientFormatName): RenderedModels {
   let r = rendered.get(snapshot);
   if (r === undefined) {
-    const openaiOne = new Map<string, string>();
-    const anthropicOne = new Map<string, string>();
-    for (const m of snapshot.models) {
-      openaiOne.set(m.id, openaiEntry(m));
-      anthropicOne.set(m.id, anthropicEntry(m));
-    }
     const first = snapshot.models[0]?.id ?? null;
     const last = snapshot.models.at(-1)?.id ?? null;
-    r = {
-      openaiList: `{"object":"list","data":[${[...openaiOne.values()].join(',')}]}`,
-      anthropicList: `{"data":[${[...anthropicOne.values()].join(',')}],"has_more":false,"first_id":${JSON.stringify(first)},"last_id":${JSON.stringify(last)}}`,
-      openaiOne,
-      anthropicOne,
+    const build = (name: ClientFormatName): RenderedModels => {
+      const one = new Map(snapshot.models.map((m) => [m.id, FORMATS[name].entry(m)]));
+      return { list: FORMATS[name].list([...one.values()], first, last), one };
     };
+    r = Object.fromEntries(CLIENT_FORMAT_NAMES.map((name) => [name, build(name)])) as Record<ClientFormatName, RenderedModels>;
     rendered.set(snapshot, r);
   }
-  return r;
+  return r[format];
 }
 
 export function listModels(current: () => CatalogSnapshot) {
   return (ctx: GatewayContext): void => {
-    const r = render(current());
     ctx.type = 'application/json';
-    ctx.body = ctx.state.format === 'anthropic' ? r.anthropicList : r.openaiList;
+    ctx.body = render(current(), ctx.state.format).list;
   };
 }
 
@@ -92,9 +93,8 @@ export function getModel(current: () => CatalogSnapshot) {
     const id = ctx.params.id ?? '';
     const model = snapshot.byId.get(id);
     if (model === undefined) throw modelNotFound(id, snapshot);
-    const r = render(snapshot);
     ctx.type = 'application/json';
-    ctx.body = (ctx.state.format === 'anthropic' ? r.anthropicOne : r.openaiOne).get(model.id);
+    ctx.body = render(snapshot, ctx.state.format).one.get(model.id);
   };
 }
 

@@ -7,17 +7,15 @@ import { createHash } from 'node:crypto';
 import type { CatalogSource } from '../../catalog/snapshot.js';
 import { runExchange, type ExchangeDeps } from '../../exchange/exchange.js';
 import { exchangePlan } from '../../exchange/exchange-plan.js';
-import { responsesPairs } from '../../translate/index.js';
+import { responsesPairs } from '../../responses/pair.js';
 import type { ResponsesStore } from '../../responses/store.js';
 import { openaiPromptParts } from '../../wire/openai/prompt-parts.js';
-import { decodeResponsesRequest, type DecodedResponsesRequest } from '../../decode/responses-request.js';
-import type { ResponseResult, ResponsesEncodeContext } from '../../translate/internal/responses-response.js';
+import { decodeResponsesRequest, type ResponseResult, type ResponsesEncodeContext } from '../../formats/openai-responses/index.js';
+import { encodeOpenAIRequest } from '../../formats/openai-chat/index.js';
 import { countPromptTokens } from '../../wire/token-count.js';
-import { TranslationError } from '../../translate/internal/errors.js';
-import { isRecord, type JsonObject } from '../../translate/internal/json.js';
-import { encodeOpenAIRequest } from '../../translate/internal/openai-request.js';
-import { GatewayError } from '../gateway-error.js';
-import type { GatewayContext } from '../state.js';
+import { isRecord, type JsonObject } from '../../wire/json-shape.js';
+import { GatewayError } from '../../request/gateway-error.js';
+import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest } from './models.js';
 
 export interface ResponsesDeps {
@@ -63,13 +61,8 @@ export function createResponse(catalog: CatalogSource, exchange: ExchangeDeps, d
     const refs = Array.isArray(body.input) ? body.input.flatMap((it) => (isRecord(it) && it.type === 'item_reference' && typeof it.id === 'string' ? [it.id] : [])) : [];
     const found = await deps.store.items(accountId, refs);
     const accountTag = accountTagOf(accountId);
-    let decoded: DecodedResponsesRequest;
-    try {
-      decoded = decodeResponsesRequest(body, { priorItems: previous?.context ?? [], resolveItem: (id) => found.get(id), envelopeKey: deps.envelopeKey, accountTag });
-    } catch (err) {
-      if (err instanceof TranslationError) throw new GatewayError(err.status, err.message, { code: 'invalid_request', ...(err.param === undefined || err.param === null ? {} : { param: err.param }) });
-      throw err;
-    }
+    // A request the gateway cannot serve throws TranslationError: the HTTP edge answers it as a 400.
+    const decoded = decodeResponsesRequest(body, { priorItems: previous?.context ?? [], resolveItem: (id) => found.get(id), envelopeKey: deps.envelopeKey, accountTag });
     const internal = decoded.internal;
     ctx.state.modelId = internal.model;
     const hasImages = internal.messages.some((m) => m.content.some((p) => p.type === 'image' || (p.type === 'tool_result' && p.content.some((c) => c.type === 'image'))));
@@ -92,7 +85,7 @@ export function createResponse(catalog: CatalogSource, exchange: ExchangeDeps, d
     };
     const estimateInputTokens = (): Promise<number> => countPromptTokens(openaiPromptParts(encodeOpenAIRequest(internal, { supportsReasoning: model.supportsReasoning })));
     const plan = exchangePlan({
-      clientFormat: 'responses',
+      clientFormat: 'openai',
       outputLimitField: 'max_output_tokens',
       model,
       stream: internal.stream,

@@ -1,10 +1,11 @@
 // Anthropic client, Anthropic-format upstream: the client's bytes with the upstream's model name and
 // the reserved output limit, its own anthropic-version and beta flags; the reply relayed as it comes.
-import { upstreamFormat, type ClientProtocolHeaders } from '../../upstream/formats/index.js';
+import { upstreamFormat, type ClientProtocolHeaders } from '../../formats/index.js';
+import { stripGatewayThinking } from '../../formats/anthropic-messages/index.js';
 import { anthropicJsonRelay, anthropicStreamRelay } from '../../relay/anthropic-relay.js';
 import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
-import { stripGatewayThinking } from '../internal/index.js';
-import { editTopLevel, type ClientBody } from '../body-edit.js';
+import type { ClientBody } from '../../request/client-body.js';
+import { editTopLevel } from '../body-edit.js';
 import { serialised, type FormatPair, type PairRequest } from '../pair.js';
 
 export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders; clientBody?: ClientBody | undefined }): FormatPair {

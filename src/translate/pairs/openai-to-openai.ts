@@ -1,10 +1,11 @@
 // OpenAI client, OpenAI-format upstream: the client's bytes with the upstream's model name, the usage
 // chunk asked for, and the reserved output limit; the reply relayed with only id and model rewritten.
-import { upstreamFormat } from '../../upstream/formats/index.js';
+import { upstreamFormat } from '../../formats/index.js';
 import { openaiJsonRelay, openaiStreamRelay } from '../../relay/openai-relay.js';
 import type { DecodedChatRequest } from '../../decode/chat-request.js';
 import type { JsonObject } from '../../wire/json-shape.js';
-import { editTopLevel, type ClientBody } from '../body-edit.js';
+import type { ClientBody } from '../../request/client-body.js';
+import { editTopLevel } from '../body-edit.js';
 import { serialised, type FormatPair, type PairRequest } from '../pair.js';
 
 export function openaiToOpenai(req: PairRequest & { decoded: DecodedChatRequest; clientBody?: ClientBody | undefined }): FormatPair {

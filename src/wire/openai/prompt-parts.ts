@@ -1,5 +1,5 @@
 // The text of an OpenAI chat request, for counting its prompt tokens when the upstream did not.
-import { isObject, type JsonObject } from '../json-shape.js';
+import { isRecord, type JsonObject } from '../json-shape.js';
 import { imageTokenEstimate } from '../image-tokens.js';
 import { TOKENS_PER_IMAGE, type PromptParts } from '../token-count.js';
 
@@ -7,24 +7,24 @@ export function openaiPromptParts(body: JsonObject): PromptParts {
   const parts: PromptParts = { texts: [], messages: 0, images: 0, imageTokens: 0 };
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const m of messages) {
-    if (!isObject(m)) continue;
+    if (!isRecord(m)) continue;
     parts.messages += 1;
     const content = m.content;
     if (typeof content === 'string') parts.texts.push(content);
     else if (Array.isArray(content)) {
       for (const p of content) {
-        if (!isObject(p)) continue;
+        if (!isRecord(p)) continue;
         if (p.type === 'text' && typeof p.text === 'string') parts.texts.push(p.text);
         else if (p.type === 'image_url') {
           parts.images += 1;
-          const image = isObject(p.image_url) ? p.image_url : {};
+          const image = isRecord(p.image_url) ? p.image_url : {};
           parts.imageTokens = (parts.imageTokens ?? 0) + (typeof image.url === 'string' ? imageTokenEstimate({ url: image.url }, 'openai', image.detail) : TOKENS_PER_IMAGE);
         }
       }
     }
     if (Array.isArray(m.tool_calls)) {
       for (const c of m.tool_calls) {
-        if (isObject(c) && isObject(c.function) && typeof c.function.arguments === 'string') parts.texts.push(c.function.arguments);
+        if (isRecord(c) && isRecord(c.function) && typeof c.function.arguments === 'string') parts.texts.push(c.function.arguments);
       }
     }
   }

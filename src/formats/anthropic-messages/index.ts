@@ -1,0 +1,6 @@
+// Anthropic messages, as a client format and as an upstream format. What other folders may use.
+export { anthropicMessagesClient } from './client.js';
+export { ANTHROPIC_VERSION, anthropicMessagesUpstream } from './upstream.js';
+export { collectAnthropicContent } from './generated.js';
+export { stripGatewayThinking } from './request.js';
+export { anthropicInputTokens, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';

@@ -1,0 +1,152 @@
+// The local run, on one machine (`npm start`; production runs gateway-main.ts): the simulator as
+// upstream, the example file catalog, the in-memory ledger (or Redis with REDIS_URL), a demo account
+// with a balance and a demo key.
+import { randomBytes } from 'node:crypto';
+import { startAdminServer } from './admin/server.js';
+import { backendFromConfig } from './backend-from-config.js';
+import { formatUsd } from './billing/money.js';
+import { usdPerMillionToMicros } from './catalog/price.js';
+import { createEnvSecretResolver } from './catalog/env-secrets.js';
+import type { CatalogSnapshot } from './catalog/snapshot.js';
+import { createFileCatalogSource } from './catalog/file-source.js';
+import { readConfig } from './config.js';
+import { startLocalDashboard } from './dashboard/local-run.js';
+import { RecordResponsesStore } from './responses/store.js';
+import { startGateway } from './gateway.js';
+import { journalWriter, openRecord } from './record/open-record.js';
+import { reconcile } from './record/reconcile.js';
+import { recordedBackend } from './record/recorded-backend.js';
+import { reconcileSources, startReconciler } from './record/reconcile-job.js';
+import type { ToolScript } from './simulator/reply.js';
+import { startSimulator } from './simulator/server.js';
+
+async function main(): Promise<void> {
+  const config = readConfig();
+  // The simulator reasons for exactly the models the catalog flags as reasoning, so a client sees the
+  // reasoning output (thinking blocks, reasoning_content) it would get from the real model.
+  const reasoningModels = new Set<string>();
+  const toolScript = simToolScript(process.env.SIM_TOOL_SCRIPT);
+  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false, reasoningModels, ...(toolScript === undefined ? {} : { toolScript }) });
+  process.env.TOLLGATE_SIMULATOR_URL ??= simulator.url;
+  const catalog = await createFileCatalogSource(config.catalogFile, {
+    onError: (errors) => {
+      for (const e of errors) process.stderr.write(`catalog: ${e.source}: ${e.path}: ${e.message} (keeping the last good catalog)\n`);
+    },
+  });
+  const trackReasoning = (snapshot: CatalogSnapshot): void => {
+    reasoningModels.clear();
+    for (const m of snapshot.models) if (m.supportsReasoning) for (const u of m.upstreams) reasoningModels.add(u.upstreamModel);
+  };
+  trackReasoning(catalog.current());
+  catalog.onSwap(trackReasoning);
+  const owned = backendFromConfig(config);
+  // The record: PostgreSQL with DATABASE_URL, else the embedded one under TOLLGATE_DATA_DIR. Accounts,
+  // keys and credits commit there first, then the hot path.
+  const record = await openRecord(config);
+  const backend = recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs });
+  const { accounts, ledger } = backend;
+  const journal = journalWriter(record, config, owned.journalStream);
+
+  const existing = (await accounts.listAccounts()).find((a) => a.name === 'demo');
+  // getAccount seeds a hot path that does not have the recorded account yet (a restart of the memory run).
+  const account = (existing === undefined ? undefined : await accounts.getAccount(existing.id)) ?? (await accounts.createAccount('demo'));
+  const balanceUsd = process.env.TOLLGATE_DEMO_BALANCE_USD ?? '10.00';
+  if (existing !== undefined && owned.kind === 'memory') {
+    // A restart of the memory run: the balance comes back from the record (credits less what the
+    // journal charged), applied to the empty hot path under a key of this start only; the starting
+    // credit is already on the record and is not given twice.
+    // The totals count every movement the record has, so none is left pending for the hot path.
+    const totals = await record.transaction(async (tx) => {
+      await tx.query(`UPDATE ledger_entries SET applied_at = now() WHERE account_id = $1 AND applied_at IS NULL AND kind <> 'usage'`, [account.id]);
+      return tx.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [account.id]);
+    });
+    const recorded = totals.rows[0]?.balance ?? 0;
+    if (recorded > 0) await owned.backend.ledger.credit(account.id, recorded, `rebuild-${account.id}-${Date.now()}`);
+  } else {
+    await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
+  }
+  const demoKey = process.env.TOLLGATE_DEMO_KEY;
+  let secret: string;
+  if (demoKey !== undefined && demoKey !== '') {
+    await accounts.importKey(account.id, demoKey, { name: 'demo' });
+    secret = demoKey;
+  } else {
+    secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
+  }
+
+  const gateway = await startGateway({ config, catalog, backend, responsesStore: new RecordResponsesStore(record, Date.now, { maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }), secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
+  const books = reconcileSources(record, backend, owned.journalStream, journal);
+  const reconciler = startReconciler(books, {
+    intervalMs: config.reconcileIntervalMs,
+    onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
+    onError: (err) => process.stderr.write(`reconciliation failed: ${String(err)}\n`),
+  });
+  const dashboard = await startLocalDashboard({
+    db: record,
+    backend,
+    accountId: account.id,
+    onRevoke: () => gateway.authenticator.forget(),
+    applyCommitted: (m, r) => backend.ledger.applyCommitted(m, r),
+    reconcile: () => reconcile(books),
+  });
+  const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
+  const admin = await startAdminServer({ backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books), record, ...(dashboard.topUps === undefined ? {} : { topUps: dashboard.topUps }) }, config.adminPort, config.host);
+  const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
+  const balance = await ledger.balance(account.id);
+  process.stdout.write(
+    [
+      '',
+      `Tollgate is running at ${gateway.url}/v1 (ledger: ${owned.kind}, upstream: simulator at ${simulator.url})`,
+      `Demo account ${account.id}, balance ${formatUsd(balance.balance)} USD`,
+      `API key: ${secret}`,
+      '',
+      'Try it:',
+      `curl -s ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${secret}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+      '',
+      `Metrics: http://${config.host}:${gateway.metricsServer?.port ?? config.metricsPort}/metrics`,
+      `Admin API: ${admin.url}/admin (token: ${config.adminToken !== '' ? 'from TOLLGATE_ADMIN_TOKEN' : adminToken})`,
+      `Dashboard: ${dashboard.url} (sign in as ${dashboard.email}, password ${dashboard.password})`,
+      `Dashboard admin: ${dashboard.admin.email}, password ${dashboard.admin.password}`,
+      dashboard.payments === undefined
+        ? 'Top-ups: off'
+        : dashboard.payments.real
+          ? `Top-ups: ${dashboard.payments.providers.join(', ')} (live keys from the environment)`
+          : `Top-ups: TEST MODE, no real money (fake Stripe at ${dashboard.payments.stripeUrl}, fake BTCPay at ${dashboard.payments.btcpayUrl})`,
+      '',
+    ].join('\n'),
+  );
+  const stop = async (): Promise<void> => {
+    reconciler.stop();
+    await gateway.close();
+    await admin.close();
+    await dashboard.close();
+    await catalog.close();
+    await owned.close();
+    await record.close();
+    await simulator.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+/** SIM_TOOL_SCRIPT: {"tool": "<name>", "arguments": {...}}, a scripted tool call for demos (src/simulator/reply.ts). */
+function simToolScript(raw: string | undefined): ToolScript | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    throw new Error('SIM_TOOL_SCRIPT must be JSON like {"tool":"exec_command","arguments":{"cmd":"ls"}}');
+  }
+  const o = v as Partial<ToolScript>;
+  if (typeof o !== 'object' || o === null || typeof o.tool !== 'string' || typeof o.arguments !== 'object' || o.arguments === null || Array.isArray(o.arguments)) {
+    throw new Error('SIM_TOOL_SCRIPT must be {"tool": "<tool name>", "arguments": {<object>}}');
+  }
+  return { tool: o.tool, arguments: o.arguments };
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`tollgate: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
