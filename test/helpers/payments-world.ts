@@ -2,6 +2,8 @@
 // fake BTCPay with the real `stripe` client and our Greenfield client in front of them, and the
 // dashboard (pages, API and the providers' webhooks) on a port of its own.
 import { randomBytes } from 'node:crypto';
+import { expect } from 'vitest';
+import { until } from '../e2e/e2e-support.js';
 import type { Redis } from 'ioredis';
 import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { startDashboard } from '../../src/dashboard/server.js';
@@ -83,4 +85,30 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
       await ledger.close();
     },
   };
+}
+
+/** A fresh account to pay into. */
+export async function payerAccount(w: PaymentsWorld): Promise<string> {
+  return (await w.backend.accounts.createAccount('payer')).id;
+}
+
+/** The balance of record and the hot path's, which must agree once the hot path has caught up. */
+export async function balancesOf(w: PaymentsWorld, accountId: string): Promise<{ record: number; hot: number }> {
+  const r = await w.db.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [accountId]);
+  return { record: Number(r.rows[0]?.balance ?? 0), hot: (await w.backend.ledger.balance(accountId)).balance };
+}
+
+/** Both balances equal `micros`, once the hot path has taken the movements (waits up to 5 s). */
+export async function expectBalance(w: PaymentsWorld, accountId: string, micros: number): Promise<void> {
+  await until('the hot path has the movements', async () => {
+    const b = await balancesOf(w, accountId);
+    return b.hot === micros && b.record === micros ? true : undefined;
+  }, 5_000).catch(() => undefined);
+  expect(await balancesOf(w, accountId)).toEqual({ record: micros, hot: micros });
+}
+
+/** A card top-up started for `cents` of credit: its id and the fake Stripe's session id. */
+export async function stripeTopUp(w: PaymentsWorld, accountId: string, cents: number): Promise<{ topUpId: string; sessionId: string }> {
+  const { topUp, checkoutUrl } = await w.topUps.start(accountId, cents, 'stripe');
+  return { topUpId: topUp.id, sessionId: checkoutUrl.split('/').pop() ?? '' };
 }

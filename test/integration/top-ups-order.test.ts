@@ -12,8 +12,7 @@ import { topUpPage } from '../../src/dashboard/balance-pages.js';
 import type { Session } from '../../src/dashboard/service.js';
 import { paidByMethods } from '../../src/top-ups/btcpay-provider.js';
 import type { Delivery } from '../../src/top-ups/fakes/fake-http.js';
-import { until } from '../e2e/e2e-support.js';
-import { startPaymentsWorld, type PaymentsWorld } from '../helpers/payments-world.js';
+import { expectBalance, payerAccount, startPaymentsWorld, stripeTopUp, type PaymentsWorld } from '../helpers/payments-world.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTestRedis } from '../helpers/test-redis.js';
 
@@ -30,27 +29,9 @@ afterAll(async () => {
 
 const MICROS = 10_000;
 
-async function account(): Promise<string> {
-  return (await w.backend.accounts.createAccount('payer')).id;
-}
 
-async function balances(accountId: string): Promise<{ record: number; hot: number }> {
-  const r = await w.db.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [accountId]);
-  return { record: Number(r.rows[0]?.balance ?? 0), hot: (await w.backend.ledger.balance(accountId)).balance };
-}
 
-async function expectBalance(accountId: string, micros: number): Promise<void> {
-  await until('the hot path has the movements', async () => {
-    const b = await balances(accountId);
-    return b.hot === micros && b.record === micros ? true : undefined;
-  }, 5_000).catch(() => undefined);
-  expect(await balances(accountId)).toEqual({ record: micros, hot: micros });
-}
 
-async function stripeTopUp(accountId: string, cents: number): Promise<{ topUpId: string; sessionId: string }> {
-  const { topUp, checkoutUrl } = await w.topUps.start(accountId, cents, 'stripe');
-  return { topUpId: topUp.id, sessionId: checkoutUrl.split('/').pop() ?? '' };
-}
 
 async function btcpayTopUp(accountId: string, cents: number): Promise<{ topUpId: string; invoiceId: string }> {
   const { topUp, checkoutUrl } = await w.topUps.start(accountId, cents, 'btcpay');
@@ -67,21 +48,21 @@ async function sendInOrder(held: Delivery[], send: (d: Delivery) => Promise<bool
 
 describe('Stripe events before the payment they are about', () => {
   it('charge.refunded delivered before checkout.session.completed: the refund is taken back, once, whatever is redelivered', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     w.stripe.holdDeliveries(true);
     await w.stripe.pay(sessionId);
     await w.stripe.refund(sessionId, 1065);
     w.stripe.holdDeliveries(false);
     const held = w.stripe.takeHeld();
     await sendInOrder(held, w.stripe.send, ['charge.refunded', 'checkout.session.completed']);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     expect((await w.topUps.get(a, topUpId)).state).toBe('refunded');
     // Everything again, the catch-up and a re-check: nothing more moves.
     for (const d of held) await w.stripe.send(d);
     await w.topUps.catchUp(0);
     await w.topUps.recheck(a, topUpId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     const entries = await w.db.query<{ kind: string; amount: number }>('SELECT kind, amount FROM ledger_entries WHERE account_id = $1 ORDER BY id', [a]);
     expect(entries.rows.map((r) => [r.kind, Number(r.amount)])).toEqual([
       ['top_up', 1000 * MICROS],
@@ -90,15 +71,15 @@ describe('Stripe events before the payment they are about', () => {
   });
 
   it('a refund whose payment event never arrives: the provider is asked which checkout made the payment, which is credited and refunded', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 2000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 2000);
     w.stripe.holdDeliveries(true);
     await w.stripe.pay(sessionId);
     await w.stripe.refund(sessionId, 500);
     w.stripe.holdDeliveries(false);
     // The completion is lost; only the refund arrives.
     await sendInOrder(w.stripe.takeHeld(), w.stripe.send, ['charge.refunded']);
-    await expectBalance(a, 1500 * MICROS);
+    await expectBalance(w, a, 1500 * MICROS);
     const t = await w.topUps.get(a, topUpId);
     expect(t.state).toBe('refunded');
     expect(t.timeline?.map((e) => e.kind)).toEqual(expect.arrayContaining(['paid', 'credited', 'refunded']));
@@ -106,15 +87,15 @@ describe('Stripe events before the payment they are about', () => {
   });
 
   it('a lost dispute delivered before the payment: the credit is held and stays taken', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     w.stripe.holdDeliveries(true);
     await w.stripe.pay(sessionId);
     const dispute = await w.stripe.openDispute(sessionId);
     await w.stripe.closeDispute(sessionId, dispute, false);
     w.stripe.holdDeliveries(false);
     await sendInOrder(w.stripe.takeHeld(), w.stripe.send, ['charge.dispute.closed', 'charge.dispute.created', 'checkout.session.completed']);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     expect(await kinds(a, topUpId)).toEqual(expect.arrayContaining(['credited', 'disputed', 'dispute_lost']));
   });
 
@@ -130,93 +111,93 @@ describe('Stripe events before the payment they are about', () => {
 
 describe('Stripe outcomes that give money back', () => {
   it('an inquiry closed as warning_closed releases its hold: no money moved', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(sessionId);
     const inquiry = await w.stripe.openDispute(sessionId, true);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     await w.stripe.closeDispute(sessionId, inquiry, 'warning_closed');
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     const t = await w.topUps.get(a, topUpId);
     expect(t.state).toBe('credited');
     expect(t.timeline?.find((e) => e.kind === 'dispute_won')?.detail).toMatch(/inquiry/);
   });
 
   it('a refund that fails after it was reported gives the credit back, in either order of its two events', async () => {
-    const a = await account();
-    const first = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const first = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(first.sessionId);
     const refundId = await w.stripe.refund(first.sessionId, 500);
-    await expectBalance(a, 500 * MICROS);
+    await expectBalance(w, a, 500 * MICROS);
     await w.stripe.failRefund(refundId);
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     const t = await w.topUps.get(a, first.topUpId);
     expect(t.state).toBe('credited');
     expect(t.timeline?.map((e) => e.kind)).toEqual(expect.arrayContaining(['refunded', 'refund_failed']));
 
     // The failure's event first, then the (older) refund's: the refunded total is Stripe's, now.
-    const second = await stripeTopUp(a, 1000);
+    const second = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(second.sessionId);
     w.stripe.holdDeliveries(true);
     const r2 = await w.stripe.refund(second.sessionId, 300);
     await w.stripe.failRefund(r2);
     w.stripe.holdDeliveries(false);
     await sendInOrder(w.stripe.takeHeld(), w.stripe.send, ['charge.refund.updated', 'charge.refunded']);
-    await expectBalance(a, 2000 * MICROS);
+    await expectBalance(w, a, 2000 * MICROS);
   });
 
   it('a refund that fails while a dispute holds the credit is settled when the dispute is won', async () => {
-    const a = await account();
-    const { sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { sessionId } = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(sessionId);
     const refundId = await w.stripe.refund(sessionId, 400);
     const dispute = await w.stripe.openDispute(sessionId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     await w.stripe.failRefund(refundId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     await w.stripe.closeDispute(sessionId, dispute, true);
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
   });
 });
 
 describe('BTCPay amounts per payment method, and voided payments', () => {
   it('totalPaid is never summed over methods: an exact payment on one method, or split across two, credits the quote with no excess', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const one = await btcpayTopUp(a, 1000);
     await w.btcpay.pay(one.invoiceId, 'exact');
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     expect(await kinds(a, one.topUpId)).not.toContain('overpaid');
 
     const split = await btcpayTopUp(a, 1000);
     await w.btcpay.payCents(split.invoiceId, 600, 'BTC-CHAIN');
     await w.btcpay.payCents(split.invoiceId, 465, 'BTC-LN');
-    await expectBalance(a, 2000 * MICROS);
+    await expectBalance(w, a, 2000 * MICROS);
     expect(await kinds(a, split.topUpId)).not.toContain('overpaid');
   });
 
   it('a 60%-paid invoice marked Settled by hand credits nothing and says what arrived', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const { topUpId, invoiceId } = await btcpayTopUp(a, 1000);
     await w.btcpay.payCents(invoiceId, 639, 'BTC-CHAIN');
     await w.btcpay.markSettled(invoiceId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     const t = await w.topUps.get(a, topUpId);
     expect(t.state).toBe('failed');
     expect(t.timeline?.find((e) => e.kind === 'underpaid')?.amountCents).toBe(639);
   });
 
   it('an invoice that turns Invalid after Settled (a double spend) takes the credit back, once', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const { topUpId, invoiceId } = await btcpayTopUp(a, 1500);
     await w.btcpay.pay(invoiceId, 'exact');
-    await expectBalance(a, 1500 * MICROS);
+    await expectBalance(w, a, 1500 * MICROS);
     await w.btcpay.invalidate(invoiceId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     expect((await w.topUps.get(a, topUpId)).state).toBe('reversed');
     const last = w.btcpay.deliveries[w.btcpay.deliveries.length - 1];
     if (last !== undefined) await w.btcpay.redeliver(last);
     await w.topUps.catchUp(0);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
   });
 
   it('paidByMethods sums each method at its own rate and rounds once', () => {
@@ -232,8 +213,8 @@ describe('what the holder sees', () => {
   const session = (accountId: string): Session => ({ user: { id: 'u', email: 'payer@example.com', role: 'holder', accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000), secondFactor: false });
 
   it('a card top-up the payer left is cancelled: the checkout is closed at Stripe and the page says so', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     const t = await w.topUps.cancel(a, topUpId);
     expect(t.state).toBe('cancelled');
     expect(w.stripe.sessions.get(sessionId)?.status).toBe('expired');
@@ -241,17 +222,17 @@ describe('what the holder sees', () => {
     expect(page).toContain('Cancelled');
     expect(page).not.toContain('Awaiting payment');
     // Paid in another tab before the payer came back: the cancel finds it paid and credits it.
-    const paid = await stripeTopUp(a, 700);
+    const paid = await stripeTopUp(w, a, 700);
     w.stripe.holdDeliveries(true);
     await w.stripe.pay(paid.sessionId);
     w.stripe.holdDeliveries(false);
     expect((await w.topUps.cancel(a, paid.topUpId)).state).toBe('credited');
-    await expectBalance(a, 700 * MICROS);
+    await expectBalance(w, a, 700 * MICROS);
     w.stripe.takeHeld();
   });
 
   it('a half-paid crypto invoice says how much arrived and what is left to send', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const { topUpId, invoiceId } = await btcpayTopUp(a, 1000);
     await w.btcpay.pay(invoiceId, 'under');
     const t = await w.topUps.get(a, topUpId);
@@ -324,9 +305,9 @@ describe('property: any order, repeats and gaps end at the provider\'s truth', (
     });
     await fc.assert(
       fc.asyncProperty(scenario, async ({ seed, creditCents, refunds, dispute }) => {
-        const a = await account();
+        const a = await payerAccount(w);
         const since = Math.floor(Date.now() / 1000) - 1;
-        const { sessionId } = await stripeTopUp(a, creditCents);
+        const { sessionId } = await stripeTopUp(w, a, creditCents);
         const totalCents = w.stripe.sessions.get(sessionId)?.amount_total ?? 0;
         w.stripe.holdDeliveries(true);
         const post = new Postman(rng(seed), w.stripe.takeHeld, w.stripe.send);
@@ -362,7 +343,7 @@ describe('property: any order, repeats and gaps end at the provider\'s truth', (
         // refunds that did not fail take back at most the credit (the fee is refunded last).
         const held = disputeId !== undefined && (dispute?.outcome === 'lost' || dispute?.outcome === 'open');
         const expected = held ? 0 : creditCents - Math.min(creditCents, w.stripe.refundedCents(sessionId));
-        await expectBalance(a, expected * MICROS);
+        await expectBalance(w, a, expected * MICROS);
       }),
       { numRuns: 25, endOnFailure: true },
     );
@@ -377,7 +358,7 @@ describe('property: any order, repeats and gaps end at the provider\'s truth', (
     });
     await fc.assert(
       fc.asyncProperty(scenario, async ({ seed, creditCents, paid, end }) => {
-        const a = await account();
+        const a = await payerAccount(w);
         const since = Math.floor(Date.now() / 1000) - 1;
         const { invoiceId } = await btcpayTopUp(a, creditCents);
         const invoice = w.btcpay.invoices.get(invoiceId);
@@ -402,7 +383,7 @@ describe('property: any order, repeats and gaps end at the provider\'s truth', (
         if (post.gaps > 0) await w.topUps.catchUp(since);
         // The provider's truth: credited when everything due arrived, the invoice settled and stayed so.
         const credited = paid !== 'under' && invoice?.status === 'Settled';
-        await expectBalance(a, credited ? creditCents * MICROS : 0);
+        await expectBalance(w, a, credited ? creditCents * MICROS : 0);
       }),
       { numRuns: 25 },
     );

@@ -4,8 +4,7 @@
 // micro-dollar: what must credit credits exactly the quote once, and what must not credits nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAdminServer } from '../../src/admin/server.js';
-import { until } from '../e2e/e2e-support.js';
-import { startPaymentsWorld, type PaymentsWorld } from '../helpers/payments-world.js';
+import { expectBalance, payerAccount, startPaymentsWorld, stripeTopUp, type PaymentsWorld } from '../helpers/payments-world.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { useTestRedis } from '../helpers/test-redis.js';
 
@@ -22,38 +21,21 @@ afterAll(async () => {
 
 const MICROS = 10_000;
 
-async function account(): Promise<string> {
-  return (await w.backend.accounts.createAccount('payer')).id;
-}
 
-/** The balance of record and the hot path's, which must agree once the hot path has caught up. */
-async function balances(accountId: string): Promise<{ record: number; hot: number }> {
-  const r = await w.db.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [accountId]);
-  return { record: r.rows[0]?.balance ?? 0, hot: (await w.backend.ledger.balance(accountId)).balance };
-}
 
-async function expectBalance(accountId: string, micros: number): Promise<void> {
-  await until('the hot path has the movement', async () => ((await balances(accountId)).hot === micros ? true : undefined), 5_000).catch(() => undefined);
-  expect(await balances(accountId)).toEqual({ record: micros, hot: micros });
-}
 
-async function stripeTopUp(accountId: string, cents: number): Promise<{ topUpId: string; sessionId: string }> {
-  const { topUp, checkoutUrl } = await w.topUps.start(accountId, cents, 'stripe');
-  const sessionId = checkoutUrl.split('/').pop() ?? '';
-  return { topUpId: topUp.id, sessionId };
-}
 
 const lastDelivery = () => w.stripe.deliveries[w.stripe.deliveries.length - 1];
 
 describe('card top-ups (Stripe Checkout)', () => {
   it('10.00 credits exactly 10.00 once; the session carries the credit and the fee as separate lines; the quote was stored first', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     const session = w.stripe.sessions.get(sessionId);
     expect(session).toMatchObject({ amount_total: 1065, currency: 'usd', mode: 'payment', line_items_seen: 2, metadata: { top_up_id: topUpId } });
     await w.stripe.pay(sessionId);
     expect(lastDelivery()?.attempts).toEqual([200]);
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     const t = await w.topUps.get(a, topUpId);
     expect(t.state).toBe('credited');
     expect(t.timeline?.map((e) => e.kind)).toEqual(['quoted', 'checkout_started', 'paid', 'credited']);
@@ -64,7 +46,7 @@ describe('card top-ups (Stripe Checkout)', () => {
   });
 
   it('under 5.00 is refused before any provider call', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const before = w.stripe.requests.length;
     await expect(w.topUps.start(a, 499, 'stripe')).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/minimum top-up is 5.00 USD/) });
     expect(w.stripe.requests.length).toBe(before);
@@ -72,14 +54,14 @@ describe('card top-ups (Stripe Checkout)', () => {
   });
 
   it('a bad signature, a stale timestamp and a re-serialised body credit nothing (400)', async () => {
-    const a = await account();
-    const forged = await stripeTopUp(a, 2000);
+    const a = await payerAccount(w);
+    const forged = await stripeTopUp(w, a, 2000);
     w.stripe.forgeSignatures(true);
     await w.stripe.pay(forged.sessionId);
     w.stripe.forgeSignatures(false);
     expect(lastDelivery()?.attempts.every((s) => s === 400)).toBe(true);
 
-    const stale = await stripeTopUp(a, 2000);
+    const stale = await stripeTopUp(w, a, 2000);
     w.stripe.skewSignatures(600);
     await w.stripe.pay(stale.sessionId);
     w.stripe.skewSignatures(0);
@@ -87,7 +69,7 @@ describe('card top-ups (Stripe Checkout)', () => {
 
     // The same event, signed, but its JSON written out again (as a framework's parser would): the
     // signature is over the exact bytes.
-    const honest = await stripeTopUp(a, 2000);
+    const honest = await stripeTopUp(w, a, 2000);
     w.stripe.holdDeliveries(true);
     await w.stripe.pay(honest.sessionId);
     w.stripe.holdDeliveries(false);
@@ -96,92 +78,92 @@ describe('card top-ups (Stripe Checkout)', () => {
     const reserialised = JSON.stringify(JSON.parse(d.body) as unknown, null, 2);
     const res = await fetch(`${w.url}/webhooks/stripe`, { method: 'POST', headers: { ...d.headers, 'content-type': 'application/json' }, body: reserialised });
     expect(res.status).toBe(400);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     for (const t of [forged, stale, honest]) expect((await w.topUps.get(a, t.topUpId)).state).toBe('pending');
     // The exact bytes are accepted.
     await w.stripe.releaseHeld();
-    await expectBalance(a, 2000 * MICROS);
+    await expectBalance(w, a, 2000 * MICROS);
   });
 
   it('a replayed event and two events for one session credit once', async () => {
-    const a = await account();
-    const { sessionId } = await stripeTopUp(a, 1500);
+    const a = await payerAccount(w);
+    const { sessionId } = await stripeTopUp(w, a, 1500);
     await w.stripe.pay(sessionId);
     const completed = w.stripe.events[w.stripe.events.length - 1];
     const replay = await w.stripe.redeliver(String(completed?.id));
     expect(replay.attempts).toEqual([200]);
     // checkout.session.async_payment_succeeded for the same session as well.
     await w.stripe.settleDelayed(sessionId, true);
-    await expectBalance(a, 1500 * MICROS);
+    await expectBalance(w, a, 1500 * MICROS);
   });
 
   it('a delayed method: completed unpaid is only noted; async_payment_succeeded credits; a failed one credits nothing', async () => {
-    const a = await account();
-    const ok = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const ok = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(ok.sessionId, 'delayed');
     expect((await w.topUps.get(a, ok.topUpId)).state).toBe('pending');
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     await w.stripe.settleDelayed(ok.sessionId, true);
-    await expectBalance(a, 1000 * MICROS);
-    const bad = await stripeTopUp(a, 1000);
+    await expectBalance(w, a, 1000 * MICROS);
+    const bad = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(bad.sessionId, 'delayed');
     await w.stripe.settleDelayed(bad.sessionId, false);
     expect((await w.topUps.get(a, bad.topUpId)).state).toBe('failed');
-    const gone = await stripeTopUp(a, 1000);
+    const gone = await stripeTopUp(w, a, 1000);
     await w.stripe.expire(gone.sessionId);
     expect((await w.topUps.get(a, gone.topUpId)).state).toBe('expired');
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
   });
 
   it('an amount that differs from the quote credits nothing and is noted', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     const s = w.stripe.sessions.get(sessionId);
     if (s === undefined) throw new Error('no session');
     s.amount_total = 999;
     await w.stripe.pay(sessionId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     const t = await w.topUps.get(a, topUpId);
     expect(t.state).toBe('pending');
     expect(t.timeline?.map((e) => e.kind)).toContain('payment_mismatch');
   });
 
   it('a crash between COMMIT and the answer credits once: the retry is a no-op, the hot path catches up', async () => {
-    const a = await account();
-    const { sessionId } = await stripeTopUp(a, 3000);
+    const a = await payerAccount(w);
+    const { sessionId } = await stripeTopUp(w, a, 3000);
     w.crashAfterNextCommit();
     await w.stripe.pay(sessionId);
     // First attempt: committed, then crashed (500); the provider's retry finds the event recorded.
     expect(lastDelivery()?.attempts).toEqual([500, 200]);
-    await expectBalance(a, 3000 * MICROS);
+    await expectBalance(w, a, 3000 * MICROS);
     expect((await w.db.query('SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1', [a])).rows).toEqual([{ n: 1 }]);
   });
 
   it('refunds take back the credit (never the fee first), in any order; a dispute holds it, released when won, kept when lost', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(sessionId);
     await w.stripe.refund(sessionId, 500);
-    await expectBalance(a, 500 * MICROS);
+    await expectBalance(w, a, 500 * MICROS);
     expect((await w.topUps.get(a, topUpId)).state).toBe('refunded');
     const firstRefund = w.stripe.events[w.stripe.events.length - 1];
     // The rest of the payment, fee included: at most the credit is taken back.
     await w.stripe.refund(sessionId, 565);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     // The older refund event again, late: nothing more.
     await w.stripe.redeliver(String(firstRefund?.id));
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
 
-    const won = await stripeTopUp(a, 2000);
+    const won = await stripeTopUp(w, a, 2000);
     await w.stripe.pay(won.sessionId);
     const disputeWon = await w.stripe.openDispute(won.sessionId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     expect((await w.topUps.get(a, won.topUpId)).state).toBe('disputed');
     await w.stripe.closeDispute(won.sessionId, disputeWon, true);
-    await expectBalance(a, 2000 * MICROS);
+    await expectBalance(w, a, 2000 * MICROS);
     expect((await w.topUps.get(a, won.topUpId)).state).toBe('credited');
 
-    const lost = await stripeTopUp(a, 2000);
+    const lost = await stripeTopUp(w, a, 2000);
     await w.stripe.pay(lost.sessionId);
     // Out of order: the closing event arrives before the opening one.
     w.stripe.holdDeliveries(true);
@@ -189,7 +171,7 @@ describe('card top-ups (Stripe Checkout)', () => {
     await w.stripe.closeDispute(lost.sessionId, disputeLost, false);
     w.stripe.holdDeliveries(false);
     await w.stripe.releaseHeld('reversed');
-    await expectBalance(a, 2000 * MICROS);
+    await expectBalance(w, a, 2000 * MICROS);
     expect((await w.topUps.get(a, lost.topUpId)).timeline?.map((e) => e.kind)).toEqual(expect.arrayContaining(['disputed', 'dispute_lost']));
     // Money spent before a dispute takes the balance below zero: then requests get 402.
     const kinds = await w.db.query<{ kind: string; n: number }>('SELECT kind, count(*)::int AS n FROM ledger_entries WHERE account_id = $1 GROUP BY kind ORDER BY kind', [a]);
@@ -202,37 +184,37 @@ describe('card top-ups (Stripe Checkout)', () => {
   });
 
   it('refunds and a dispute together never take more than the credit, in either order', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     // 10.00 credited, 4.00 refunded, then the rest disputed: the hold is the 6.00 refunds left.
-    const lost = await stripeTopUp(a, 1000);
+    const lost = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(lost.sessionId);
     await w.stripe.refund(lost.sessionId, 400);
-    await expectBalance(a, 600 * MICROS);
+    await expectBalance(w, a, 600 * MICROS);
     const disputeLost = await w.stripe.openDispute(lost.sessionId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     await w.stripe.closeDispute(lost.sessionId, disputeLost, false);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     // The same, won: the 6.00 comes back.
-    const won = await stripeTopUp(a, 1000);
+    const won = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(won.sessionId);
     await w.stripe.refund(won.sessionId, 400);
     const disputeWon = await w.stripe.openDispute(won.sessionId);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     await w.stripe.closeDispute(won.sessionId, disputeWon, true);
-    await expectBalance(a, 600 * MICROS);
+    await expectBalance(w, a, 600 * MICROS);
     expect((await w.topUps.get(a, won.topUpId)).state).toBe('refunded');
     // A refund reported while a dispute holds the whole credit waits for the dispute, and is taken
     // when the dispute is won; redelivered events change nothing.
-    const late = await stripeTopUp(a, 1000);
+    const late = await stripeTopUp(w, a, 1000);
     await w.stripe.pay(late.sessionId);
     const disputeLate = await w.stripe.openDispute(late.sessionId);
-    await expectBalance(a, 600 * MICROS);
+    await expectBalance(w, a, 600 * MICROS);
     await w.stripe.refund(late.sessionId, 250);
-    await expectBalance(a, 600 * MICROS);
+    await expectBalance(w, a, 600 * MICROS);
     await w.stripe.closeDispute(late.sessionId, disputeLate, true);
-    await expectBalance(a, 600 * MICROS + 750 * MICROS);
+    await expectBalance(w, a, 600 * MICROS + 750 * MICROS);
     for (const e of w.stripe.events.slice(-3)) await w.stripe.redeliver(String(e.id));
-    await expectBalance(a, 600 * MICROS + 750 * MICROS);
+    await expectBalance(w, a, 600 * MICROS + 750 * MICROS);
     const timeline = (await w.topUps.get(a, late.topUpId)).timeline?.map((e) => e.kind);
     expect(timeline).toEqual(expect.arrayContaining(['disputed', 'refund_deferred', 'dispute_won', 'refunded']));
     // Every top-up's entries: never more taken back than credited.
@@ -246,27 +228,27 @@ describe('card top-ups (Stripe Checkout)', () => {
   });
 
   it('re-check asks Stripe and applies what it says; the catch-up applies events missed during an outage', async () => {
-    const a = await account();
-    const missed = await stripeTopUp(a, 1000);
+    const a = await payerAccount(w);
+    const missed = await stripeTopUp(w, a, 1000);
     w.stripe.setWebhookUrl('http://127.0.0.1:9/webhooks/stripe');
     await w.stripe.pay(missed.sessionId);
-    const other = await stripeTopUp(a, 2500);
+    const other = await stripeTopUp(w, a, 2500);
     await w.stripe.pay(other.sessionId);
     w.stripe.setWebhookUrl(`${w.url}/webhooks/stripe`);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
     expect((await w.topUps.recheck(a, missed.topUpId)).state).toBe('credited');
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     await w.topUps.catchUp(Math.floor(Date.now() / 1000) - 60);
-    await expectBalance(a, 3500 * MICROS);
+    await expectBalance(w, a, 3500 * MICROS);
     // Another account's top-up is not there for this one.
-    await expect(w.topUps.get(await account(), missed.topUpId)).rejects.toMatchObject({ status: 404 });
+    await expect(w.topUps.get(await payerAccount(w), missed.topUpId)).rejects.toMatchObject({ status: 404 });
   });
 });
 
 describe('top-ups in the admin API', () => {
   it('lists every account\'s top-ups, shows a timeline, re-checks; unknown ids are 404s', async () => {
-    const a = await account();
-    const { topUpId, sessionId } = await stripeTopUp(a, 1200);
+    const a = await payerAccount(w);
+    const { topUpId, sessionId } = await stripeTopUp(w, a, 1200);
     w.stripe.setWebhookUrl('http://127.0.0.1:9/webhooks/stripe');
     await w.stripe.pay(sessionId);
     w.stripe.setWebhookUrl(`${w.url}/webhooks/stripe`);
@@ -281,7 +263,7 @@ describe('top-ups in the admin API', () => {
       expect((list.body.top_ups as Array<{ id: string; state: string }>).map((t) => [t.id, t.state])).toEqual([[topUpId, 'pending']]);
       const rechecked = await call(`/top-ups/${topUpId}/recheck`, 'POST');
       expect(rechecked.body.top_up).toMatchObject({ id: topUpId, state: 'credited' });
-      await expectBalance(a, 1200 * MICROS);
+      await expectBalance(w, a, 1200 * MICROS);
       const one = await call(`/top-ups/${topUpId}`);
       expect((one.body.top_up as { timeline: Array<{ kind: string }> }).timeline.map((e) => e.kind)).toEqual(['quoted', 'checkout_started', 'paid', 'credited']);
       expect((await call('/top-ups/tu_nope')).status).toBe(404);
@@ -296,35 +278,35 @@ describe('crypto top-ups (BTCPay Greenfield)', () => {
   const invoiceOf = (url: string): string => url.split('/').pop() ?? '';
 
   it('paid exactly: credits the quote once, whatever the redeliveries', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const { topUp, checkoutUrl } = await w.topUps.start(a, 1000, 'btcpay');
     expect(w.btcpay.invoices.get(invoiceOf(checkoutUrl))).toMatchObject({ amount: '10.65', currency: 'USD' });
     await w.btcpay.pay(invoiceOf(checkoutUrl), 'exact');
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     for (const d of w.btcpay.deliveries.slice(-3)) expect((await w.btcpay.redeliver(d)).attempts).toEqual([200]);
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     expect((await w.topUps.get(a, topUp.id)).state).toBe('credited');
   });
 
   it('over-paid credits the quote and notes the excess; under-paid credits nothing and is noted when the invoice expires', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const over = await w.topUps.start(a, 1000, 'btcpay');
     await w.btcpay.pay(invoiceOf(over.checkoutUrl), 'over');
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     const overView = await w.topUps.get(a, over.topUp.id);
     expect(overView.timeline?.find((e) => e.kind === 'overpaid')?.amountCents).toBe(106);
 
     const under = await w.topUps.start(a, 1000, 'btcpay');
     await w.btcpay.pay(invoiceOf(under.checkoutUrl), 'under');
     await w.btcpay.expire(invoiceOf(under.checkoutUrl));
-    await expectBalance(a, 1000 * MICROS);
+    await expectBalance(w, a, 1000 * MICROS);
     const underView = await w.topUps.get(a, under.topUp.id);
     expect(underView.state).toBe('failed');
     expect(underView.timeline?.find((e) => e.kind === 'underpaid')?.amountCents).toBe(532);
   });
 
   it('a delivery whose signature does not match credits nothing', async () => {
-    const a = await account();
+    const a = await payerAccount(w);
     const { checkoutUrl } = await w.topUps.start(a, 1000, 'btcpay');
     w.btcpay.setWebhookUrl('http://127.0.0.1:9/');
     await w.btcpay.pay(invoiceOf(checkoutUrl), 'exact');
@@ -333,6 +315,6 @@ describe('crypto top-ups (BTCPay Greenfield)', () => {
     if (settled === undefined) throw new Error('no delivery');
     const res = await fetch(`${w.url}/webhooks/btcpay`, { method: 'POST', headers: { 'content-type': 'application/json', 'btcpay-sig': `sha256=${'0'.repeat(64)}` }, body: settled.body });
     expect(res.status).toBe(400);
-    await expectBalance(a, 0);
+    await expectBalance(w, a, 0);
   });
 });
