@@ -54,6 +54,11 @@ export interface ClientFormat {
   streamEncoder(ctx: StreamEncodeContext): StreamEncoder;
   /** The stream's opening reports input tokens (Anthropic's message_start): the prompt is counted before it. */
   opensWithInputTokens: boolean;
+  /**
+   * Whether this request gets the model's reasoning in its reply. Reasoning is billed either way (the
+   * upstream generated it); a client that did not ask for it is not sent it, as its own API would not.
+   */
+  showsReasoning(req: InternalRequest): boolean;
 }
 
 /** Protocol headers the client sent that an upstream of the same format should see. */

@@ -18,6 +18,8 @@ export interface TranslationContext {
   /** Output cap when the client sent none (Anthropic upstreams require max_tokens). */
   defaultMaxOutputTokens: number;
   requestId: string;
+  /** The client asked for the model's reasoning (ClientFormat.showsReasoning); default: it is sent. */
+  showReasoning?: boolean;
 }
 
 export interface StreamTranslationContext extends TranslationContext {
@@ -54,7 +56,9 @@ export interface TranslatedResponse {
 
 /** Upstream non-stream response (`from`) -> client response (`to`). */
 export function translateResponse(json: unknown, from: UpstreamFormatName, to: ClientFormatName, ctx: TranslationContext): TranslatedResponse {
-  const r = upstreamFormat(from).decodeResponse(json);
+  const decodedReply = upstreamFormat(from).decodeResponse(json);
+  // Reasoning the client did not ask for is left out of the reply (its tokens are still in `usage`).
+  const r = ctx.showReasoning === false ? { ...decodedReply, content: decodedReply.content.filter((p) => p.type !== 'thinking') } : decodedReply;
   const client = clientFormat(to);
   const finish = effectiveFinish(r.finishReason, r.content.some((p) => p.type === 'tool_call'));
   return { body: client.encodeResponse(r, { clientModel: ctx.clientModel, requestId: ctx.requestId }), usage: r.usage, finishReason: client.finishReason(finish) };
@@ -72,6 +76,6 @@ export function createStreamTranslator(from: UpstreamFormatName, to: ClientForma
     inputTokenEstimate: ctx.inputTokenEstimate,
     currentUsage: () => (holder.translator?.usageReported ? holder.translator.usage : undefined),
   });
-  holder.translator = new StreamTranslator(upstreamFormat(from).streamDecoder(), encoder, client.finishReason);
+  holder.translator = new StreamTranslator(upstreamFormat(from).streamDecoder(), encoder, client.finishReason, ctx.showReasoning === false);
   return holder.translator;
 }

@@ -39,7 +39,8 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
     // The client speaks another format: its own protocol headers are not this upstream's.
     headers: () => upstreamFormat(req.upstreamFormat).protocolHeaders(),
     relay(upstream): Relay {
-      const ctxBase = contextFor(upstream);
+      decoded ??= clientFormat(req.client).decodeRequest(req.body);
+      const ctxBase = { ...contextFor(upstream), showReasoning: clientFormat(req.client).showsReasoning(decoded) };
       const client = req.client;
       if (!req.stream) {
         return async ({ ctx, response }) => {

@@ -28,4 +28,7 @@ export const anthropicMessagesClient: ClientFormat = {
       currentUsage: ctx.currentUsage,
     }),
   opensWithInputTokens: true,
+  // Anthropic's API returns thinking blocks only when the request enables thinking, and common client
+  // code reads content[0].text: without `thinking` enabled, no thinking block is sent.
+  showsReasoning: (req) => req.reasoning?.mode === 'enabled',
 };

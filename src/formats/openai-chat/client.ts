@@ -19,4 +19,6 @@ export const openaiChatClient: ClientFormat = {
   streamEncoder: (ctx) =>
     new OpenAIStreamEncoder({ id: openAICompletionId(ctx.requestId), model: ctx.clientModel, created: Math.floor(Date.now() / 1000), includeUsage: ctx.includeUsage }),
   opensWithInputTokens: false,
+  // reasoning_content is sent as it comes: OpenAI-compatible clients read or ignore it.
+  showsReasoning: () => true,
 };

@@ -33,6 +33,8 @@ export class StreamTranslator {
     private readonly encoder: StreamEncoder,
     /** Spells a neutral finish reason in the client's vocabulary. */
     private readonly spellFinish: (r: FinishReason) => string,
+    /** The client did not ask for reasoning: it is counted (and billed) but not sent. */
+    private readonly hideReasoning = false,
   ) {}
 
   /** SSE text to write for one upstream event; "" when there is nothing to send. */
@@ -138,9 +140,16 @@ export class StreamTranslator {
         return this.fail(e.message, e.kind);
       case 'text':
       case 'reasoning':
-        this.emitted = true;
         this.generated.push(e.text);
-        if (e.type === 'reasoning') this.reasoningText.push(e.text);
+        if (e.type === 'reasoning') {
+          this.reasoningText.push(e.text);
+          if (this.hideReasoning) return '';
+        }
+        this.emitted = true;
+        break;
+      case 'reasoning_signature':
+      case 'redacted_reasoning':
+        if (this.hideReasoning) return '';
         break;
       case 'tool_call_start':
         this.emitted = true;
