@@ -6,12 +6,11 @@ import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
 import type { Backend } from '../billing/backends.js';
-import { CreditConflictError } from '../billing/ledger-common.js';
-import { formatUsd } from '../billing/money.js';
+import { formatUsd, usdTextToMicros } from '../billing/money.js';
+import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
 import type { Micros } from '../catalog/snapshot.js';
 import { TopUpError, type TopUpService } from '../top-ups/service.js';
 import type { Queryable } from '../record/database.js';
-import { MovementConflict } from '../record/money-movement.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
 import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
@@ -46,15 +45,12 @@ function optionalName(body: Body, fallback: string): string {
   return v;
 }
 
-const USD_PATTERN = /^\d{1,10}(\.\d{1,6})?$/;
-
-/** "12.50" -> 12500000 micro-USD, exactly (integer arithmetic on the digits, no floats). */
+/** "12.50" -> 12500000 micro-USD, exactly. */
 function usdToMicros(usd: string, field: string): Micros {
-  if (!USD_PATTERN.test(usd)) throw new AdminError(400, `${field} must be a decimal USD string with at most 6 decimals, like "12.50"`);
-  const [whole = '0', fraction = ''] = usd.split('.');
-  const micros = BigInt(whole) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
-  if (micros > BigInt(Number.MAX_SAFE_INTEGER)) throw new AdminError(400, `${field} is too large`);
-  return Number(micros);
+  const micros = usdTextToMicros(usd);
+  if (micros === 'malformed') throw new AdminError(400, `${field} must be a decimal USD string with at most 6 decimals, like "12.50"`);
+  if (micros === 'too_large') throw new AdminError(400, `${field} is too large`);
+  return micros;
 }
 
 /** "12.50" USD (or 12500000 micro-USD as an integer) -> micro-USD; undefined when neither is given (or both null). */
@@ -73,6 +69,14 @@ function amount(body: Body, usdField: string, microField: string, required: bool
   if (required) throw new AdminError(400, `give ${usdField} (decimal USD string) or ${microField} (integer micro-USD)`);
   return undefined;
 }
+
+/** A refused credit in the admin API's words: status and message. */
+const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
+  not_positive: [400, 'a credit must be more than zero'],
+  no_idempotency_key: [400, 'idempotency_key is required (a string of at most 200 characters): a top-up is applied once per key'],
+  too_large: [400, 'this credit would take the balance past the largest amount the ledger holds exactly'],
+  key_reused: [409, 'idempotency_key was already used for a credit of a different amount; nothing was credited. Use a new key for a new top-up.'],
+};
 
 const CAP_FIELDS = ['lifetime_cap_usd', 'lifetime_cap_micro_usd', 'monthly_cap_usd', 'monthly_cap_micro_usd'] as const;
 
@@ -129,7 +133,7 @@ function clientMessage(err: unknown, status: number): string {
 export interface AdminApiOptions {
   backend: Backend;
   token: string;
-  /** Called after a key is revoked, so this process forgets cached lookups at once. */
+  /** Called after a key is revoked, so this process forgets cached lookups at once (by the account service). */
   onRevoke?: () => void;
   /** Compares PostgreSQL, the hot path and the usage records now (GET /admin/reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
@@ -143,7 +147,8 @@ export interface AdminApiOptions {
 }
 
 export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
-  const { accounts, ledger } = opts.backend;
+  const { ledger } = opts.backend;
+  const accounts = new AccountService({ accounts: opts.backend.accounts, ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
   const expected = Buffer.from(`Bearer ${opts.token}`);
   const app = new Koa<AdminState>();
   app.silent = true;
@@ -205,7 +210,6 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     onlyFields(ctx.state.body, []);
     const ok = await accounts.revokeKey((await account(ctx)).id, ctx.params.keyId ?? '');
     if (!ok) throw new AdminError(404, 'no such key');
-    opts.onRevoke?.();
     ctx.body = { revoked: true };
   });
   r.put('/accounts/:accountId/keys/:keyId/caps', async (ctx) => {
@@ -213,7 +217,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     // Every cap not given is cleared, so a misspelt field must not pass for "no cap".
     onlyFields(ctx.state.body, CAP_FIELDS);
     const caps = capsFrom(ctx.state.body);
-    const ok = await accounts.setKeyCaps(a.id, ctx.params.keyId ?? '', caps);
+    const ok = await accounts.setCaps(a.id, ctx.params.keyId ?? '', caps);
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { updated: true, lifetime_cap_micro_usd: caps.lifetimeCap ?? null, monthly_cap_micro_usd: caps.monthlyCap ?? null };
   });
@@ -221,19 +225,11 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     const a = await account(ctx);
     onlyFields(ctx.state.body, ['amount_usd', 'amount_micro_usd', 'idempotency_key']);
     const micros = amount(ctx.state.body, 'amount_usd', 'amount_micro_usd', true) as Micros;
-    if (micros <= 0) throw new AdminError(400, 'a credit must be more than zero');
-    const idem = ctx.state.body.idempotency_key;
-    if (typeof idem !== 'string' || idem === '' || idem.length > 200) {
-      throw new AdminError(400, 'idempotency_key is required (a string of at most 200 characters): a top-up is applied once per key');
-    }
     let applied: boolean;
     try {
-      applied = await ledger.credit(a.id, micros, idem);
+      applied = await accounts.credit(a.id, micros, ctx.state.body.idempotency_key);
     } catch (err) {
-      if (err instanceof RangeError) throw new AdminError(400, 'this credit would take the balance past the largest amount the ledger holds exactly');
-      if (err instanceof CreditConflictError || err instanceof MovementConflict) {
-        throw new AdminError(409, 'idempotency_key was already used for a credit of a different amount; nothing was credited. Use a new key for a new top-up.');
-      }
+      if (err instanceof CreditRefused) throw new AdminError(CREDIT_REFUSALS[err.reason][0], CREDIT_REFUSALS[err.reason][1]);
       throw err;
     }
     const balance = (await ledger.balance(a.id)).balance;
@@ -244,7 +240,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     onlyFields(ctx.state.body, ['request_id']);
     const requestId = ctx.state.body.request_id;
     if (typeof requestId !== 'string' || requestId === '') throw new AdminError(400, 'request_id is required: the id of a settled request');
-    const outcome = await ledger.refund(a.id, requestId);
+    const outcome = await accounts.refund(a.id, requestId);
     if (outcome.unknown) {
       throw new AdminError(404, opts.record === undefined
         ? 'no settled request with this id on this account (settlement records are kept 30 days)'

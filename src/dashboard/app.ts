@@ -425,14 +425,13 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
     await next();
   });
   balanceRoutes(guarded, { service, topUps: opts.topUps, autoTopUps: opts.autoTopUps, send });
-  const tickets = new RefundTickets({ db: service.db, ledger: service.backend.ledger, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
+  const tickets = new RefundTickets({ db: service.db, accounts: service.accounts, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
   usageRoutes(guarded, { service, db: service.db, tickets, send });
   adminRoutes(guarded, {
-    backend: service.backend,
+    accounts: service.accounts,
     requireTotp: service.adminRequiresTotp,
     tickets,
     topUps: opts.topUps,
-    onRevoke: () => service.keyRevoked(),
     send,
     ...(opts.reconcile === undefined ? {} : { reconcile: opts.reconcile }),
   });
