@@ -4,12 +4,13 @@
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
-import getRawBody from 'raw-body';
 import type { Backend } from '../billing/backends.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
 import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
 import type { Micros } from '../catalog/snapshot.js';
-import { TopUpError, type TopUpService } from '../top-ups/service.js';
+import type { TopUpService } from '../top-ups/service.js';
+import { ClientError } from '../http/client-error.js';
+import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
 import type { Queryable } from '../record/database.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
@@ -21,14 +22,8 @@ interface AdminState {
 }
 type AdminContext = ParameterizedContext<AdminState> & { params: Record<string, string> };
 
-class AdminError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** The admin API refuses with the apps' one client error (a top-up's refusal is one too). */
+const AdminError = ClientError;
 
 type Body = Record<string, unknown>;
 
@@ -113,21 +108,18 @@ function queryTime(ctx: AdminContext, name: string): Date | undefined {
 /** Filters only the record can answer: the hot path keeps recent usage by account and key alone. */
 const RECORD_ONLY_USAGE_FILTERS = ['model', 'status', 'from', 'to', 'cursor'] as const;
 
-/** A failed body read (too large, aborted, bad encoding) carries its HTTP status; anything else is ours. */
-function clientStatus(err: unknown): number | undefined {
-  if (err instanceof AdminError || err instanceof UsageQueryError) return err instanceof AdminError ? err.status : 400;
-  if (err instanceof SyntaxError) return 400;
-  const status = (err as { status?: unknown; expose?: unknown } | null)?.status;
-  const expose = (err as { expose?: unknown } | null)?.expose;
-  return typeof status === 'number' && status >= 400 && status < 500 && expose === true ? status : undefined;
-}
+const BODY_REFUSALS: BodyRefusals = {
+  tooLarge: 'body too large (64 KiB at most)',
+  unreadable: 'the request body could not be read',
+  notJson: 'body is not valid JSON',
+  notObject: 'body must be a JSON object',
+};
 
-function clientMessage(err: unknown, status: number): string {
-  if (err instanceof AdminError || err instanceof UsageQueryError) return err.message;
-  // Fixed texts: the parser's own messages quote the body back.
-  if (err instanceof SyntaxError) return 'body is not valid JSON';
-  if (status === 413) return 'body too large (64 KiB at most)';
-  return 'the request body could not be read';
+/** The caller's fault, with its status and message; undefined for anything else (ours: a 500). */
+function clientError(err: unknown): { status: number; message: string } | undefined {
+  if (err instanceof ClientError) return err;
+  if (err instanceof UsageQueryError) return { status: 400, message: err.message };
+  return undefined;
 }
 
 export interface AdminApiOptions {
@@ -160,19 +152,15 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
       }
       ctx.state.body = {};
       if (ctx.method === 'POST' || ctx.method === 'PUT') {
-        const raw = await getRawBody(ctx.req, { limit: 64 * 1024, encoding: 'utf8' });
-        if (raw.length > 0) {
-          const parsed: unknown = JSON.parse(raw);
-          if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new AdminError(400, 'body must be a JSON object');
-          ctx.state.body = parsed as Body;
-        }
+        const raw = await readBodyText(ctx.req, 64 * 1024, BODY_REFUSALS);
+        if (raw.length > 0) ctx.state.body = parseJsonObject(raw, BODY_REFUSALS);
       }
       await next();
       if (ctx.status === 404 && ctx.body === undefined) throw new AdminError(404, `no such admin call: ${ctx.method} ${ctx.path}`);
     } catch (err) {
-      const status = clientStatus(err);
-      ctx.status = status ?? 500;
-      ctx.body = { error: { message: status === undefined ? 'internal error' : clientMessage(err, status) } };
+      const known = clientError(err);
+      ctx.status = known?.status ?? 500;
+      ctx.body = { error: { message: known?.message ?? 'internal error' } };
     }
   });
   const r = new Router<AdminState>({ prefix: '/admin' });
@@ -304,24 +292,16 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     if (opts.topUps === undefined) throw new AdminError(404, 'top-ups are not set up on this gateway (no payment provider, or no dashboard)');
     return opts.topUps;
   };
-  const asAdmin = async <T>(run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof TopUpError) throw new AdminError(err.status, err.message);
-      throw err;
-    }
-  };
   r.get('/top-ups', async (ctx) => {
     const accountId = queryString(ctx, 'account_id');
     if (accountId !== undefined && (await accounts.getAccount(accountId)) === undefined) throw new AdminError(404, 'no such account');
     ctx.body = { top_ups: await topUps().list(accountId, queryInteger(ctx, 'limit', 50, 1000)) };
   });
   r.get('/top-ups/:topUpId', async (ctx) => {
-    ctx.body = { top_up: await asAdmin(() => topUps().get(undefined, ctx.params.topUpId ?? '')) };
+    ctx.body = { top_up: await topUps().get(undefined, ctx.params.topUpId ?? '') };
   });
   r.post('/top-ups/:topUpId/recheck', async (ctx) => {
-    ctx.body = { top_up: await asAdmin(() => topUps().recheck(undefined, ctx.params.topUpId ?? '')) };
+    ctx.body = { top_up: await topUps().recheck(undefined, ctx.params.topUpId ?? '') };
   });
   r.get('/reconciliation', async (ctx) => {
     if (opts.reconcile === undefined) throw new AdminError(404, 'reconciliation needs the record (PostgreSQL): this gateway runs without one');

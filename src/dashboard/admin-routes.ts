@@ -5,7 +5,7 @@ import type { Context } from 'koa';
 import { CreditRefused, type AccountService, type CreditRefusal } from '../accounts/service.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { parseUsdCents, centsToMicros } from '../top-ups/quote.js';
-import { TopUpError, type TopUpService } from '../top-ups/service.js';
+import type { TopUpService } from '../top-ups/service.js';
 import { adminAccountPage, adminHome, type AccountLine } from './admin-pages.js';
 import type { DashboardState } from './app.js';
 import { topUpPage } from './balance-pages.js';
@@ -151,13 +151,7 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const c = ctx as Ctx;
     const session = admin(c);
     if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
-    const topUps = deps.topUps;
-    try {
-      send(c, topUpPage(session, await topUps.get(undefined, c.params.topUpId ?? ''), true));
-    } catch (err) {
-      if (err instanceof TopUpError) throw new DashboardError(err.status, err.message);
-      throw err;
-    }
+    send(c, topUpPage(session, await deps.topUps.get(undefined, c.params.topUpId ?? ''), true));
   });
   router.post('/admin/top-ups/:topUpId/recheck', async (ctx) => {
     const c = ctx as Ctx;

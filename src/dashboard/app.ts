@@ -4,7 +4,6 @@ import type { AutoTopUps } from '../top-ups/auto-top-up.js';
 import { existsSync, readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
-import getRawBody from 'raw-body';
 import type { Html } from './html.js';
 import { confirmedPage, editCapsPage, errorPage, keysPage, resetPasswordPage, resetRequestPage, revokePage, signInPage, signUpPage, twoFactorPage } from './pages.js';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
@@ -16,6 +15,8 @@ import { usageRoutes } from './usage-routes.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { topUpWebhooks } from '../top-ups/webhooks.js';
+import { ClientError } from '../http/client-error.js';
+import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
 
 export interface DashboardState {
   session?: Session;
@@ -68,7 +69,7 @@ function readAsset(file: string): string {
 }
 const DASHBOARD_SCRIPT = readAsset('dashboard.js');
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-const MAX_BODY = '64kb';
+const MAX_BODY = 64 * 1024;
 
 function apiKey(k: KeyView): Record<string, unknown> {
   return {
@@ -103,23 +104,18 @@ function send(ctx: Context, page: Html, status = 200): void {
   ctx.body = page.text;
 }
 
+const BODY_REFUSALS: BodyRefusals = {
+  tooLarge: 'The request body is too large.',
+  unreadable: 'The request body could not be read.',
+  notJson: 'The request body is not valid JSON.',
+  notObject: 'The request body must be a JSON object.',
+};
+
 async function readBody(ctx: Context): Promise<Record<string, unknown>> {
   if (!STATE_CHANGING.has(ctx.method)) return {};
-  const text = await getRawBody(ctx.req, { limit: MAX_BODY, encoding: 'utf8' }).catch((err: unknown) => {
-    const status = (err as { status?: number }).status;
-    throw new DashboardError(status === 413 ? 413 : 400, status === 413 ? 'The request body is too large.' : 'The request body could not be read.');
-  });
+  const text = await readBodyText(ctx.req, MAX_BODY, BODY_REFUSALS);
   if (text === '') return {};
-  if (ctx.is('application/json')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      throw new DashboardError(400, 'The request body is not valid JSON.');
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new DashboardError(400, 'The request body must be a JSON object.');
-    return parsed as Record<string, unknown>;
-  }
+  if (ctx.is('application/json')) return parseJsonObject(text, BODY_REFUSALS);
   if (ctx.is('application/x-www-form-urlencoded')) return Object.fromEntries(new URLSearchParams(text));
   throw new DashboardError(415, 'Send application/json (API) or a form (application/x-www-form-urlencoded).');
 }
@@ -147,7 +143,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
     try {
       await next();
     } catch (err) {
-      const known = err instanceof DashboardError;
+      const known = err instanceof ClientError;
       const status = known ? err.status : 500;
       const message = known ? err.message : 'The dashboard failed to handle this request; try again.';
       if (!known) process.stderr.write(`dashboard: ${ctx.method} ${redactPath(ctx.path)}: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -2,6 +2,7 @@
 // secrets shown once) is written once. Every key operation is scoped to the signed-in user's account.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
+import { ClientError } from '../http/client-error.js';
 import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
 import { usdTextToMicros } from '../billing/money.js';
@@ -50,12 +51,11 @@ export interface KeyView {
   lastUsedAt?: number;
 }
 
-/** An error the caller may see: status plus an actionable message. */
-export class DashboardError extends Error {
-  constructor(readonly status: number, message: string, readonly retryAfterSeconds?: number) {
-    super(message);
-  }
-}
+/**
+ * An error of the dashboard's own the caller may see: status plus an actionable message. Its own class
+ * (not just ClientError), so a form that re-renders itself on its own errors lets other apps' through.
+ */
+export class DashboardError extends ClientError {}
 
 export interface DashboardServiceOptions {
   db: Database;

@@ -20,6 +20,7 @@ import { recordMovement, type MoneyMovement, type RecordedMovement } from '../re
 import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
 import { centsToMicros, describeInvalidTopUp, formatCents, quoteTopUp, type Cents, type TopUpQuote } from './quote.js';
+import { ClientError } from '../http/client-error.js';
 
 export type TopUpState = 'quoted' | 'pending' | 'cancelled' | 'credited' | 'failed' | 'expired' | 'refunded' | 'disputed' | 'reversed';
 
@@ -44,12 +45,10 @@ export interface TopUpView {
   timeline?: TopUpEvent[];
 }
 
-export class TopUpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
+/** A top-up refused (its status and message reach the caller as they are). */
+export class TopUpError extends ClientError {
+  constructor(status: number, message: string) {
+    super(status, message);
     this.name = 'TopUpError';
   }
 }
