@@ -151,7 +151,8 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const c = ctx as Ctx;
     const session = admin(c);
     if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
-    send(c, topUpPage(session, await deps.topUps.get(undefined, c.params.topUpId ?? ''), true));
+    const topUps = deps.topUps;
+    send(c, topUpPage(session, await topUps.get(undefined, c.params.topUpId ?? ''), (t) => topUps.labelOf(t.provider), true));
   });
   router.post('/admin/top-ups/:topUpId/recheck', async (ctx) => {
     const c = ctx as Ctx;

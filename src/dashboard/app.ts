@@ -14,7 +14,6 @@ import { RefundTickets } from './refund-tickets.js';
 import { usageRoutes } from './usage-routes.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import type { TopUpService } from '../top-ups/service.js';
-import { topUpWebhooks } from '../top-ups/webhooks.js';
 import { ClientError } from '../http/client-error.js';
 import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
 
@@ -29,8 +28,10 @@ type Ctx = Koa.ParameterizedContext<DashboardState> & { params: Record<string, s
 export interface DashboardAppOptions {
   service: DashboardService;
   secureCookie: boolean;
-  /** Top-ups (the Balance page's form, the providers' webhooks); absent when no provider is set up. */
+  /** Top-ups (the Balance page's form); absent when no provider is set up. */
   topUps?: TopUpService;
+  /** The payment providers' webhook routes, built by top-ups (top-ups/run.ts) and served on this port. */
+  webhooks?: Koa.Middleware;
   /** Automatic top-ups by a saved card (Stripe only); absent when no provider keeps cards. */
   autoTopUps?: AutoTopUps;
   /**
@@ -178,7 +179,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   });
 
   // The payment providers' webhooks: no session, no CSRF token, their own signature on the raw body.
-  if (opts.topUps !== undefined) app.use(topUpWebhooks(opts.topUps));
+  if (opts.webhooks !== undefined) app.use(opts.webhooks);
 
   // Fetch Metadata and Origin: a state change from another site is refused before anything else runs.
   // Requests without either header (scripts, curl) pass here and still need the CSRF token below.

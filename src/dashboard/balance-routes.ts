@@ -65,7 +65,7 @@ export function balanceRoutes(
       flashId === undefined || topUps === undefined
         ? undefined
         : await (leaving ? topUps.cancel(s.user.accountId, flashId) : topUps.get(s.user.accountId, flashId)).catch(() => (leaving ? topUps.get(s.user.accountId, flashId).catch(() => undefined) : undefined));
-    send(ctx, balancePage(s, { ...bal, statement, topUps: list, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
+    send(ctx, balancePage(s, { ...bal, statement, topUps: list, labelOf: (t) => topUps?.labelOf(t.provider) ?? t.provider, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
   };
 
   router.get('/balance', (ctx) => renderBalance(ctx as Ctx));
@@ -118,7 +118,7 @@ export function balanceRoutes(
   });
   router.get('/top-ups/:id', async (ctx) => {
     const c = ctx as Ctx;
-    send(c, topUpPage(who(c), await needTopUps().get(who(c).user.accountId, c.params.id ?? '')));
+    send(c, topUpPage(who(c), await needTopUps().get(who(c).user.accountId, c.params.id ?? ''), (t) => needTopUps().labelOf(t.provider)));
   });
   router.post('/top-ups/:id/recheck', async (ctx) => {
     const c = ctx as Ctx;

@@ -123,6 +123,11 @@ export class TopUpService {
     return [...this.providers.values()];
   }
 
+  /** A top-up's method for pages: its provider's label ("Card"), or the name of one no longer offered. */
+  labelOf(name: ProviderName): string {
+    return this.providers.get(name)?.label ?? name;
+  }
+
   provider(name: unknown): PaymentProvider {
     const p = typeof name === 'string' ? this.providers.get(name as ProviderName) : undefined;
     if (p === undefined) throw new TopUpError(400, `Choose a payment method: ${[...this.providers.keys()].join(' or ')}.`);
