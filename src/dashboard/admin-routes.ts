@@ -7,7 +7,7 @@ import type { ReconciliationReport } from '../record/reconcile.js';
 import { parseUsdCents, centsToMicros } from '../top-ups/quote.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { adminAccountPage, adminHome, type AccountLine } from './admin-pages.js';
-import type { DashboardState } from './app.js';
+import type { DashboardState } from './state.js';
 import { topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
 import type { RefundTickets } from './refund-tickets.js';

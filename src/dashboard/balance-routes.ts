@@ -7,7 +7,7 @@ import { TopUpError, type TopUpService, type TopUpView } from '../top-ups/servic
 import { balancePage, quotePage, topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
 import { DashboardError, type DashboardService, type Session } from './service.js';
-import type { DashboardState } from './app.js';
+import type { DashboardState } from './state.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
 
