@@ -5,6 +5,7 @@ import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
 import type { Backend } from '../billing/backends.js';
+import type { Account } from '../accounts/account-store.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
 import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
 import type { Micros } from '../catalog/snapshot.js';
@@ -138,16 +139,21 @@ export interface AdminApiOptions {
   topUps?: TopUpService;
 }
 
-export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
-  const { ledger } = opts.backend;
-  const accounts = new AccountService({ accounts: opts.backend.accounts, ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
-  const expected = Buffer.from(`Bearer ${opts.token}`);
-  const app = new Koa<AdminState>();
-  app.silent = true;
-  app.use(async (ctx, next: Next) => {
+interface AdminDeps {
+  accounts: AccountService;
+  ledger: Backend['ledger'];
+  opts: AdminApiOptions;
+  /** The account the route names, or a 404. */
+  account: (ctx: AdminContext) => Promise<Account>;
+}
+
+/** The bearer token first, then the JSON body; every refusal answered as `{ error: { message } }`. */
+function adminGuard(token: string): Koa.Middleware<AdminState> {
+  const expected = Buffer.from(`Bearer ${token}`);
+  return async (ctx, next: Next) => {
     try {
       const given = Buffer.from(ctx.get('authorization'));
-      if (opts.token === '' || given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      if (token === '' || given.length !== expected.length || !timingSafeEqual(given, expected)) {
         throw new AdminError(401, 'admin token missing or wrong: send Authorization: Bearer <TOLLGATE_ADMIN_TOKEN>');
       }
       ctx.state.body = {};
@@ -162,13 +168,11 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
       ctx.status = known?.status ?? 500;
       ctx.body = { error: { message: known?.message ?? 'internal error' } };
     }
-  });
-  const r = new Router<AdminState>({ prefix: '/admin' });
-  const account = async (ctx: AdminContext) => {
-    const a = await accounts.getAccount(ctx.params.accountId ?? '');
-    if (a === undefined) throw new AdminError(404, 'no such account');
-    return a;
   };
+}
+
+/** Accounts and keys: create, read, credit, caps, revoke, refund. */
+function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }: AdminDeps): void {
   r.get('/accounts', async (ctx) => {
     ctx.body = { accounts: await accounts.listAccounts() };
   });
@@ -236,6 +240,10 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     }
     ctx.body = { refunded_micro_usd: outcome.refunded, refunded_usd: formatUsd(outcome.refunded), already_refunded: outcome.duplicate };
   });
+}
+
+/** What the record (or the hot path's recent records) says of an account: usage, statement, spend, audit. */
+function recordRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }: AdminDeps): void {
   r.get('/accounts/:accountId/usage', async (ctx) => {
     const a = await account(ctx);
     const keyId = queryString(ctx, 'key_id');
@@ -288,6 +296,10 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   r.get('/accounts/:accountId/audit', async (ctx) => {
     ctx.body = await ledger.audit((await account(ctx)).id);
   });
+}
+
+/** Top-ups of every account, and the reconciliation of the books. */
+function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void {
   const topUps = (): TopUpService => {
     if (opts.topUps === undefined) throw new AdminError(404, 'top-ups are not set up on this gateway (no payment provider, or no dashboard)');
     return opts.topUps;
@@ -307,6 +319,24 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     if (opts.reconcile === undefined) throw new AdminError(404, 'reconciliation needs the record (PostgreSQL): this gateway runs without one');
     ctx.body = await opts.reconcile();
   });
+}
+
+export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
+  const { ledger } = opts.backend;
+  const accounts = new AccountService({ accounts: opts.backend.accounts, ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
+  const app = new Koa<AdminState>();
+  app.silent = true;
+  app.use(adminGuard(opts.token));
+  const r = new Router<AdminState>({ prefix: '/admin' });
+  const account = async (ctx: AdminContext): Promise<Account> => {
+    const a = await accounts.getAccount(ctx.params.accountId ?? '');
+    if (a === undefined) throw new AdminError(404, 'no such account');
+    return a;
+  };
+  const deps: AdminDeps = { accounts, ledger, opts, account };
+  accountRoutes(r, deps);
+  recordRoutes(r, deps);
+  topUpRoutes(r, deps);
   app.use(r.routes());
   return app;
 }
