@@ -34,7 +34,8 @@ const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
   key_reused: [409, 'That idempotency key was used for another credit; nothing was credited.'],
 };
 
-export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): void {
+/** What the admin pages and the admin API share: the role check, the named account, credit, revoke, decide. */
+function adminHelpers(deps: AdminDeps) {
   const { accounts, tickets, send } = deps;
   const admin = (ctx: Context): Session => {
     const s = (ctx as Ctx).state.session as Session;
@@ -96,6 +97,13 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     );
   };
 
+  return { admin, accountLines, accountOf, credit, namedAccount, revokeFor, decide, home, accountPage };
+}
+type AdminHelpers = ReturnType<typeof adminHelpers>;
+
+function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
+  const { tickets, send } = deps;
+  const { admin, credit, namedAccount, revokeFor, decide, home, accountPage } = h;
   // Flashes after a redirect name what was done, never an amount or text taken from the query.
   const DONE: Record<string, string> = { credited: 'Credit applied: the balance above includes it.', revoked: 'Key revoked: its next call gets 401.' };
   router.get('/admin', async (ctx) => {
@@ -161,7 +169,11 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const t = await deps.topUps.recheck(undefined, c.params.topUpId ?? '');
     c.redirect(`/admin/top-ups/${t.id}`);
   });
+}
 
+function adminApi(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
+  const { accounts, tickets } = deps;
+  const { admin, accountLines, credit, namedAccount, revokeFor, decide } = h;
   router.get('/api/admin/accounts', async (ctx) => {
     admin(ctx);
     ctx.body = { accounts: (await accountLines()).map((l) => ({ id: l.account.id, name: l.account.name, created_at: new Date(l.account.createdAt).toISOString(), balance_micro_usd: l.balance, held_micro_usd: l.held })) };
@@ -191,4 +203,10 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
     ctx.body = await deps.reconcile();
   });
+}
+
+export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): void {
+  const h = adminHelpers(deps);
+  adminPages(router, deps, h);
+  adminApi(router, deps, h);
 }
