@@ -209,6 +209,30 @@ async function drain({ server, inFlight }: CountedListener, shutdown: ShutdownSi
   for (const until = Date.now() + CUT_GRACE_MS; inFlight() > 0 && Date.now() < until; ) await sleep(20);
 }
 
+/** The ledger's ups and downs into the metric and the log; settlements kept for retry are retried once it is up. */
+function watchLedgerHealth(health: LedgerHealth, metrics: GatewayMetrics, logger: TollgateLogger, retrySettlements: () => void): () => void {
+  return health.onChange((state, reason) => {
+    metrics.setLedgerUp(state === 'up');
+    if (state === 'up') retrySettlements();
+    if (state === 'down') logger.log.error({ event: 'ledger_down', reason }, 'billing ledger unavailable: new requests get 503 until it is back');
+    else logger.log.warn({ event: 'ledger_up', reason }, 'billing ledger available again');
+  });
+}
+
+/** The exchange's time bounds, from the configuration. */
+function exchangeTimes(config: GatewayConfig): Pick<GatewayConfig, 'requestTimeoutMs' | 'holdMarginMs' | 'clientWriteTimeoutMs' | 'streamKeepAliveMs'> {
+  return { requestTimeoutMs: config.requestTimeoutMs, holdMarginMs: config.holdMarginMs, clientWriteTimeoutMs: config.clientWriteTimeoutMs, streamKeepAliveMs: config.streamKeepAliveMs };
+}
+
+/** The Responses API's store (the record's, else bounded memory) and the key that seals reasoning. */
+function responsesOptions(store: ResponsesStore | undefined, config: GatewayConfig, logger: TollgateLogger) {
+  return {
+    store: store ?? new MemoryResponsesStore({ maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }),
+    envelopeKey: reasoningKey(config.reasoningKey),
+    onStoreError: (err: unknown) => logger.log.error({ event: 'response_store_failed', error: String(err) }, 'a Responses API object could not be stored'),
+  };
+}
+
 export async function startGateway(parts: GatewayParts): Promise<RunningGateway> {
   const { config, catalog } = parts;
   const journal = parts.journal;
@@ -223,12 +247,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   await loadEncoder();
   const observer = telemetryObserver(metrics, tracing);
   const health = parts.ledgerHealth ?? new LedgerHealth();
-  const unwatchHealth = health.onChange((state, reason) => {
-    metrics.setLedgerUp(state === 'up');
-    if (state === 'up') settlements.retryNow();
-    if (state === 'down') logger.log.error({ event: 'ledger_down', reason }, 'billing ledger unavailable: new requests get 503 until it is back');
-    else logger.log.warn({ event: 'ledger_up', reason }, 'billing ledger available again');
-  });
+  const unwatchHealth = watchLedgerHealth(health, metrics, logger, () => settlements.retryNow());
   // Settlements that fail are kept and retried, never dropped (settlement-queue.ts).
   const settlements = new SettlementQueue({
     ledger: { settle: (req) => observer.timeLedger('settle', () => health.run(() => backend.ledger.settle(req))) },
@@ -248,10 +267,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     dispatchers,
     secrets: parts.secrets,
     observer,
-    requestTimeoutMs: config.requestTimeoutMs,
-    holdMarginMs: config.holdMarginMs,
-    clientWriteTimeoutMs: config.clientWriteTimeoutMs,
-    streamKeepAliveMs: config.streamKeepAliveMs,
+    ...exchangeTimes(config),
     log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
     ...(journal === undefined ? {} : { journal }),
   };
@@ -263,11 +279,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     keyMarker: config.keyMarker,
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
-    responses: {
-      store: parts.responsesStore ?? new MemoryResponsesStore({ maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }),
-      envelopeKey: reasoningKey(config.reasoningKey),
-      onStoreError: (err) => logger.log.error({ event: 'response_store_failed', error: String(err) }, 'a Responses API object could not be stored'),
-    },
+    responses: responsesOptions(parts.responsesStore, config, logger),
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
     requestFinished: requestFinished(metrics, logger),
     ready: () => !shutdown.draining && catalog.current().models.length > 0 && health.up,
