@@ -68,6 +68,75 @@ function errorText(err: unknown): string {
   return e.message ?? String(err);
 }
 
+type Log = NonNullable<OperatorOptions['log']>;
+
+/** /healthz (alive) and /readyz (caches synced), on their own port. */
+async function startHealthServer(port: number, host: string, state: () => { synced: boolean; leader: boolean }): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+    } else if (path === '/readyz') {
+      const { synced, leader } = state();
+      res.writeHead(synced ? 200 : 503, { 'content-type': 'text/plain' }).end(synced ? `ok (leader: ${leader})` : 'caches not synced');
+    } else {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  return server;
+}
+
+/** The reconciler over the informers' caches: catalogs, Secret values, probes and events. */
+function newReconciler(custom: CustomObjectsApi, core: CoreV1Api, opts: OperatorOptions, log: Log, catalogs: Informer<ModelCatalogResource>, secrets: Informer<V1Secret>): Reconciler {
+  return new Reconciler({
+    api: custom,
+    catalogs: () => catalogs.list() ?? [],
+    secretValue: (namespace, name, key) => {
+      const value = secrets.get(name, namespace)?.data?.[key];
+      return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+    },
+    probe: probeUpstream,
+    recorder: createEventRecorder(core, 'tollgate-operator', opts.identity, (err) =>
+      log('warn', 'could not record event', { error: errorText(err) }),
+    ),
+    probeIntervalMs: opts.probeIntervalMs ?? 30_000,
+    probeTimeoutMs: opts.probeTimeoutMs ?? 5_000,
+    statusRefreshMs: opts.statusRefreshMs ?? 5 * 60_000,
+  });
+}
+
+type CatalogHandlers = { onAdd: (obj: ModelCatalogResource) => void; onUpdate: (obj: ModelCatalogResource) => void; onDelete: (obj: ModelCatalogResource) => void };
+
+/** The warm cache of ModelCatalogs (in the watched namespace, or all). */
+function watchCatalogs(kc: KubeConfig, custom: CustomObjectsApi, ns: string | undefined, log: Log, on: CatalogHandlers): Informer<ModelCatalogResource> {
+  return startInformer<ModelCatalogResource>({
+    kubeConfig: kc,
+    path: ns
+      ? `/apis/${CATALOG_GROUP}/${CATALOG_VERSION}/namespaces/${encodeURIComponent(ns)}/${CATALOG_PLURAL}`
+      : `/apis/${CATALOG_GROUP}/${CATALOG_VERSION}/${CATALOG_PLURAL}`,
+    list: async () =>
+      (ns
+        ? await custom.listNamespacedCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, namespace: ns, plural: CATALOG_PLURAL })
+        : await custom.listClusterCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, plural: CATALOG_PLURAL })) as KubernetesListObject<ModelCatalogResource>,
+    ...on,
+    onError: (err) => log('warn', 'ModelCatalog watch failed; retrying', { error: errorText(err) }),
+  });
+}
+
+/** The warm cache of Secrets (catalogs' credentials); `changed` on any change. */
+function watchSecrets(kc: KubeConfig, core: CoreV1Api, ns: string | undefined, log: Log, changed: (s: V1Secret) => void): Informer<V1Secret> {
+  return startInformer<V1Secret>({
+    kubeConfig: kc,
+    path: ns ? `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets` : '/api/v1/secrets',
+    list: () => (ns ? core.listNamespacedSecret({ namespace: ns }) : core.listSecretForAllNamespaces()),
+    onAdd: changed,
+    onUpdate: changed,
+    onDelete: changed,
+    onError: (err) => log('warn', 'Secret watch failed; retrying', { error: errorText(err) }),
+  });
+}
+
 export async function startOperator(opts: OperatorOptions): Promise<OperatorHandle> {
   const log = opts.log ?? ((level, message, fields) => console[level === 'info' ? 'log' : level](JSON.stringify({ level, message, ...fields })));
   const kc = opts.kubeConfig;
@@ -95,49 +164,18 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorHand
     enqueueNamespace(obj.metadata.namespace);
   };
 
-  const catalogs: Informer<ModelCatalogResource> = startInformer<ModelCatalogResource>({
-    kubeConfig: kc,
-    path: ns
-      ? `/apis/${CATALOG_GROUP}/${CATALOG_VERSION}/namespaces/${encodeURIComponent(ns)}/${CATALOG_PLURAL}`
-      : `/apis/${CATALOG_GROUP}/${CATALOG_VERSION}/${CATALOG_PLURAL}`,
-    list: async () =>
-      (ns
-        ? await custom.listNamespacedCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, namespace: ns, plural: CATALOG_PLURAL })
-        : await custom.listClusterCustomObject({ group: CATALOG_GROUP, version: CATALOG_VERSION, plural: CATALOG_PLURAL })) as KubernetesListObject<ModelCatalogResource>,
+  const catalogs = watchCatalogs(kc, custom, ns, log, {
     onAdd: onCatalog,
     onUpdate: onCatalog,
     onDelete: (obj) => {
       seenGeneration.delete(`${obj.metadata.namespace}/${obj.metadata.name}`);
       enqueueNamespace(obj.metadata.namespace);
     },
-    onError: (err) => log('warn', 'ModelCatalog watch failed; retrying', { error: errorText(err) }),
   });
-  const secrets: Informer<V1Secret> = startInformer<V1Secret>({
-    kubeConfig: kc,
-    path: ns ? `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets` : '/api/v1/secrets',
-    list: () => (ns ? core.listNamespacedSecret({ namespace: ns }) : core.listSecretForAllNamespaces()),
-    onAdd: (s) => enqueueNamespace(s.metadata?.namespace),
-    onUpdate: (s) => enqueueNamespace(s.metadata?.namespace),
-    onDelete: (s) => enqueueNamespace(s.metadata?.namespace),
-    onError: (err) => log('warn', 'Secret watch failed; retrying', { error: errorText(err) }),
-  });
+  const secrets = watchSecrets(kc, core, ns, log, (s) => enqueueNamespace(s.metadata?.namespace));
   const synced = Promise.all([catalogs.synced, secrets.synced]).then(() => undefined);
 
-  const reconciler = new Reconciler({
-    api: custom,
-    catalogs: () => catalogs.list() ?? [],
-    secretValue: (namespace, name, key) => {
-      const value = secrets.get(name, namespace)?.data?.[key];
-      return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
-    },
-    probe: probeUpstream,
-    recorder: createEventRecorder(core, 'tollgate-operator', opts.identity, (err) =>
-      log('warn', 'could not record event', { error: errorText(err) }),
-    ),
-    probeIntervalMs: opts.probeIntervalMs ?? 30_000,
-    probeTimeoutMs: opts.probeTimeoutMs ?? 5_000,
-    statusRefreshMs: opts.statusRefreshMs ?? 5 * 60_000,
-  });
+  const reconciler = newReconciler(custom, core, opts, log, catalogs, secrets);
 
   const elector = new LeaderElector({
     api: coordination,
@@ -168,23 +206,11 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorHand
   });
   elector.start();
 
-  let server: Server | undefined;
-  let healthPort: number | undefined;
-  if (opts.healthPort !== undefined) {
-    server = createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
-      if (path === '/healthz') {
-        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
-      } else if (path === '/readyz') {
-        const ok = catalogs.hasSynced() === true && secrets.hasSynced();
-        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? `ok (leader: ${elector.isLeader()})` : 'caches not synced');
-      } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-      }
-    });
-    await new Promise<void>((resolve) => server?.listen(opts.healthPort, opts.healthHost ?? '0.0.0.0', resolve));
-    healthPort = (server.address() as AddressInfo).port;
-  }
+  const server =
+    opts.healthPort === undefined
+      ? undefined
+      : await startHealthServer(opts.healthPort, opts.healthHost ?? '0.0.0.0', () => ({ synced: catalogs.hasSynced() === true && secrets.hasSynced(), leader: elector.isLeader() }));
+  const healthPort = server === undefined ? undefined : (server.address() as AddressInfo).port;
 
   return {
     isLeader: () => elector.isLeader(),

@@ -6,6 +6,7 @@ import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { findDuplicateModelIds, formatCatalogErrors, validateCatalogObject, type CatalogError } from '../src/catalog/manifest.js';
 import type { ModelCatalogResource, ModelCatalogStatus, ModelHealthStatus, UpstreamHealthStatus } from '../src/catalog/types.js';
 import { CATALOG_GROUP, CATALOG_PLURAL, CATALOG_VERSION } from '../src/catalog/kube-source.js';
+import { upstreamKey } from '../src/catalog/snapshot.js';
 import type { EventRecorder } from './events.js';
 import type { ProbeResult, ProbeTarget } from './probe.js';
 import type { ReconcileResult } from './queue.js';
@@ -103,7 +104,7 @@ export class Reconciler {
       requeueAfterMs = Math.max(1, state.at + this.deps.probeIntervalMs - now);
       const models: ModelHealthStatus[] = obj.spec.models.map((m) => {
         const upstreams = m.upstreams.map(
-          (u) => state.upstreams.get(`${m.id}\0${u.name}`) ?? { name: u.name, healthy: false, message: 'not probed yet' },
+          (u) => state.upstreams.get(upstreamKey(m.id, u.name)) ?? { name: u.name, healthy: false, message: 'not probed yet' },
         );
         return { id: m.id, ready: upstreams.some((u) => u.healthy), upstreams };
       });
@@ -191,7 +192,7 @@ export class Reconciler {
           };
           const timeoutMs = Math.min(this.deps.probeTimeoutMs, u.timeouts?.firstByteMs ?? Number.POSITIVE_INFINITY);
           const result = await this.deps.probe(target, timeoutMs);
-          upstreams.set(`${m.id}\0${u.name}`, {
+          upstreams.set(upstreamKey(m.id, u.name), {
             name: u.name,
             healthy: result.healthy,
             lastProbeTime: time,

@@ -51,23 +51,40 @@ async function main(): Promise<void> {
           onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
           onError: (err) => logger.log.warn({ event: 'reconciliation_failed', error: String(err) }, 'reconciliation pass failed'),
         });
-  // The account holders' dashboard (and the payment providers' webhooks) on DASHBOARD_PORT, over the record.
-  const dashboard =
-    record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === ''
+  // The account holders' dashboard on DASHBOARD_PORT, over the record, and top-ups, whose webhooks it
+  // serves. Loaded only when served: their modules (password hashing, mail, payment SDKs) are memory a
+  // gateway without a dashboard should not carry.
+  const served = record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === '' ? undefined : { record, recorded };
+  const onJobError = (what: string, err: unknown): void => logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`);
+  const dashboardRun = served === undefined ? undefined : await import('./dashboard/run.js');
+  const dashboardConfig = served === undefined ? undefined : (await import('./dashboard/config.js')).readDashboardConfig(process.env);
+  const topUps =
+    served === undefined || dashboardRun === undefined || dashboardConfig === undefined
       ? undefined
-      : // Loaded only when served: the dashboard's modules (password hashing, mail, payment SDKs) are memory
-        // a gateway without a dashboard should not carry.
-        await (await import('./dashboard/run.js')).runDashboard({
-          db: record,
-          backend,
-          onRevoke: () => gateway.authenticator.forget(),
-          applyCommitted: (m, r) => recorded.ledger.applyCommitted(m, r),
+      : await (await import('./top-ups/run.js')).startTopUps({
+          db: served.record,
+          applyCommitted: (m, r) => served.recorded.ledger.applyCommitted(m, r),
           env: process.env,
           testModePayments: false,
+          host: dashboardConfig.host,
+          ...(dashboardConfig.publicUrl === undefined ? {} : { publicUrl: dashboardConfig.publicUrl }),
           catchUpIntervalMs: 10 * 60 * 1000,
-          ...(books === undefined ? {} : { reconcile: () => reconcile(books) }),
-          onError: (what, err) => logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`),
+          notifyHolders: dashboardRun.mailAccountHolders,
+          onError: onJobError,
         });
+  const dashboard =
+    served === undefined || dashboardRun === undefined
+      ? undefined
+      : await dashboardRun.runDashboard({
+          db: served.record,
+          backend,
+          onRevoke: () => gateway.authenticator.forget(),
+          env: process.env,
+          ...(topUps === undefined ? {} : { topUps }),
+          ...(books === undefined ? {} : { reconcile: () => reconcile(books) }),
+          onError: onJobError,
+        });
+  if (dashboard !== undefined) topUps?.servedAt(dashboard.url);
   const admin =
     config.adminToken === ''
       ? undefined
@@ -77,17 +94,18 @@ async function main(): Promise<void> {
             token: config.adminToken,
             onRevoke: () => gateway.authenticator.forget(),
             ...(books === undefined || record === undefined ? {} : { reconcile: () => reconcile(books), record }),
-            ...(dashboard?.topUps === undefined ? {} : { topUps: dashboard.topUps }),
+            ...(topUps === undefined ? {} : { topUps: topUps.topUps }),
           },
           config.adminPort,
           config.host,
         );
-  logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined, dashboard: dashboard?.url, payments: dashboard?.payments }, 'tollgate gateway started');
+  logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined, dashboard: dashboard?.url, payments: topUps?.payments }, 'tollgate gateway started');
   const stop = async (): Promise<void> => {
     reconciler?.stop();
     await gateway.close();
     await admin?.close();
     await dashboard?.close();
+    await topUps?.close();
     await catalog.close();
     await owned.close();
     await record?.close();

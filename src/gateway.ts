@@ -5,6 +5,7 @@ import { MemoryResponsesStore, type ResponsesStore } from './responses/store.js'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Backend } from './billing/backends.js';
+import type { Ledger } from './billing/ledger.js';
 import { LedgerHealth } from './billing/ledger-health.js';
 import { startReaper } from './billing/reaper.js';
 import { SettlementQueue } from './settle/settlement-queue.js';
@@ -81,6 +82,157 @@ function reasoningKey(configured: string): Buffer {
   return configured === '' ? randomBytes(32) : createHash('sha256').update(configured).digest();
 }
 
+/** What is recorded of each finished request: its metric, its span's end and its log line. */
+function requestFinished(metrics: GatewayMetrics, logger: TollgateLogger): (ctx: GatewayContext) => void {
+  return (ctx) => {
+    const s = ctx.state;
+    // A client that hung up mid-response is recorded as 499 (nginx's "client closed request"),
+    // whatever status the response had begun with.
+    const status = s.clientClosed === true ? CLIENT_CLOSED_REQUEST : ctx.status;
+    const latencyMs = performance.now() - s.startedAt;
+    metrics.requestFinished(s.route, s.format, s.modelId, status, latencyMs);
+    if (s.span) {
+      s.span.setRoute(s.route);
+      s.span.setRequest({ ...(s.modelId === undefined ? {} : { model: s.modelId }) });
+      s.span.end(status, s.outcome?.errorCode ? { type: s.outcome.errorCode } : undefined);
+    }
+    logger.logRequest({
+      requestId: s.requestId,
+      ...(s.key ? { keyId: s.key.id, accountId: s.key.accountId } : {}),
+      ...(s.modelId === undefined ? {} : { model: s.modelId }),
+      route: s.route,
+      status,
+      inputTokens: s.outcome?.inputTokens ?? 0,
+      outputTokens: s.outcome?.outputTokens ?? 0,
+      cost: s.outcome?.costMicros ?? 0,
+      latencyMs: Math.round(latencyMs * 1000) / 1000,
+      ...(s.outcome?.errorCode ? { errorCode: s.outcome.errorCode } : {}),
+      ...(s.span?.traceId ? { traceId: s.span.traceId } : {}),
+    });
+  };
+}
+
+/** The journal's commits and failures into metrics and logs, and its lag sampled each second. */
+function reportJournal(journal: JournalWriter, metrics: GatewayMetrics, logger: TollgateLogger): NodeJS.Timeout {
+  journal.report({
+    onCommitted: (records, _charged, merged) => metrics.journalCommit(records, merged),
+    onError: (err, stage) => {
+      metrics.journalFailed(stage);
+      logger.log.warn({ event: 'journal_failed', stage, error: errorText(err) }, 'journal step failed; the entries are kept and retried');
+    },
+  });
+  const sampler = setInterval(() => {
+    const lag = journal.lag();
+    metrics.setJournalLag(lag.count, lag.oldestMs);
+  }, 1_000);
+  sampler.unref();
+  return sampler;
+}
+
+/** Expired holds released on a timer, reported to metrics and logs. */
+function startReaperFor(ledger: Ledger, intervalMs: number, metrics: GatewayMetrics, logger: TollgateLogger): ReturnType<typeof startReaper> {
+  return startReaper(ledger, {
+    intervalMs,
+    onReaped: (n, released) => metrics.holdsExpired(n, released),
+    onHolds: (holds) => metrics.setHolds(holds.count, holds.held),
+    onError: (err) => {
+      metrics.reaperFailed();
+      // The message only: a client error object can carry the command and its arguments.
+      logger.log.warn({ event: 'reaper_failed', error: errorText(err) }, 'reaper pass failed; expired holds are retried at the next pass');
+    },
+  });
+}
+
+interface CountedListener {
+  server: Server;
+  port: number;
+  /** Requests whose middleware has not finished. */
+  inFlight: () => number;
+}
+
+/** The gateway's HTTP listener, counting the requests in flight for the drain. */
+async function listenCounted(callback: (req: IncomingMessage, res: ServerResponse) => Promise<void>, shutdown: ShutdownSignal, port: number, host: string): Promise<CountedListener> {
+  // Requests whose middleware has not finished: a stream's response ends before its settlement does,
+  // and the drain waits for the settlement too.
+  let inFlight = 0;
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    // While draining, a request on a kept-alive connection is still served, but its connection closes after.
+    if (shutdown.draining) res.shouldKeepAlive = false;
+    inFlight += 1;
+    void callback(req, res).finally(() => {
+      inFlight -= 1;
+    });
+  };
+  const server = createServer(handle);
+  // With a listener here Node does not answer `Expect: 100-continue` by itself: the key check does,
+  // so an unknown key is refused before it is invited to send a body.
+  server.on('checkContinue', handle);
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return { server, port: (server.address() as AddressInfo).port, inFlight: () => inFlight };
+}
+
+/**
+ * The drain: readiness false at once, no new connections, open requests run to completion up to the
+ * drain bound, then the rest are ended in their client's format and settled for what was generated.
+ */
+async function drain({ server, inFlight }: CountedListener, shutdown: ShutdownSignal, drainTimeoutMs: number, logger: TollgateLogger): Promise<void> {
+  shutdown.startDrain();
+  logger.log.info({ event: 'drain_started', inFlight: inFlight(), drainTimeoutMs }, 'draining: not ready, no new connections');
+  let listenerClosed = false;
+  const closed = new Promise<void>((resolve) =>
+    server.close(() => {
+      listenerClosed = true;
+      resolve();
+    }),
+  );
+  const drained = (): boolean => listenerClosed && inFlight() === 0;
+  const waitDrained = async (ms: number): Promise<boolean> => {
+    const until = Date.now() + ms;
+    while (!drained() && Date.now() < until) {
+      // Kept-alive connections whose last response has ended would hold the listener open.
+      server.closeIdleConnections();
+      await sleep(Math.min(50, Math.max(1, until - Date.now())));
+    }
+    return drained();
+  };
+  if (!(await waitDrained(drainTimeoutMs))) {
+    logger.log.warn({ event: 'drain_timeout', inFlight: inFlight() }, 'drain bound passed: open requests are ended and settled for what was generated');
+    shutdown.cutOpenExchanges();
+    if (!(await waitDrained(CUT_GRACE_MS))) server.closeAllConnections();
+  }
+  await closed;
+  // Cut connections end their exchanges at once; their settlements still get a bounded wait.
+  for (const until = Date.now() + CUT_GRACE_MS; inFlight() > 0 && Date.now() < until; ) await sleep(20);
+}
+
+/** The ledger's ups and downs into the metric and the log; settlements kept for retry are retried once it is up. */
+function watchLedgerHealth(health: LedgerHealth, metrics: GatewayMetrics, logger: TollgateLogger, retrySettlements: () => void): () => void {
+  return health.onChange((state, reason) => {
+    metrics.setLedgerUp(state === 'up');
+    if (state === 'up') retrySettlements();
+    if (state === 'down') logger.log.error({ event: 'ledger_down', reason }, 'billing ledger unavailable: new requests get 503 until it is back');
+    else logger.log.warn({ event: 'ledger_up', reason }, 'billing ledger available again');
+  });
+}
+
+/** The exchange's time bounds, from the configuration. */
+function exchangeTimes(config: GatewayConfig): Pick<GatewayConfig, 'requestTimeoutMs' | 'holdMarginMs' | 'clientWriteTimeoutMs' | 'streamKeepAliveMs'> {
+  return { requestTimeoutMs: config.requestTimeoutMs, holdMarginMs: config.holdMarginMs, clientWriteTimeoutMs: config.clientWriteTimeoutMs, streamKeepAliveMs: config.streamKeepAliveMs };
+}
+
+/** The Responses API's store (the record's, else bounded memory) and the key that seals reasoning. */
+function responsesOptions(store: ResponsesStore | undefined, config: GatewayConfig, logger: TollgateLogger) {
+  return {
+    store: store ?? new MemoryResponsesStore({ maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }),
+    envelopeKey: reasoningKey(config.reasoningKey),
+    onStoreError: (err: unknown) => logger.log.error({ event: 'response_store_failed', error: String(err) }, 'a Responses API object could not be stored'),
+  };
+}
+
 export async function startGateway(parts: GatewayParts): Promise<RunningGateway> {
   const { config, catalog } = parts;
   const journal = parts.journal;
@@ -95,12 +247,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   await loadEncoder();
   const observer = telemetryObserver(metrics, tracing);
   const health = parts.ledgerHealth ?? new LedgerHealth();
-  const unwatchHealth = health.onChange((state, reason) => {
-    metrics.setLedgerUp(state === 'up');
-    if (state === 'up') settlements.retryNow();
-    if (state === 'down') logger.log.error({ event: 'ledger_down', reason }, 'billing ledger unavailable: new requests get 503 until it is back');
-    else logger.log.warn({ event: 'ledger_up', reason }, 'billing ledger available again');
-  });
+  const unwatchHealth = watchLedgerHealth(health, metrics, logger, () => settlements.retryNow());
   // Settlements that fail are kept and retried, never dropped (settlement-queue.ts).
   const settlements = new SettlementQueue({
     ledger: { settle: (req) => observer.timeLedger('settle', () => health.run(() => backend.ledger.settle(req))) },
@@ -120,28 +267,11 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     dispatchers,
     secrets: parts.secrets,
     observer,
-    requestTimeoutMs: config.requestTimeoutMs,
-    holdMarginMs: config.holdMarginMs,
-    clientWriteTimeoutMs: config.clientWriteTimeoutMs,
-    streamKeepAliveMs: config.streamKeepAliveMs,
+    ...exchangeTimes(config),
     log: (event: string, fields: Record<string, unknown>) => logger.log.warn({ event, ...fields }, event),
     ...(journal === undefined ? {} : { journal }),
   };
-  journal?.report({
-    onCommitted: (records, _charged, merged) => metrics.journalCommit(records, merged),
-    onError: (err, stage) => {
-      metrics.journalFailed(stage);
-      logger.log.warn({ event: 'journal_failed', stage, error: errorText(err) }, 'journal step failed; the entries are kept and retried');
-    },
-  });
-  const journalSampler =
-    journal === undefined
-      ? undefined
-      : setInterval(() => {
-          const lag = journal.lag();
-          metrics.setJournalLag(lag.count, lag.oldestMs);
-        }, 1_000);
-  journalSampler?.unref();
+  const journalSampler = journal === undefined ? undefined : reportJournal(journal, metrics, logger);
   const app = createGatewayApp({
     catalog,
     authenticator,
@@ -149,74 +279,17 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     keyMarker: config.keyMarker,
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
-    responses: {
-      store: parts.responsesStore ?? new MemoryResponsesStore({ maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }),
-      envelopeKey: reasoningKey(config.reasoningKey),
-      onStoreError: (err) => logger.log.error({ event: 'response_store_failed', error: String(err) }, 'a Responses API object could not be stored'),
-    },
+    responses: responsesOptions(parts.responsesStore, config, logger),
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
-    requestFinished: (ctx: GatewayContext) => {
-      const s = ctx.state;
-      // A client that hung up mid-response is recorded as 499 (nginx's "client closed request"),
-      // whatever status the response had begun with.
-      const status = s.clientClosed === true ? CLIENT_CLOSED_REQUEST : ctx.status;
-      const latencyMs = performance.now() - s.startedAt;
-      metrics.requestFinished(s.route, s.format, s.modelId, status, latencyMs);
-      if (s.span) {
-        s.span.setRoute(s.route);
-        s.span.setRequest({ ...(s.modelId === undefined ? {} : { model: s.modelId }) });
-        s.span.end(status, s.outcome?.errorCode ? { type: s.outcome.errorCode } : undefined);
-      }
-      logger.logRequest({
-        requestId: s.requestId,
-        ...(s.key ? { keyId: s.key.id, accountId: s.key.accountId } : {}),
-        ...(s.modelId === undefined ? {} : { model: s.modelId }),
-        route: s.route,
-        status,
-        inputTokens: s.outcome?.inputTokens ?? 0,
-        outputTokens: s.outcome?.outputTokens ?? 0,
-        cost: s.outcome?.costMicros ?? 0,
-        latencyMs: Math.round(latencyMs * 1000) / 1000,
-        ...(s.outcome?.errorCode ? { errorCode: s.outcome.errorCode } : {}),
-        ...(s.span?.traceId ? { traceId: s.span.traceId } : {}),
-      });
-    },
+    requestFinished: requestFinished(metrics, logger),
     ready: () => !shutdown.draining && catalog.current().models.length > 0 && health.up,
     tracing,
   });
   const callback = app.callback();
-  // Requests whose middleware has not finished: a stream's response ends before its settlement does,
-  // and the drain waits for the settlement too.
-  let inFlight = 0;
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    // While draining, a request on a kept-alive connection is still served, but its connection closes after.
-    if (shutdown.draining) res.shouldKeepAlive = false;
-    inFlight += 1;
-    void callback(req, res).finally(() => {
-      inFlight -= 1;
-    });
-  };
-  const server = createServer(handle);
-  // With a listener here Node does not answer `Expect: 100-continue` by itself: the key check does,
-  // so an unknown key is refused before it is invited to send a body.
-  server.on('checkContinue', handle);
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const listener = await listenCounted(callback, shutdown, config.port, config.host);
+  const { server, port, inFlight } = listener;
   const metricsServer = parts.serveMetrics === false ? undefined : await metrics.startServer(config.metricsPort, config.host);
-  const reaper = startReaper(backend.ledger, {
-    intervalMs: config.reaperIntervalMs,
-    onReaped: (n, released) => metrics.holdsExpired(n, released),
-    onHolds: (holds) => metrics.setHolds(holds.count, holds.held),
-    onError: (err) => {
-      metrics.reaperFailed();
-      // The message only: a client error object can carry the command and its arguments.
-      logger.log.warn({ event: 'reaper_failed', error: errorText(err) }, 'reaper pass failed; expired holds are retried at the next pass');
-    },
-  });
+  const reaper = startReaperFor(backend.ledger, config.reaperIntervalMs, metrics, logger);
   let closing: Promise<void> | undefined;
   return {
     url: `http://${config.host}:${port}`,
@@ -226,7 +299,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     metricsServer,
     authenticator,
     logger,
-    inFlight: () => inFlight,
+    inFlight,
     close() {
       // Once: SIGTERM and SIGINT, or a test's own close after a drain, share one shutdown.
       closing ??= shutDown();
@@ -235,36 +308,8 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   };
 
   async function shutDown(): Promise<void> {
-    // The drain: readiness false at once, no new connections, open requests run to completion up to
-    // the drain bound, then the rest are ended in their client's format and settled for what was
-    // generated. Only then the settlement retries, the journal and (by the caller) Redis close.
-    shutdown.startDrain();
-    logger.log.info({ event: 'drain_started', inFlight, drainTimeoutMs: config.drainTimeoutMs }, 'draining: not ready, no new connections');
-    let listenerClosed = false;
-    const closed = new Promise<void>((resolve) =>
-      server.close(() => {
-        listenerClosed = true;
-        resolve();
-      }),
-    );
-    const drained = (): boolean => listenerClosed && inFlight === 0;
-    const waitDrained = async (ms: number): Promise<boolean> => {
-      const until = Date.now() + ms;
-      while (!drained() && Date.now() < until) {
-        // Kept-alive connections whose last response has ended would hold the listener open.
-        server.closeIdleConnections();
-        await sleep(Math.min(50, Math.max(1, until - Date.now())));
-      }
-      return drained();
-    };
-    if (!(await waitDrained(config.drainTimeoutMs))) {
-      logger.log.warn({ event: 'drain_timeout', inFlight }, 'drain bound passed: open requests are ended and settled for what was generated');
-      shutdown.cutOpenExchanges();
-      if (!(await waitDrained(CUT_GRACE_MS))) server.closeAllConnections();
-    }
-    await closed;
-    // Cut connections end their exchanges at once; their settlements still get a bounded wait.
-    for (const until = Date.now() + CUT_GRACE_MS; inFlight > 0 && Date.now() < until; ) await sleep(20);
+    // The drain first (drain()); only then the settlement retries, the journal and (by the caller) Redis close.
+    await drain(listener, shutdown, config.drainTimeoutMs, logger);
     reaper.stop();
     if (journalSampler !== undefined) clearInterval(journalSampler);
     unsubscribe();

@@ -10,7 +10,10 @@ import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import type { CatalogSnapshot } from './catalog/snapshot.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import { readConfig } from './config.js';
+import { readDashboardConfig } from './dashboard/config.js';
 import { startLocalDashboard } from './dashboard/local-run.js';
+import { mailAccountHolders } from './dashboard/run.js';
+import { startTopUps } from './top-ups/run.js';
 import { RecordResponsesStore } from './responses/store.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
@@ -81,16 +84,29 @@ async function main(): Promise<void> {
     onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
     onError: (err) => process.stderr.write(`reconciliation failed: ${String(err)}\n`),
   });
+  // Top-ups (test mode unless providers are configured), their webhooks served on the dashboard's port.
+  const dashboardConfig = readDashboardConfig(process.env);
+  const topUps = await startTopUps({
+    db: record,
+    applyCommitted: (m, r) => backend.ledger.applyCommitted(m, r),
+    env: process.env,
+    testModePayments: true,
+    host: dashboardConfig.host,
+    ...(dashboardConfig.publicUrl === undefined ? {} : { publicUrl: dashboardConfig.publicUrl }),
+    notifyHolders: mailAccountHolders,
+  });
   const dashboard = await startLocalDashboard({
     db: record,
     backend,
     accountId: account.id,
     onRevoke: () => gateway.authenticator.forget(),
-    applyCommitted: (m, r) => backend.ledger.applyCommitted(m, r),
+    ...(topUps === undefined ? {} : { topUps }),
     reconcile: () => reconcile(books),
   });
+  topUps?.servedAt(dashboard.url);
+  const payments = topUps?.payments;
   const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
-  const admin = await startAdminServer({ backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books), record, ...(dashboard.topUps === undefined ? {} : { topUps: dashboard.topUps }) }, config.adminPort, config.host);
+  const admin = await startAdminServer({ backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books), record, ...(topUps === undefined ? {} : { topUps: topUps.topUps }) }, config.adminPort, config.host);
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
   const balance = await ledger.balance(account.id);
   process.stdout.write(
@@ -107,11 +123,11 @@ async function main(): Promise<void> {
       `Admin API: ${admin.url}/admin (token: ${config.adminToken !== '' ? 'from TOLLGATE_ADMIN_TOKEN' : adminToken})`,
       `Dashboard: ${dashboard.url} (sign in as ${dashboard.email}, password ${dashboard.password})`,
       `Dashboard admin: ${dashboard.admin.email}, password ${dashboard.admin.password}`,
-      dashboard.payments === undefined
+      payments === undefined
         ? 'Top-ups: off'
-        : dashboard.payments.real
-          ? `Top-ups: ${dashboard.payments.providers.join(', ')} (live keys from the environment)`
-          : `Top-ups: TEST MODE, no real money (fake Stripe at ${dashboard.payments.stripeUrl}, fake BTCPay at ${dashboard.payments.btcpayUrl})`,
+        : payments.real
+          ? `Top-ups: ${payments.providers.join(', ')} (live keys from the environment)`
+          : `Top-ups: TEST MODE, no real money (fake Stripe at ${payments.stripeUrl}, fake BTCPay at ${payments.btcpayUrl})`,
       '',
     ].join('\n'),
   );
@@ -120,6 +136,7 @@ async function main(): Promise<void> {
     await gateway.close();
     await admin.close();
     await dashboard.close();
+    await topUps?.close();
     await catalog.close();
     await owned.close();
     await record.close();

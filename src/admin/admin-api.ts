@@ -4,14 +4,15 @@
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
-import getRawBody from 'raw-body';
 import type { Backend } from '../billing/backends.js';
-import { CreditConflictError } from '../billing/ledger-common.js';
-import { formatUsd } from '../billing/money.js';
+import type { Account } from '../accounts/account-store.js';
+import { formatUsd, usdTextToMicros } from '../billing/money.js';
+import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
 import type { Micros } from '../catalog/snapshot.js';
-import { TopUpError, type TopUpService } from '../top-ups/service.js';
+import type { TopUpService } from '../top-ups/service.js';
+import { ClientError } from '../http/client-error.js';
+import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
 import type { Queryable } from '../record/database.js';
-import { MovementConflict } from '../record/money-movement.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
 import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
@@ -22,14 +23,8 @@ interface AdminState {
 }
 type AdminContext = ParameterizedContext<AdminState> & { params: Record<string, string> };
 
-class AdminError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** The admin API refuses with the apps' one client error (a top-up's refusal is one too). */
+const AdminError = ClientError;
 
 type Body = Record<string, unknown>;
 
@@ -46,15 +41,12 @@ function optionalName(body: Body, fallback: string): string {
   return v;
 }
 
-const USD_PATTERN = /^\d{1,10}(\.\d{1,6})?$/;
-
-/** "12.50" -> 12500000 micro-USD, exactly (integer arithmetic on the digits, no floats). */
+/** "12.50" -> 12500000 micro-USD, exactly. */
 function usdToMicros(usd: string, field: string): Micros {
-  if (!USD_PATTERN.test(usd)) throw new AdminError(400, `${field} must be a decimal USD string with at most 6 decimals, like "12.50"`);
-  const [whole = '0', fraction = ''] = usd.split('.');
-  const micros = BigInt(whole) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
-  if (micros > BigInt(Number.MAX_SAFE_INTEGER)) throw new AdminError(400, `${field} is too large`);
-  return Number(micros);
+  const micros = usdTextToMicros(usd);
+  if (micros === 'malformed') throw new AdminError(400, `${field} must be a decimal USD string with at most 6 decimals, like "12.50"`);
+  if (micros === 'too_large') throw new AdminError(400, `${field} is too large`);
+  return micros;
 }
 
 /** "12.50" USD (or 12500000 micro-USD as an integer) -> micro-USD; undefined when neither is given (or both null). */
@@ -73,6 +65,14 @@ function amount(body: Body, usdField: string, microField: string, required: bool
   if (required) throw new AdminError(400, `give ${usdField} (decimal USD string) or ${microField} (integer micro-USD)`);
   return undefined;
 }
+
+/** A refused credit in the admin API's words: status and message. */
+const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
+  not_positive: [400, 'a credit must be more than zero'],
+  no_idempotency_key: [400, 'idempotency_key is required (a string of at most 200 characters): a top-up is applied once per key'],
+  too_large: [400, 'this credit would take the balance past the largest amount the ledger holds exactly'],
+  key_reused: [409, 'idempotency_key was already used for a credit of a different amount; nothing was credited. Use a new key for a new top-up.'],
+};
 
 const CAP_FIELDS = ['lifetime_cap_usd', 'lifetime_cap_micro_usd', 'monthly_cap_usd', 'monthly_cap_micro_usd'] as const;
 
@@ -109,27 +109,24 @@ function queryTime(ctx: AdminContext, name: string): Date | undefined {
 /** Filters only the record can answer: the hot path keeps recent usage by account and key alone. */
 const RECORD_ONLY_USAGE_FILTERS = ['model', 'status', 'from', 'to', 'cursor'] as const;
 
-/** A failed body read (too large, aborted, bad encoding) carries its HTTP status; anything else is ours. */
-function clientStatus(err: unknown): number | undefined {
-  if (err instanceof AdminError || err instanceof UsageQueryError) return err instanceof AdminError ? err.status : 400;
-  if (err instanceof SyntaxError) return 400;
-  const status = (err as { status?: unknown; expose?: unknown } | null)?.status;
-  const expose = (err as { expose?: unknown } | null)?.expose;
-  return typeof status === 'number' && status >= 400 && status < 500 && expose === true ? status : undefined;
-}
+const BODY_REFUSALS: BodyRefusals = {
+  tooLarge: 'body too large (64 KiB at most)',
+  unreadable: 'the request body could not be read',
+  notJson: 'body is not valid JSON',
+  notObject: 'body must be a JSON object',
+};
 
-function clientMessage(err: unknown, status: number): string {
-  if (err instanceof AdminError || err instanceof UsageQueryError) return err.message;
-  // Fixed texts: the parser's own messages quote the body back.
-  if (err instanceof SyntaxError) return 'body is not valid JSON';
-  if (status === 413) return 'body too large (64 KiB at most)';
-  return 'the request body could not be read';
+/** The caller's fault, with its status and message; undefined for anything else (ours: a 500). */
+function clientError(err: unknown): { status: number; message: string } | undefined {
+  if (err instanceof ClientError) return err;
+  if (err instanceof UsageQueryError) return { status: 400, message: err.message };
+  return undefined;
 }
 
 export interface AdminApiOptions {
   backend: Backend;
   token: string;
-  /** Called after a key is revoked, so this process forgets cached lookups at once. */
+  /** Called after a key is revoked, so this process forgets cached lookups at once (by the account service). */
   onRevoke?: () => void;
   /** Compares PostgreSQL, the hot path and the usage records now (GET /admin/reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
@@ -142,40 +139,40 @@ export interface AdminApiOptions {
   topUps?: TopUpService;
 }
 
-export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
-  const { accounts, ledger } = opts.backend;
-  const expected = Buffer.from(`Bearer ${opts.token}`);
-  const app = new Koa<AdminState>();
-  app.silent = true;
-  app.use(async (ctx, next: Next) => {
+interface AdminDeps {
+  accounts: AccountService;
+  ledger: Backend['ledger'];
+  opts: AdminApiOptions;
+  /** The account the route names, or a 404. */
+  account: (ctx: AdminContext) => Promise<Account>;
+}
+
+/** The bearer token first, then the JSON body; every refusal answered as `{ error: { message } }`. */
+function adminGuard(token: string): Koa.Middleware<AdminState> {
+  const expected = Buffer.from(`Bearer ${token}`);
+  return async (ctx, next: Next) => {
     try {
       const given = Buffer.from(ctx.get('authorization'));
-      if (opts.token === '' || given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      if (token === '' || given.length !== expected.length || !timingSafeEqual(given, expected)) {
         throw new AdminError(401, 'admin token missing or wrong: send Authorization: Bearer <TOLLGATE_ADMIN_TOKEN>');
       }
       ctx.state.body = {};
       if (ctx.method === 'POST' || ctx.method === 'PUT') {
-        const raw = await getRawBody(ctx.req, { limit: 64 * 1024, encoding: 'utf8' });
-        if (raw.length > 0) {
-          const parsed: unknown = JSON.parse(raw);
-          if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new AdminError(400, 'body must be a JSON object');
-          ctx.state.body = parsed as Body;
-        }
+        const raw = await readBodyText(ctx.req, 64 * 1024, BODY_REFUSALS);
+        if (raw.length > 0) ctx.state.body = parseJsonObject(raw, BODY_REFUSALS);
       }
       await next();
       if (ctx.status === 404 && ctx.body === undefined) throw new AdminError(404, `no such admin call: ${ctx.method} ${ctx.path}`);
     } catch (err) {
-      const status = clientStatus(err);
-      ctx.status = status ?? 500;
-      ctx.body = { error: { message: status === undefined ? 'internal error' : clientMessage(err, status) } };
+      const known = clientError(err);
+      ctx.status = known?.status ?? 500;
+      ctx.body = { error: { message: known?.message ?? 'internal error' } };
     }
-  });
-  const r = new Router<AdminState>({ prefix: '/admin' });
-  const account = async (ctx: AdminContext) => {
-    const a = await accounts.getAccount(ctx.params.accountId ?? '');
-    if (a === undefined) throw new AdminError(404, 'no such account');
-    return a;
   };
+}
+
+/** Accounts and keys: create, read, credit, caps, revoke, refund. */
+function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }: AdminDeps): void {
   r.get('/accounts', async (ctx) => {
     ctx.body = { accounts: await accounts.listAccounts() };
   });
@@ -205,7 +202,6 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     onlyFields(ctx.state.body, []);
     const ok = await accounts.revokeKey((await account(ctx)).id, ctx.params.keyId ?? '');
     if (!ok) throw new AdminError(404, 'no such key');
-    opts.onRevoke?.();
     ctx.body = { revoked: true };
   });
   r.put('/accounts/:accountId/keys/:keyId/caps', async (ctx) => {
@@ -213,7 +209,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     // Every cap not given is cleared, so a misspelt field must not pass for "no cap".
     onlyFields(ctx.state.body, CAP_FIELDS);
     const caps = capsFrom(ctx.state.body);
-    const ok = await accounts.setKeyCaps(a.id, ctx.params.keyId ?? '', caps);
+    const ok = await accounts.setCaps(a.id, ctx.params.keyId ?? '', caps);
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { updated: true, lifetime_cap_micro_usd: caps.lifetimeCap ?? null, monthly_cap_micro_usd: caps.monthlyCap ?? null };
   });
@@ -221,19 +217,11 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     const a = await account(ctx);
     onlyFields(ctx.state.body, ['amount_usd', 'amount_micro_usd', 'idempotency_key']);
     const micros = amount(ctx.state.body, 'amount_usd', 'amount_micro_usd', true) as Micros;
-    if (micros <= 0) throw new AdminError(400, 'a credit must be more than zero');
-    const idem = ctx.state.body.idempotency_key;
-    if (typeof idem !== 'string' || idem === '' || idem.length > 200) {
-      throw new AdminError(400, 'idempotency_key is required (a string of at most 200 characters): a top-up is applied once per key');
-    }
     let applied: boolean;
     try {
-      applied = await ledger.credit(a.id, micros, idem);
+      applied = await accounts.credit(a.id, micros, ctx.state.body.idempotency_key);
     } catch (err) {
-      if (err instanceof RangeError) throw new AdminError(400, 'this credit would take the balance past the largest amount the ledger holds exactly');
-      if (err instanceof CreditConflictError || err instanceof MovementConflict) {
-        throw new AdminError(409, 'idempotency_key was already used for a credit of a different amount; nothing was credited. Use a new key for a new top-up.');
-      }
+      if (err instanceof CreditRefused) throw new AdminError(CREDIT_REFUSALS[err.reason][0], CREDIT_REFUSALS[err.reason][1]);
       throw err;
     }
     const balance = (await ledger.balance(a.id)).balance;
@@ -244,7 +232,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     onlyFields(ctx.state.body, ['request_id']);
     const requestId = ctx.state.body.request_id;
     if (typeof requestId !== 'string' || requestId === '') throw new AdminError(400, 'request_id is required: the id of a settled request');
-    const outcome = await ledger.refund(a.id, requestId);
+    const outcome = await accounts.refund(a.id, requestId);
     if (outcome.unknown) {
       throw new AdminError(404, opts.record === undefined
         ? 'no settled request with this id on this account (settlement records are kept 30 days)'
@@ -252,6 +240,10 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     }
     ctx.body = { refunded_micro_usd: outcome.refunded, refunded_usd: formatUsd(outcome.refunded), already_refunded: outcome.duplicate };
   });
+}
+
+/** What the record (or the hot path's recent records) says of an account: usage, statement, spend, audit. */
+function recordRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }: AdminDeps): void {
   r.get('/accounts/:accountId/usage', async (ctx) => {
     const a = await account(ctx);
     const keyId = queryString(ctx, 'key_id');
@@ -304,17 +296,13 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   r.get('/accounts/:accountId/audit', async (ctx) => {
     ctx.body = await ledger.audit((await account(ctx)).id);
   });
+}
+
+/** Top-ups of every account, and the reconciliation of the books. */
+function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void {
   const topUps = (): TopUpService => {
     if (opts.topUps === undefined) throw new AdminError(404, 'top-ups are not set up on this gateway (no payment provider, or no dashboard)');
     return opts.topUps;
-  };
-  const asAdmin = async <T>(run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof TopUpError) throw new AdminError(err.status, err.message);
-      throw err;
-    }
   };
   r.get('/top-ups', async (ctx) => {
     const accountId = queryString(ctx, 'account_id');
@@ -322,15 +310,33 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
     ctx.body = { top_ups: await topUps().list(accountId, queryInteger(ctx, 'limit', 50, 1000)) };
   });
   r.get('/top-ups/:topUpId', async (ctx) => {
-    ctx.body = { top_up: await asAdmin(() => topUps().get(undefined, ctx.params.topUpId ?? '')) };
+    ctx.body = { top_up: await topUps().get(undefined, ctx.params.topUpId ?? '') };
   });
   r.post('/top-ups/:topUpId/recheck', async (ctx) => {
-    ctx.body = { top_up: await asAdmin(() => topUps().recheck(undefined, ctx.params.topUpId ?? '')) };
+    ctx.body = { top_up: await topUps().recheck(undefined, ctx.params.topUpId ?? '') };
   });
   r.get('/reconciliation', async (ctx) => {
     if (opts.reconcile === undefined) throw new AdminError(404, 'reconciliation needs the record (PostgreSQL): this gateway runs without one');
     ctx.body = await opts.reconcile();
   });
+}
+
+export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
+  const { ledger } = opts.backend;
+  const accounts = new AccountService({ accounts: opts.backend.accounts, ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
+  const app = new Koa<AdminState>();
+  app.silent = true;
+  app.use(adminGuard(opts.token));
+  const r = new Router<AdminState>({ prefix: '/admin' });
+  const account = async (ctx: AdminContext): Promise<Account> => {
+    const a = await accounts.getAccount(ctx.params.accountId ?? '');
+    if (a === undefined) throw new AdminError(404, 'no such account');
+    return a;
+  };
+  const deps: AdminDeps = { accounts, ledger, opts, account };
+  accountRoutes(r, deps);
+  recordRoutes(r, deps);
+  topUpRoutes(r, deps);
   app.use(r.routes());
   return app;
 }

@@ -69,3 +69,16 @@ export function formatUsd(micros: Micros): string {
   const frac = (abs % 1_000_000n).toString().padStart(6, '0');
   return `${v < 0n ? '-' : ''}${whole}.${frac}`;
 }
+
+const USD_TEXT = /^\d{1,10}(\.\d{1,6})?$/;
+
+/**
+ * A decimal USD text ("12.50", at most 6 decimals) as micro-USD, exactly: integer arithmetic on the
+ * digits, no floats. Each app words the refusal for its own reader.
+ */
+export function usdTextToMicros(text: string): Micros | 'malformed' | 'too_large' {
+  if (!USD_TEXT.test(text)) return 'malformed';
+  const [whole = '0', fraction = ''] = text.split('.');
+  const micros = BigInt(whole) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
+  return micros > MAX_MICROS ? 'too_large' : Number(micros);
+}

@@ -2,14 +2,12 @@
 // tickets, key revocation on a holder's behalf, top-ups with their timelines, reconciliation.
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import type { Backend } from '../billing/backends.js';
-import { CreditConflictError } from '../billing/ledger-common.js';
-import { MovementConflict } from '../record/money-movement.js';
+import { CreditRefused, type AccountService, type CreditRefusal } from '../accounts/service.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { parseUsdCents, centsToMicros } from '../top-ups/quote.js';
-import { TopUpError, type TopUpService } from '../top-ups/service.js';
+import type { TopUpService } from '../top-ups/service.js';
 import { adminAccountPage, adminHome, type AccountLine } from './admin-pages.js';
-import type { DashboardState } from './app.js';
+import type { DashboardState } from './state.js';
 import { topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
 import type { RefundTickets } from './refund-tickets.js';
@@ -19,18 +17,26 @@ import { apiTicket } from './usage-routes.js';
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
 
 export interface AdminDeps {
-  backend: Backend;
+  accounts: AccountService;
   tickets: RefundTickets;
   topUps: TopUpService | undefined;
   reconcile?: () => Promise<ReconciliationReport>;
-  onRevoke?: () => void;
   /** Admin pages need a session opened with TOTP (DASHBOARD_ADMIN_REQUIRE_TOTP). */
   requireTotp?: boolean;
   send: (ctx: Context, page: Html, status?: number) => void;
 }
 
-export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): void {
-  const { backend, tickets, send } = deps;
+/** A refused credit in the dashboard's words: status and message. */
+const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
+  not_positive: [400, 'Enter an amount in US dollars, like 5 or 12.50.'],
+  no_idempotency_key: [400, 'idempotency_key is required: a credit is applied once per key.'],
+  too_large: [400, 'This credit would take the balance past the largest amount the ledger holds exactly.'],
+  key_reused: [409, 'That idempotency key was used for another credit; nothing was credited.'],
+};
+
+/** What the admin pages and the admin API share: the role check, the named account, credit, revoke, decide. */
+function adminHelpers(deps: AdminDeps) {
+  const { accounts, tickets, send } = deps;
   const admin = (ctx: Context): Session => {
     const s = (ctx as Ctx).state.session as Session;
     if (s.user.role !== 'admin') throw new DashboardError(403, 'This needs the admin role.');
@@ -45,20 +51,19 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     return s;
   };
   const accountLines = async (): Promise<AccountLine[]> =>
-    Promise.all((await backend.accounts.listAccounts()).map(async (account) => ({ account, ...(await backend.ledger.balance(account.id)) })));
+    Promise.all((await accounts.listAccounts()).map(async (account) => ({ account, ...(await accounts.balance(account.id)) })));
   const accountOf = async (id: string) => {
-    const a = await backend.accounts.getAccount(id);
+    const a = await accounts.getAccount(id);
     if (a === undefined) throw new DashboardError(404, 'There is no such account.');
     return a;
   };
   const credit = async (accountId: string, amount: unknown, key: unknown): Promise<number> => {
     const cents = parseUsdCents(amount);
     if (cents === undefined || cents <= 0) throw new DashboardError(400, 'Enter an amount in US dollars, like 5 or 12.50.');
-    if (typeof key !== 'string' || key === '' || key.length > 200) throw new DashboardError(400, 'idempotency_key is required: a credit is applied once per key.');
     try {
-      await backend.ledger.credit(accountId, centsToMicros(cents), key);
+      await accounts.credit(accountId, centsToMicros(cents), key);
     } catch (err) {
-      if (err instanceof CreditConflictError || err instanceof MovementConflict) throw new DashboardError(409, 'That idempotency key was used for another credit; nothing was credited.');
+      if (err instanceof CreditRefused) throw new DashboardError(CREDIT_REFUSALS[err.reason][0], CREDIT_REFUSALS[err.reason][1]);
       throw err;
     }
     return cents;
@@ -68,11 +73,10 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     admin(ctx);
     return (await accountOf((ctx as Ctx).params.accountId ?? '')).id;
   };
-  /** Revokes a key for its holder; the gateway in this process forgets it at once. */
+  /** Revokes a key for its holder (the account service tells the key cache). */
   const revokeFor = async (ctx: Context): Promise<string> => {
     const id = await namedAccount(ctx);
-    if (!(await backend.accounts.revokeKey(id, (ctx as Ctx).params.keyId ?? ''))) throw new DashboardError(404, 'There is no such key on this account.');
-    deps.onRevoke?.();
+    if (!(await accounts.revokeKey(id, (ctx as Ctx).params.keyId ?? ''))) throw new DashboardError(404, 'There is no such key on this account.');
     return id;
   };
   const decide = async (ctx: Context, approve: boolean) => {
@@ -88,11 +92,18 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const account = await accountOf(id);
     send(
       ctx,
-      adminAccountPage(session, { account, ...(await backend.ledger.balance(id)), keys: await backend.accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], ...extra }),
+      adminAccountPage(session, { account, ...(await accounts.balance(id)), keys: await accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], ...extra }),
       status,
     );
   };
 
+  return { admin, accountLines, accountOf, credit, namedAccount, revokeFor, decide, home, accountPage };
+}
+type AdminHelpers = ReturnType<typeof adminHelpers>;
+
+function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
+  const { tickets, send } = deps;
+  const { admin, credit, namedAccount, revokeFor, decide, home, accountPage } = h;
   // Flashes after a redirect name what was done, never an amount or text taken from the query.
   const DONE: Record<string, string> = { credited: 'Credit applied: the balance above includes it.', revoked: 'Key revoked: its next call gets 401.' };
   router.get('/admin', async (ctx) => {
@@ -149,12 +160,7 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const session = admin(c);
     if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
     const topUps = deps.topUps;
-    try {
-      send(c, topUpPage(session, await topUps.get(undefined, c.params.topUpId ?? ''), true));
-    } catch (err) {
-      if (err instanceof TopUpError) throw new DashboardError(err.status, err.message);
-      throw err;
-    }
+    send(c, topUpPage(session, await topUps.get(undefined, c.params.topUpId ?? ''), (t) => topUps.labelOf(t.provider), true));
   });
   router.post('/admin/top-ups/:topUpId/recheck', async (ctx) => {
     const c = ctx as Ctx;
@@ -163,7 +169,11 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const t = await deps.topUps.recheck(undefined, c.params.topUpId ?? '');
     c.redirect(`/admin/top-ups/${t.id}`);
   });
+}
 
+function adminApi(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
+  const { accounts, tickets } = deps;
+  const { admin, accountLines, credit, namedAccount, revokeFor, decide } = h;
   router.get('/api/admin/accounts', async (ctx) => {
     admin(ctx);
     ctx.body = { accounts: (await accountLines()).map((l) => ({ id: l.account.id, name: l.account.name, created_at: new Date(l.account.createdAt).toISOString(), balance_micro_usd: l.balance, held_micro_usd: l.held })) };
@@ -172,7 +182,7 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     const c = ctx as Ctx;
     const id = await namedAccount(c);
     const cents = await credit(id, c.state.body?.amount_usd, c.state.body?.idempotency_key);
-    c.body = { credited_micro_usd: centsToMicros(cents), balance_micro_usd: (await backend.ledger.balance(id)).balance };
+    c.body = { credited_micro_usd: centsToMicros(cents), balance_micro_usd: (await accounts.balance(id)).balance };
   });
   router.post('/api/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
     await revokeFor(ctx);
@@ -193,4 +203,10 @@ export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): vo
     if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
     ctx.body = await deps.reconcile();
   });
+}
+
+export function adminRoutes(router: Router<DashboardState>, deps: AdminDeps): void {
+  const h = adminHelpers(deps);
+  adminPages(router, deps, h);
+  adminApi(router, deps, h);
 }

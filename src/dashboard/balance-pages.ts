@@ -59,10 +59,13 @@ function topUpForm(session: Session, error?: string, amount = ''): Html {
 <button>See the total</button></form>`;
 }
 
-function topUpRows(topUps: TopUpView[]): Html {
+/** A top-up's payment method as pages show it: its provider's label. */
+export type MethodLabel = (t: TopUpView) => string;
+
+function topUpRows(topUps: TopUpView[], labelOf: MethodLabel): Html {
   if (topUps.length === 0) return html`<p class="note">No top-ups yet.</p>`;
   return html`<table><thead><tr><th>Started</th><th>Method</th><th class="num">Credit</th><th class="num">Paid</th><th>State</th></tr></thead><tbody>${topUps.map(
-    (t) => html`<tr><td><a href="/top-ups/${t.id}">${when(t.createdAt)}</a></td><td>${t.provider === 'stripe' ? 'Card' : 'Crypto'}</td><td class="num">${dollars(t.creditCents)}</td><td class="num">${dollars(t.totalCents)}</td><td>${STATE_WORDS[t.state] ?? t.state}</td></tr>`,
+    (t) => html`<tr><td><a href="/top-ups/${t.id}">${when(t.createdAt)}</a></td><td>${labelOf(t)}</td><td class="num">${dollars(t.creditCents)}</td><td class="num">${dollars(t.totalCents)}</td><td>${STATE_WORDS[t.state] ?? t.state}</td></tr>`,
   )}</tbody></table>`;
 }
 
@@ -106,6 +109,7 @@ export function balancePage(
     balance: number;
     held: number;
     topUps: TopUpView[];
+    labelOf: MethodLabel;
     statement: StatementPage;
     canTopUp: boolean;
     flash?: TopUpView;
@@ -133,7 +137,7 @@ export function balancePage(
 <div class="card"><div class="big" id="balance">${usd(data.balance)}</div><p>available to spend${data.held > 0 ? html`, of which <strong>${usd(data.held)}</strong> is held by requests in flight` : ''}.</p></div>
 ${data.canTopUp ? topUpForm(session, data.error, data.amount) : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`}
 ${data.auto === undefined ? '' : autoTopUpSection(session, data.auto, data.autoNote, data.autoError)}
-<h2>Top-ups</h2>${topUpRows(data.topUps)}
+<h2>Top-ups</h2>${topUpRows(data.topUps, data.labelOf)}
 <h2>Statement</h2>${statementRows(data.statement)}`,
   );
 }
@@ -152,12 +156,12 @@ ${methods.map((m) => html`<button name="provider" value="${m.name}">Pay ${dollar
   );
 }
 
-export function topUpPage(session: Session, t: TopUpView, admin = false): Html {
+export function topUpPage(session: Session, t: TopUpView, labelOf: MethodLabel, admin = false): Html {
   const canRecheck = t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired';
   return layout(
     'Top-up',
     session,
-    html`<h1>Top-up of ${dollars(t.creditCents)}</h1><p>${t.provider === 'stripe' ? 'Card' : 'Crypto'} · ${dollars(t.totalCents)} to pay (fee ${dollars(t.feeCents)}) · <strong>${STATE_WORDS[t.state] ?? t.state}</strong></p>
+    html`<h1>Top-up of ${dollars(t.creditCents)}</h1><p>${labelOf(t)} · ${dollars(t.totalCents)} to pay (fee ${dollars(t.feeCents)}) · <strong>${STATE_WORDS[t.state] ?? t.state}</strong></p>
 ${partPaid(t)}<h2>Timeline</h2><ol>${(t.timeline ?? []).map((e) => html`<li><time>${when(e.at)}</time> ${e.kind.replace(/_/g, ' ')}${e.amountCents === null ? '' : html` · ${dollars(e.amountCents)}`}${e.detail === null ? '' : html` — ${e.detail}`}</li>`)}</ol>
 ${
   canRecheck

@@ -7,7 +7,7 @@ import { TopUpError, type TopUpService, type TopUpView } from '../top-ups/servic
 import { balancePage, quotePage, topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
 import { DashboardError, type DashboardService, type Session } from './service.js';
-import type { DashboardState } from './app.js';
+import type { DashboardState } from './state.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
 
@@ -24,16 +24,6 @@ function apiTopUp(t: TopUpView): Record<string, unknown> {
     credited_at: t.creditedAt?.toISOString() ?? null,
     ...(t.timeline === undefined ? {} : { timeline: t.timeline.map((e) => ({ kind: e.kind, amount_cents: e.amountCents, detail: e.detail, at: e.at.toISOString() })) }),
   };
-}
-
-/** Top-up failures as dashboard errors (status and message kept). */
-async function asDashboard<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (err instanceof TopUpError) throw new DashboardError(err.status, err.message);
-    throw err;
-  }
 }
 
 export function balanceRoutes(
@@ -61,7 +51,7 @@ export function balanceRoutes(
     const setupId = query(ctx, 'card_setup');
     let autoNote: string | undefined;
     if (setupId !== undefined && autoTopUps !== undefined && query(ctx, 'cancelled') !== '1') {
-      const saved = await asDashboard(() => autoTopUps.completeCardSetup(s.user.accountId, setupId)).catch(() => false);
+      const saved = await autoTopUps.completeCardSetup(s.user.accountId, setupId).catch(() => false);
       autoNote = saved ? 'Card saved. Set the threshold and amount below and turn automatic top-ups on.' : 'The card is not saved yet: finish on the payment page, or try again.';
     }
     if (query(ctx, 'auto') === 'saved') autoNote = 'Automatic top-up settings saved.';
@@ -75,7 +65,7 @@ export function balanceRoutes(
       flashId === undefined || topUps === undefined
         ? undefined
         : await (leaving ? topUps.cancel(s.user.accountId, flashId) : topUps.get(s.user.accountId, flashId)).catch(() => (leaving ? topUps.get(s.user.accountId, flashId).catch(() => undefined) : undefined));
-    send(ctx, balancePage(s, { ...bal, statement, topUps: list, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
+    send(ctx, balancePage(s, { ...bal, statement, topUps: list, labelOf: (t) => topUps?.labelOf(t.provider) ?? t.provider, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
   };
 
   router.get('/balance', (ctx) => renderBalance(ctx as Ctx));
@@ -122,17 +112,17 @@ export function balanceRoutes(
   });
   router.post('/balance/auto-top-up/card', async (ctx) => {
     const c = ctx as Ctx;
-    const url = await asDashboard(() => needAuto().startCardSetup(who(c).user.accountId));
+    const url = await needAuto().startCardSetup(who(c).user.accountId);
     c.status = 303;
     c.redirect(url);
   });
   router.get('/top-ups/:id', async (ctx) => {
     const c = ctx as Ctx;
-    send(c, topUpPage(who(c), await asDashboard(() => needTopUps().get(who(c).user.accountId, c.params.id ?? ''))));
+    send(c, topUpPage(who(c), await needTopUps().get(who(c).user.accountId, c.params.id ?? ''), (t) => needTopUps().labelOf(t.provider)));
   });
   router.post('/top-ups/:id/recheck', async (ctx) => {
     const c = ctx as Ctx;
-    const t = await asDashboard(() => needTopUps().recheck(who(c).user.accountId, c.params.id ?? ''));
+    const t = await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '');
     c.redirect(`/top-ups/${t.id}`);
   });
 
@@ -152,13 +142,13 @@ export function balanceRoutes(
   });
   router.post('/api/top-ups/quote', async (ctx) => {
     const c = ctx as Ctx;
-    const q = await asDashboard(async () => needTopUps().quote(parseUsdCents(c.state.body?.amount_usd)));
+    const q = await needTopUps().quote(parseUsdCents(c.state.body?.amount_usd));
     c.body = { credit_cents: q.creditCents, fee_cents: q.feeCents, total_cents: q.totalCents };
   });
   router.post('/api/top-ups', async (ctx) => {
     const c = ctx as Ctx;
     const b = c.state.body ?? {};
-    const started = await asDashboard(() => needTopUps().start(who(c).user.accountId, parseUsdCents(b.amount_usd), b.provider));
+    const started = await needTopUps().start(who(c).user.accountId, parseUsdCents(b.amount_usd), b.provider);
     c.status = 201;
     c.body = { top_up: apiTopUp(started.topUp), checkout_url: started.checkoutUrl };
   });
@@ -168,10 +158,10 @@ export function balanceRoutes(
   });
   router.get('/api/top-ups/:id', async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { top_up: apiTopUp(await asDashboard(() => needTopUps().get(who(c).user.accountId, c.params.id ?? ''))) };
+    c.body = { top_up: apiTopUp(await needTopUps().get(who(c).user.accountId, c.params.id ?? '')) };
   });
   router.post('/api/top-ups/:id/recheck', async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { top_up: apiTopUp(await asDashboard(() => needTopUps().recheck(who(c).user.accountId, c.params.id ?? ''))) };
+    c.body = { top_up: apiTopUp(await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '')) };
   });
 }

@@ -1,14 +1,11 @@
 // The dashboard of the one-machine run (`npm start`): plain http on loopback, so the cookie is not
-// Secure unless DASHBOARD_SECURE_COOKIE says so, top-ups in test mode, and a demo user of the demo account.
+// Secure unless DASHBOARD_SECURE_COOKIE says so, and a demo user of the demo account. Its top-ups (test
+// mode) are started by local-main.ts and handed in.
 import { randomBytes } from 'node:crypto';
-import type { TopUpService } from '../top-ups/service.js';
-import { runDashboard, type PaymentsMode, type RunDashboardOptions } from './run.js';
+import { runDashboard, type RunDashboardOptions } from './run.js';
 
 export interface LocalDashboard {
   url: string;
-  /** The test-mode payment fakes' addresses, or the real providers configured. */
-  payments: PaymentsMode | undefined;
-  topUps: TopUpService | undefined;
   email: string;
   /** TOLLGATE_DEMO_PASSWORD, or a fresh random one printed once at start. */
   password: string;
@@ -18,7 +15,7 @@ export interface LocalDashboard {
 }
 
 export async function startLocalDashboard(
-  opts: Omit<RunDashboardOptions, 'env' | 'testModePayments'> & { accountId: string; env?: Record<string, string | undefined> },
+  opts: Omit<RunDashboardOptions, 'env'> & { accountId: string; env?: Record<string, string | undefined> },
 ): Promise<LocalDashboard> {
   const given = opts.env ?? process.env;
   const env: Record<string, string | undefined> = {
@@ -27,14 +24,12 @@ export async function startLocalDashboard(
     DASHBOARD_ADMIN_EMAIL: given.DASHBOARD_ADMIN_EMAIL || 'admin@tollgate.local',
     DASHBOARD_ADMIN_PASSWORD: given.DASHBOARD_ADMIN_PASSWORD || randomBytes(12).toString('base64url'),
   };
-  const dashboard = await runDashboard({ ...opts, env, testModePayments: true });
+  const dashboard = await runDashboard({ ...opts, env });
   const email = env.TOLLGATE_DEMO_EMAIL ?? 'demo@tollgate.local';
   const password = env.TOLLGATE_DEMO_PASSWORD !== undefined && env.TOLLGATE_DEMO_PASSWORD !== '' ? env.TOLLGATE_DEMO_PASSWORD : randomBytes(12).toString('base64url');
   await dashboard.service.upsertUser(email, password, opts.accountId);
   return {
     url: dashboard.url,
-    payments: dashboard.payments,
-    topUps: dashboard.topUps,
     email,
     password,
     admin: { email: env.DASHBOARD_ADMIN_EMAIL ?? '', password: env.DASHBOARD_ADMIN_PASSWORD ?? '' },

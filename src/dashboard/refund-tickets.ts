@@ -3,7 +3,7 @@
 // admin approves (the cost is credited back through the ledger's idempotent refund, of record first) or
 // declines, and the holder follows the ticket's status.
 import { randomBytes } from 'node:crypto';
-import type { Ledger } from '../billing/ledger.js';
+import type { AccountService } from '../accounts/service.js';
 import { formatUsd } from '../billing/money.js';
 import type { Database } from '../record/database.js';
 import { findUsage } from '../record/usage-query.js';
@@ -63,7 +63,7 @@ function ticket(r: TicketRow): RefundTicket {
 
 export class RefundTickets {
   constructor(
-    private readonly opts: { db: Database; ledger: Ledger; supportEmail: string },
+    private readonly opts: { db: Database; accounts: AccountService; supportEmail: string },
   ) {}
 
   async open(accountId: string, requestIdIn: unknown, reasonIn: unknown, holderEmail: string): Promise<RefundTicket> {
@@ -113,7 +113,7 @@ export class RefundTickets {
     if (t.status !== 'open') throw new DashboardError(409, `This ticket is ${t.status} already.`);
     let refunded: number | null = null;
     if (approve) {
-      const outcome = await this.opts.ledger.refund(t.accountId, t.requestId);
+      const outcome = await this.opts.accounts.refund(t.accountId, t.requestId);
       if (outcome.unknown) throw new DashboardError(409, 'The request has no charge of record to refund.');
       refunded = outcome.refunded;
     }

@@ -2,8 +2,11 @@
 // secrets shown once) is written once. Every key operation is scoped to the signed-in user's account.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
+import { ClientError } from '../http/client-error.js';
 import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
+import { usdTextToMicros } from '../billing/money.js';
+import { AccountService } from '../accounts/service.js';
 import type { Database, Queryable } from '../record/database.js';
 import { statementPage, type StatementPage } from '../record/statement.js';
 import { UsageQueryError } from '../record/usage-query.js';
@@ -48,12 +51,11 @@ export interface KeyView {
   lastUsedAt?: number;
 }
 
-/** An error the caller may see: status plus an actionable message. */
-export class DashboardError extends Error {
-  constructor(readonly status: number, message: string, readonly retryAfterSeconds?: number) {
-    super(message);
-  }
-}
+/**
+ * An error of the dashboard's own the caller may see: status plus an actionable message. Its own class
+ * (not just ClientError), so a form that re-renders itself on its own errors lets other apps' through.
+ */
+export class DashboardError extends ClientError {}
 
 export interface DashboardServiceOptions {
   db: Database;
@@ -102,7 +104,11 @@ export class DashboardService {
   // Verified against when the e-mail is unknown, so a miss costs as long as a wrong password.
   private readonly decoy: Promise<string>;
 
+  /** Accounts and keys change through the one account service (a revoke tells the key cache there). */
+  readonly accounts: AccountService;
+
   constructor(private readonly opts: DashboardServiceOptions) {
+    this.accounts = new AccountService({ accounts: opts.accounts, ledger: opts.ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
     this.throttles = defaultThrottles(opts.throttles);
     this.decoy = hash(randomBytes(16).toString('hex'));
   }
@@ -118,10 +124,6 @@ export class DashboardService {
   /** The parts the other page modules (usage, refunds, admin) read through. */
   get db(): Database {
     return this.opts.db;
-  }
-
-  get backend(): { accounts: AccountStore; ledger: Ledger } {
-    return { accounts: this.opts.accounts, ledger: this.opts.ledger };
   }
 
   /** Takes one attempt from a budget before any costly work, or refuses with the one throttled answer. */
@@ -184,11 +186,6 @@ export class DashboardService {
     return n;
   }
 
-  /** After a key is revoked elsewhere (the admin pages): an in-process gateway forgets cached lookups. */
-  keyRevoked(): void {
-    this.opts.onRevoke?.();
-  }
-
   private static normalizeEmail(email: unknown): string {
     if (typeof email !== 'string' || !EMAIL.test(email.trim())) throw new DashboardError(400, 'Enter a valid e-mail address.');
     return email.trim().toLowerCase();
@@ -213,7 +210,7 @@ export class DashboardService {
     const existing = await this.opts.db.query('SELECT 1 FROM dashboard_users WHERE email = $1', [email]);
     if (existing.rows.length > 0) throw new DashboardError(409, 'An account with this e-mail already exists; sign in instead.');
     const passwordHash = await hash(password); // @node-rs/argon2 defaults to argon2id
-    const account = await this.opts.accounts.createAccount(email);
+    const account = await this.accounts.createAccount(email);
     const user: User = { id: `usr_${randomUUID()}`, email, role: 'holder', accountId: account.id, emailVerified: false, totpEnabled: false };
     try {
       await this.opts.db.transaction(async (tx) => {
@@ -273,7 +270,7 @@ export class DashboardService {
   async upsertUser(emailIn: string, password: string, accountId: string, role: Role = 'holder'): Promise<User> {
     const email = DashboardService.normalizeEmail(emailIn);
     if (password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) throw new DashboardError(400, `A password has ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
-    if ((await this.opts.accounts.getAccount(accountId)) === undefined) throw new DashboardError(404, `No account ${accountId}.`);
+    if ((await this.accounts.getAccount(accountId)) === undefined) throw new DashboardError(404, `No account ${accountId}.`);
     const created = await this.insertUser(email, password, accountId, role);
     if (created !== undefined) return created;
     return (await this.updateUser(email, password, accountId, role)).user;
@@ -458,7 +455,7 @@ export class DashboardService {
 
   /** What the account can spend now (the hot path), and what requests in flight hold of it. */
   balance(user: User): Promise<{ balance: number; held: number }> {
-    return this.opts.ledger.balance(user.accountId);
+    return this.accounts.balance(user.accountId);
   }
 
   /** One page of the account's statement of record, newest entry first. */
@@ -473,7 +470,7 @@ export class DashboardService {
   }
 
   async listKeys(user: User): Promise<KeyView[]> {
-    const keys = await this.opts.accounts.listKeys(user.accountId);
+    const keys = await this.accounts.listKeys(user.accountId);
     keys.sort((a, b) => b.createdAt - a.createdAt);
     const used = await this.opts.db.query<{ key_id: string; last_ms: number }>(
       'SELECT key_id, (extract(epoch FROM max(finished_at)) * 1000)::bigint AS last_ms FROM usage_records WHERE account_id = $1 GROUP BY key_id',
@@ -491,7 +488,7 @@ export class DashboardService {
 
   /** The key if it belongs to the user's account; otherwise the same 404 as a key that does not exist. */
   async getKey(user: User, keyId: string): Promise<KeyView> {
-    const k = await this.opts.accounts.getKey(user.accountId, keyId);
+    const k = await this.accounts.getKey(user.accountId, keyId);
     if (k === undefined || k.accountId !== user.accountId) throw new DashboardError(404, 'No such key in your account.');
     return this.view(user, k);
   }
@@ -500,34 +497,30 @@ export class DashboardService {
     DashboardService.requireConfirmed(user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
-    const created = await this.opts.accounts.createKey(user.accountId, { name: keyName, ...caps });
+    const created = await this.accounts.createKey(user.accountId, { name: keyName, ...caps });
     return { key: await this.view(user, created.record), secret: created.secret };
   }
 
   async setCaps(user: User, keyId: string, caps: KeyCaps): Promise<KeyView> {
     await this.getKey(user, keyId);
-    if (!(await this.opts.accounts.setKeyCaps(user.accountId, keyId, caps))) throw new DashboardError(404, 'No such key in your account.');
+    if (!(await this.accounts.setCaps(user.accountId, keyId, caps))) throw new DashboardError(404, 'No such key in your account.');
     return this.getKey(user, keyId);
   }
 
   async revokeKey(user: User, keyId: string): Promise<KeyView> {
     await this.getKey(user, keyId);
-    await this.opts.accounts.revokeKey(user.accountId, keyId);
-    this.opts.onRevoke?.();
+    await this.accounts.revokeKey(user.accountId, keyId);
     return this.getKey(user, keyId);
   }
 }
 
-const USD = /^\d{1,10}(\.\d{1,6})?$/;
-
 /** "12.50" -> 12500000 micro-USD exactly; "" or undefined -> no cap. */
 export function capFromUsd(value: unknown, field: string): number | undefined {
   if (value === undefined || value === null || value === '') return undefined;
-  if (typeof value !== 'string' || !USD.test(value.trim())) throw new DashboardError(400, `${field} must be an amount in USD like 12.50 (at most 6 decimals), or empty for no cap.`);
-  const [whole = '0', fraction = ''] = value.trim().split('.');
-  const micros = BigInt(whole) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
-  if (micros > BigInt(Number.MAX_SAFE_INTEGER)) throw new DashboardError(400, `${field} is too large.`);
-  return Number(micros);
+  const micros = typeof value === 'string' ? usdTextToMicros(value.trim()) : 'malformed';
+  if (micros === 'malformed') throw new DashboardError(400, `${field} must be an amount in USD like 12.50 (at most 6 decimals), or empty for no cap.`);
+  if (micros === 'too_large') throw new DashboardError(400, `${field} is too large.`);
+  return micros;
 }
 
 export function capsFromInput(body: Record<string, unknown>): KeyCaps {

@@ -3,7 +3,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Database } from '../record/database.js';
 import { findUsage, type RecordedUsage } from '../record/usage-query.js';
-import type { DashboardState } from './app.js';
+import type { DashboardState } from './state.js';
 import type { Html } from './html.js';
 import type { RefundTicket, RefundTickets } from './refund-tickets.js';
 import { DashboardError, type DashboardService, type Session } from './service.js';

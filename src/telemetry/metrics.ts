@@ -124,42 +124,179 @@ function statusLabel(status: number): string {
 }
 
 export class GatewayMetrics {
-  readonly registry: Registry;
+  readonly registry = new Registry();
 
   private readonly routes: ReadonlySet<string>;
   private readonly routeList: readonly string[];
   private readonly now: () => number;
 
-  private readonly requestsTotal: BoundCounter;
-  private readonly requestDuration: BoundHistogram;
-  private readonly upstreamDuration: BoundHistogram;
-  private readonly upstreamTtft: BoundHistogram;
-  private readonly upstreamErrors: BoundCounter;
-  private readonly tokensTotal: BoundCounter;
-  private readonly costTotal: BoundCounter;
-  private readonly reservationsTotal: BoundCounter;
-  private readonly holdsOutstanding: Gauge;
-  private readonly heldMicros: Gauge;
-  private readonly reaperHolds: Counter;
-  private readonly reaperMicros: Counter;
-  private readonly reaperErrors: Counter;
-  private readonly activeStreams: Gauge;
-  private readonly settlementsPending: Gauge;
-  private readonly settlementsAbandoned: Counter;
-  private readonly ledgerUp: Gauge;
-  private readonly journalPending: Gauge;
-  private readonly journalLag: Gauge;
-  private readonly journalCommitted: Counter;
-  private readonly journalCommitsByWay: Counter<'way'>;
-  private readonly journalErrors: Counter<'stage'>;
-  private readonly reconcileDifference: Gauge;
-  private readonly reconcileAccounts: Gauge;
-  private readonly ledgerDuration: BoundHistogram;
-  private readonly ledgerErrors: BoundCounter;
-  private readonly catalogGeneration: Gauge;
-  private readonly catalogModels: Gauge;
-  private readonly catalogReady: Gauge;
-  private readonly catalogRejected: Counter;
+  // Each metric is defined where its field is declared: initializers run in order, after `registry`.
+  private readonly requestsTotal: BoundCounter = new BoundCounter(
+    `${METRIC_PREFIX}requests_total`,
+    'Client requests finished, by route, wire format, catalog model and HTTP status.',
+    ['route', 'format', 'model', 'status'],
+    this.registry,
+  );
+  private readonly requestDuration: BoundHistogram = new BoundHistogram(
+    `${METRIC_PREFIX}request_duration_seconds`,
+    'Time from request arrival to the last byte sent to the client.',
+    ['route', 'format', 'model'],
+    LLM_LATENCY_BUCKETS,
+    this.registry,
+  );
+  private readonly upstreamDuration: BoundHistogram = new BoundHistogram(
+    `${METRIC_PREFIX}upstream_duration_seconds`,
+    'Duration of one upstream call, from sending the request to the end of its body.',
+    ['model', 'upstream'],
+    LLM_LATENCY_BUCKETS,
+    this.registry,
+  );
+  private readonly upstreamTtft: BoundHistogram = new BoundHistogram(
+    `${METRIC_PREFIX}upstream_time_to_first_token_seconds`,
+    'Time from sending the upstream request to its first content token.',
+    ['model', 'upstream'],
+    LLM_LATENCY_BUCKETS,
+    this.registry,
+  );
+  private readonly upstreamErrors: BoundCounter = new BoundCounter(
+    `${METRIC_PREFIX}upstream_errors_total`,
+    'Failed upstream calls by class: timeout, connect, 4xx, 5xx, stream_cut, malformed.',
+    ['model', 'upstream', 'class'],
+    this.registry,
+  );
+  private readonly tokensTotal: BoundCounter = new BoundCounter(
+    `${METRIC_PREFIX}tokens_total`,
+    'Tokens metered, by model and kind (input, output, cached, reasoning; cached ⊂ input, reasoning ⊂ output).',
+    ['model', 'kind'],
+    this.registry,
+  );
+  private readonly costTotal: BoundCounter = new BoundCounter(
+    `${METRIC_PREFIX}cost_micro_usd_total`,
+    'Cost charged, in integer micro-USD (divide by 1e6 for USD).',
+    ['model'],
+    this.registry,
+  );
+  private readonly reservationsTotal: BoundCounter = new BoundCounter(
+    `${METRIC_PREFIX}reservations_total`,
+    'Reservation attempts by outcome (admitted, refused) and refusal reason (none when admitted).',
+    ['outcome', 'reason'],
+    this.registry,
+  );
+  private readonly holdsOutstanding: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}holds_outstanding`,
+    help: 'Holds reserved and not yet settled or returned (ledger-wide, as last sampled).',
+    registers: [this.registry],
+  });
+  private readonly heldMicros: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}held_micro_usd`,
+    help: 'Micro-USD held by outstanding holds (ledger-wide, as last sampled).',
+    registers: [this.registry],
+  });
+  private readonly reaperHolds: Counter = new Counter({
+    name: `${METRIC_PREFIX}reaper_returned_holds_total`,
+    help: 'Expired holds returned by the reaper: requests whose pod never settled them.',
+    registers: [this.registry],
+  });
+  private readonly reaperMicros: Counter = new Counter({
+    name: `${METRIC_PREFIX}reaper_returned_micro_usd_total`,
+    help: 'Micro-USD released by the reaper from expired holds.',
+    registers: [this.registry],
+  });
+  private readonly reaperErrors: Counter = new Counter({
+    name: `${METRIC_PREFIX}reaper_errors_total`,
+    help: 'Reaper passes that failed (the ledger unreachable or erroring); expired holds wait for the next pass.',
+    registers: [this.registry],
+  });
+  private readonly activeStreams: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}active_streams`,
+    help: 'Streaming responses currently open to clients.',
+    registers: [this.registry],
+  });
+  private readonly settlementsPending: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}settlements_pending`,
+    help: 'Settlements that failed (the ledger unreachable) and are kept for retry; each is retried until it succeeds.',
+    registers: [this.registry],
+  });
+  private readonly settlementsAbandoned: Counter = new Counter({
+    name: `${METRIC_PREFIX}settlements_abandoned_total`,
+    help: 'Settlements still failing when the gateway stopped: logged whole (settlement_abandoned) to apply by hand. Any is an incident.',
+    registers: [this.registry],
+  });
+  private readonly ledgerUp: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}ledger_up`,
+    help: '1 while the billing ledger answers, 0 while it is down, paused or timing out (requests get 503 ledger_unavailable, /readyz is false).',
+    registers: [this.registry],
+  });
+  private readonly journalPending: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}journal_pending_entries`,
+    help: 'Settlements this gateway applied (or swept from a dead one) that PostgreSQL has not committed yet.',
+    registers: [this.registry],
+  });
+  private readonly journalLag: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}journal_lag_seconds`,
+    help: 'Age of the oldest settlement PostgreSQL has not committed yet (0 when none); past the bound, requests get 503.',
+    registers: [this.registry],
+  });
+  private readonly journalCommitted: Counter = new Counter({
+    name: `${METRIC_PREFIX}journal_committed_records_total`,
+    help: 'Usage records the journal committed to PostgreSQL (repeats of committed ones not counted).',
+    registers: [this.registry],
+  });
+  private readonly journalCommitsByWay: Counter<'way'> = new Counter({
+    name: `${METRIC_PREFIX}journal_commits_total`,
+    help: 'Journal transactions, by way in: load (COPY of a batch of new requests) or merge (a batch that repeated a committed request).',
+    labelNames: ['way'],
+    registers: [this.registry],
+  });
+  private readonly journalErrors: Counter<'stage'> = new Counter({
+    name: `${METRIC_PREFIX}journal_errors_total`,
+    help: 'Journal steps that failed, by stage (commit, sweep, trim); the entries are kept and retried.',
+    labelNames: ['stage'],
+    registers: [this.registry],
+  });
+  private readonly reconcileDifference: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}reconcile_difference_micro_usd`,
+    help: 'Sum of the absolute differences the last reconciliation found between PostgreSQL, Redis and the usage records.',
+    registers: [this.registry],
+  });
+  private readonly reconcileAccounts: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}reconcile_accounts_differing`,
+    help: 'Accounts whose books disagreed in the last reconciliation.',
+    registers: [this.registry],
+  });
+  private readonly ledgerDuration: BoundHistogram = new BoundHistogram(
+    `${METRIC_PREFIX}ledger_call_duration_seconds`,
+    'Duration of ledger (Redis) calls by operation.',
+    ['operation'],
+    LEDGER_LATENCY_BUCKETS,
+    this.registry,
+  );
+  private readonly ledgerErrors: BoundCounter = new BoundCounter(
+    `${METRIC_PREFIX}ledger_errors_total`,
+    'Ledger (Redis) calls that failed, by operation.',
+    ['operation'],
+    this.registry,
+  );
+  private readonly catalogGeneration: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}catalog_generation`,
+    help: 'Generation of the catalog snapshot in use.',
+    registers: [this.registry],
+  });
+  private readonly catalogModels: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}catalog_models`,
+    help: 'Models in the catalog snapshot in use.',
+    registers: [this.registry],
+  });
+  private readonly catalogReady: Gauge = new Gauge({
+    name: `${METRIC_PREFIX}catalog_ready`,
+    help: '1 when the gateway serves a validated catalog snapshot, else 0.',
+    registers: [this.registry],
+  });
+  private readonly catalogRejected: Counter = new Counter({
+    name: `${METRIC_PREFIX}catalog_rejected_total`,
+    help: 'Catalog updates refused by validation (the previous snapshot stays in use).',
+    registers: [this.registry],
+  });
 
   private readonly reservationChildren: Map<string, CounterChild>;
   private readonly admittedChild: CounterChild;
@@ -170,7 +307,6 @@ export class GatewayMetrics {
   private snapshotBuiltAt: number | undefined;
 
   constructor(options: GatewayMetricsOptions = {}) {
-    this.registry = new Registry();
     this.now = options.now ?? Date.now;
     this.routeList = [...(options.routes ?? DEFAULT_ROUTES), OTHER_ROUTE];
     this.routes = new Set(this.routeList);
@@ -179,173 +315,7 @@ export class GatewayMetrics {
 
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: p });
 
-    this.requestsTotal = new BoundCounter(
-      `${p}requests_total`,
-      'Client requests finished, by route, wire format, catalog model and HTTP status.',
-      ['route', 'format', 'model', 'status'],
-      this.registry,
-    );
-    this.requestDuration = new BoundHistogram(
-      `${p}request_duration_seconds`,
-      'Time from request arrival to the last byte sent to the client.',
-      ['route', 'format', 'model'],
-      LLM_LATENCY_BUCKETS,
-      this.registry,
-    );
-    this.upstreamDuration = new BoundHistogram(
-      `${p}upstream_duration_seconds`,
-      'Duration of one upstream call, from sending the request to the end of its body.',
-      ['model', 'upstream'],
-      LLM_LATENCY_BUCKETS,
-      this.registry,
-    );
-    this.upstreamTtft = new BoundHistogram(
-      `${p}upstream_time_to_first_token_seconds`,
-      'Time from sending the upstream request to its first content token.',
-      ['model', 'upstream'],
-      LLM_LATENCY_BUCKETS,
-      this.registry,
-    );
-    this.upstreamErrors = new BoundCounter(
-      `${p}upstream_errors_total`,
-      'Failed upstream calls by class: timeout, connect, 4xx, 5xx, stream_cut, malformed.',
-      ['model', 'upstream', 'class'],
-      this.registry,
-    );
-    this.tokensTotal = new BoundCounter(
-      `${p}tokens_total`,
-      'Tokens metered, by model and kind (input, output, cached, reasoning; cached ⊂ input, reasoning ⊂ output).',
-      ['model', 'kind'],
-      this.registry,
-    );
-    this.costTotal = new BoundCounter(
-      `${p}cost_micro_usd_total`,
-      'Cost charged, in integer micro-USD (divide by 1e6 for USD).',
-      ['model'],
-      this.registry,
-    );
-    this.reservationsTotal = new BoundCounter(
-      `${p}reservations_total`,
-      'Reservation attempts by outcome (admitted, refused) and refusal reason (none when admitted).',
-      ['outcome', 'reason'],
-      this.registry,
-    );
-    this.holdsOutstanding = new Gauge({
-      name: `${p}holds_outstanding`,
-      help: 'Holds reserved and not yet settled or returned (ledger-wide, as last sampled).',
-      registers,
-    });
-    this.heldMicros = new Gauge({
-      name: `${p}held_micro_usd`,
-      help: 'Micro-USD held by outstanding holds (ledger-wide, as last sampled).',
-      registers,
-    });
-    this.reaperHolds = new Counter({
-      name: `${p}reaper_returned_holds_total`,
-      help: 'Expired holds returned by the reaper: requests whose pod never settled them.',
-      registers,
-    });
-    this.reaperMicros = new Counter({
-      name: `${p}reaper_returned_micro_usd_total`,
-      help: 'Micro-USD released by the reaper from expired holds.',
-      registers,
-    });
-    this.reaperErrors = new Counter({
-      name: `${p}reaper_errors_total`,
-      help: 'Reaper passes that failed (the ledger unreachable or erroring); expired holds wait for the next pass.',
-      registers,
-    });
-    this.settlementsPending = new Gauge({
-      name: `${p}settlements_pending`,
-      help: 'Settlements that failed (the ledger unreachable) and are kept for retry; each is retried until it succeeds.',
-      registers,
-    });
-    this.settlementsAbandoned = new Counter({
-      name: `${p}settlements_abandoned_total`,
-      help: 'Settlements still failing when the gateway stopped: logged whole (settlement_abandoned) to apply by hand. Any is an incident.',
-      registers,
-    });
-    this.ledgerUp = new Gauge({
-      name: `${p}ledger_up`,
-      help: '1 while the billing ledger answers, 0 while it is down, paused or timing out (requests get 503 ledger_unavailable, /readyz is false).',
-      registers,
-    });
     this.ledgerUp.set(1);
-    this.journalPending = new Gauge({
-      name: `${p}journal_pending_entries`,
-      help: 'Settlements this gateway applied (or swept from a dead one) that PostgreSQL has not committed yet.',
-      registers,
-    });
-    this.journalLag = new Gauge({
-      name: `${p}journal_lag_seconds`,
-      help: 'Age of the oldest settlement PostgreSQL has not committed yet (0 when none); past the bound, requests get 503.',
-      registers,
-    });
-    this.journalCommitted = new Counter({
-      name: `${p}journal_committed_records_total`,
-      help: 'Usage records the journal committed to PostgreSQL (repeats of committed ones not counted).',
-      registers,
-    });
-    this.journalCommitsByWay = new Counter({
-      name: `${p}journal_commits_total`,
-      help: 'Journal transactions, by way in: load (COPY of a batch of new requests) or merge (a batch that repeated a committed request).',
-      labelNames: ['way'],
-      registers,
-    });
-    this.journalErrors = new Counter({
-      name: `${p}journal_errors_total`,
-      help: 'Journal steps that failed, by stage (commit, sweep, trim); the entries are kept and retried.',
-      labelNames: ['stage'],
-      registers,
-    });
-    this.reconcileDifference = new Gauge({
-      name: `${p}reconcile_difference_micro_usd`,
-      help: 'Sum of the absolute differences the last reconciliation found between PostgreSQL, Redis and the usage records.',
-      registers,
-    });
-    this.reconcileAccounts = new Gauge({
-      name: `${p}reconcile_accounts_differing`,
-      help: 'Accounts whose books disagreed in the last reconciliation.',
-      registers,
-    });
-    this.activeStreams = new Gauge({
-      name: `${p}active_streams`,
-      help: 'Streaming responses currently open to clients.',
-      registers,
-    });
-    this.ledgerDuration = new BoundHistogram(
-      `${p}ledger_call_duration_seconds`,
-      'Duration of ledger (Redis) calls by operation.',
-      ['operation'],
-      LEDGER_LATENCY_BUCKETS,
-      this.registry,
-    );
-    this.ledgerErrors = new BoundCounter(
-      `${p}ledger_errors_total`,
-      'Ledger (Redis) calls that failed, by operation.',
-      ['operation'],
-      this.registry,
-    );
-    this.catalogGeneration = new Gauge({
-      name: `${p}catalog_generation`,
-      help: 'Generation of the catalog snapshot in use.',
-      registers,
-    });
-    this.catalogModels = new Gauge({
-      name: `${p}catalog_models`,
-      help: 'Models in the catalog snapshot in use.',
-      registers,
-    });
-    this.catalogReady = new Gauge({
-      name: `${p}catalog_ready`,
-      help: '1 when the gateway serves a validated catalog snapshot, else 0.',
-      registers,
-    });
-    this.catalogRejected = new Counter({
-      name: `${p}catalog_rejected_total`,
-      help: 'Catalog updates refused by validation (the previous snapshot stays in use).',
-      registers,
-    });
     // The age is computed at scrape time, so it grows between swaps without any timer.
     const snapshotAge = (): number | undefined =>
       this.snapshotBuiltAt === undefined ? undefined : (this.now() - this.snapshotBuiltAt) / 1000;

@@ -20,6 +20,7 @@ import { recordMovement, type MoneyMovement, type RecordedMovement } from '../re
 import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
 import { centsToMicros, describeInvalidTopUp, formatCents, quoteTopUp, type Cents, type TopUpQuote } from './quote.js';
+import { ClientError } from '../http/client-error.js';
 
 export type TopUpState = 'quoted' | 'pending' | 'cancelled' | 'credited' | 'failed' | 'expired' | 'refunded' | 'disputed' | 'reversed';
 
@@ -44,12 +45,10 @@ export interface TopUpView {
   timeline?: TopUpEvent[];
 }
 
-export class TopUpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
+/** A top-up refused (its status and message reach the caller as they are). */
+export class TopUpError extends ClientError {
+  constructor(status: number, message: string) {
+    super(status, message);
     this.name = 'TopUpError';
   }
 }
@@ -122,6 +121,11 @@ export class TopUpService {
   /** The providers on offer, for the pages. */
   get offered(): readonly PaymentProvider[] {
     return [...this.providers.values()];
+  }
+
+  /** A top-up's method for pages: its provider's label ("Card"), or the name of one no longer offered. */
+  labelOf(name: ProviderName): string {
+    return this.providers.get(name)?.label ?? name;
   }
 
   provider(name: unknown): PaymentProvider {

@@ -15,6 +15,7 @@ import { btcpayProvider } from '../../src/top-ups/btcpay-provider.js';
 import { startFakeBtcpay, type FakeBtcpay } from '../../src/top-ups/fakes/fake-btcpay.js';
 import { startFakeStripe, type FakeStripe } from '../../src/top-ups/fakes/fake-stripe.js';
 import { TopUpService } from '../../src/top-ups/service.js';
+import { topUpWebhooks } from '../../src/top-ups/webhooks.js';
 import { AutoTopUps } from '../../src/top-ups/auto-top-up.js';
 import type { PaymentProvider, SavedCards } from '../../src/top-ups/provider.js';
 import { stripeProvider } from '../../src/top-ups/stripe-provider.js';
@@ -62,7 +63,7 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
   });
   const autoTopUps = new AutoTopUps({ db: opts.db, provider: card as PaymentProvider & { savedCards: SavedCards }, publicUrl: () => url });
   const dashboard = new DashboardService({ db: opts.db, accounts: backend.accounts, ledger: backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
-  const server = await startDashboard({ service: dashboard, secureCookie: false, topUps, autoTopUps }, port, '127.0.0.1');
+  const server = await startDashboard({ service: dashboard, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), autoTopUps }, port, '127.0.0.1');
   stripe.setWebhookUrl(`${url}/webhooks/stripe`);
   btcpay.setWebhookUrl(`${url}/webhooks/btcpay`);
   return {

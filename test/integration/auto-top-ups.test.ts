@@ -15,6 +15,7 @@ import { AutoTopUps } from '../../src/top-ups/auto-top-up.js';
 import { startFakeStripe, type FakeStripe } from '../../src/top-ups/fakes/fake-stripe.js';
 import type { PaymentProvider, SavedCards } from '../../src/top-ups/provider.js';
 import { TopUpService } from '../../src/top-ups/service.js';
+import { topUpWebhooks } from '../../src/top-ups/webhooks.js';
 import { stripeProvider } from '../../src/top-ups/stripe-provider.js';
 import { until } from '../e2e/e2e-support.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
@@ -49,7 +50,7 @@ beforeAll(async () => {
     },
   });
   dashService = new DashboardService({ db: testDb.db, accounts: h.backend.accounts, ledger: h.backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
-  dashboard = await startDashboard({ service: dashService, secureCookie: false, topUps, autoTopUps: auto }, port, '127.0.0.1');
+  dashboard = await startDashboard({ service: dashService, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), autoTopUps: auto }, port, '127.0.0.1');
   stripe.setWebhookUrl(`${url}/webhooks/stripe`);
 });
 afterAll(async () => {

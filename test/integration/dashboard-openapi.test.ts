@@ -15,6 +15,7 @@ import { reconcileSources } from '../../src/record/reconcile-job.js';
 import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
 import { startTestModePayments, type TestModePayments } from '../../src/top-ups/payments-config.js';
 import { TopUpService } from '../../src/top-ups/service.js';
+import { topUpWebhooks } from '../../src/top-ups/webhooks.js';
 import { until } from '../e2e/e2e-support.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
@@ -74,7 +75,7 @@ beforeAll(async () => {
   topUps = new TopUpService({ db: tdb.db, providers: payments.providers, applyCommitted: (m, r) => ledger.applyCommitted(m, r), publicUrl: () => url });
   service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger, signUp: true, sessionTtlMs: 3_600_000, onRevoke: () => harness.gateway.authenticator.forget() });
   const books = reconcileSources(tdb.db, harness.backend, undefined, undefined);
-  dash = await startDashboard({ service, secureCookie: false, topUps, reconcile: () => reconcile(books) }, 0, '127.0.0.1');
+  dash = await startDashboard({ service, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), reconcile: () => reconcile(books) }, 0, '127.0.0.1');
   url = dash.url;
   payments.deliverTo(dash.url);
   const operators = await harness.backend.accounts.createAccount('operators');

@@ -355,7 +355,7 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     await squatter.signUp('operator@example.com', 'squatter password 1');
     const lines: string[] = [];
     const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'operator@example.com', DASHBOARD_ADMIN_PASSWORD: 'the operator password' };
-    const first = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, testModePayments: false, log: (l) => lines.push(l) });
+    const first = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, log: (l) => lines.push(l) });
     await first.close();
     const still = (await squatter.req('GET', '/api/session')).json() as { user: { role: string } };
     expect(still.user.role).toBe('holder');
@@ -363,7 +363,7 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     expect(refusal?.message).toMatch(/operator@example\.com belongs to an existing holder.*DASHBOARD_ADMIN_PROMOTE=true/);
     expect((await new Browser(tbase).req('POST', '/api/sign-in', { email: 'operator@example.com', password: 'the operator password' })).status).toBe(401);
     // Named as a promotion: it becomes admin with the configured password, and the squatter's session ends.
-    const second = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PROMOTE: 'true' }, testModePayments: false, log: (l) => lines.push(l) });
+    const second = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PROMOTE: 'true' }, log: (l) => lines.push(l) });
     await second.close();
     expect((await squatter.req('GET', '/api/session')).status).toBe(401);
     expect((await squatter.req('GET', '/admin')).status).toBe(302);
@@ -376,13 +376,13 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
 
   it('a new admin address is created confirmed; a restart with the same password keeps its sessions, a new password ends them', async () => {
     const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'fresh-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'fresh admin password' };
-    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, testModePayments: false })).close();
+    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env })).close();
     const a = new Browser(tbase);
     const r = await a.req('POST', '/api/sign-in', { email: 'fresh-admin@example.com', password: 'fresh admin password' });
     expect((r.json() as { user: { role: string } }).user.role).toBe('admin');
-    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, testModePayments: false })).close();
+    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env })).close();
     expect((await a.req('GET', '/api/session')).status).toBe(200);
-    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PASSWORD: 'a changed admin password' }, testModePayments: false })).close();
+    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PASSWORD: 'a changed admin password' } })).close();
     expect((await a.req('GET', '/api/session')).status).toBe(401);
     const again = await a.req('POST', '/api/sign-in', { email: 'fresh-admin@example.com', password: 'a changed admin password' });
     expect((again.json() as { user: { email_verified: boolean } }).user.email_verified).toBe(true);
@@ -473,7 +473,7 @@ describe('DASHBOARD_ADMIN_REQUIRE_TOTP', () => {
     expect(() => readDashboardConfig({ DASHBOARD_ADMIN_EMAIL: 'a@example.com', DASHBOARD_ADMIN_PASSWORD: 'long enough pw', DASHBOARD_ADMIN_PROMOTE: 'sure' })).toThrow(/DASHBOARD_ADMIN_PROMOTE/);
     const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'env-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'env admin password' };
     for (const [required, expected] of [['true', 403], ['false', 200]] as const) {
-      const running = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_REQUIRE_TOTP: required }, testModePayments: false });
+      const running = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_REQUIRE_TOTP: required } });
       try {
         const a = new Browser(() => running.url);
         expect((await a.req('POST', '/api/sign-in', { email: 'env-admin@example.com', password: 'env admin password' })).status).toBe(200);

@@ -218,7 +218,7 @@ describe('what the holder sees', () => {
     const t = await w.topUps.cancel(a, topUpId);
     expect(t.state).toBe('cancelled');
     expect(w.stripe.sessions.get(sessionId)?.status).toBe('expired');
-    const page = String(topUpPage(session(a), t));
+    const page = String(topUpPage(session(a), t, (x) => w.topUps.labelOf(x.provider)));
     expect(page).toContain('Cancelled');
     expect(page).not.toContain('Awaiting payment');
     // Paid in another tab before the payer came back: the cancel finds it paid and credits it.
@@ -237,8 +237,10 @@ describe('what the holder sees', () => {
     await w.btcpay.pay(invoiceId, 'under');
     const t = await w.topUps.get(a, topUpId);
     expect(t.state).toBe('pending');
-    const page = String(topUpPage(session(a), t));
+    const page = String(topUpPage(session(a), t, (x) => w.topUps.labelOf(x.provider)));
     expect(page).toMatch(/\$5\.32 of \$10\.65 has arrived\. Send the remaining \$5\.33/);
+    // The method is the provider's own label, not a guess from its name.
+    expect(page).toContain(`<p>${w.topUps.offered.find((p) => p.name === 'btcpay')?.label ?? 'missing'} · `);
   });
 });
 

@@ -1,0 +1,98 @@
+// The holder's API keys: the Keys pages (create with a one-time reveal, caps, revoke) and /api/keys.
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
+import { editCapsPage, keysPage, revokePage } from './pages.js';
+import { capsFromInput, DashboardError, type DashboardService, type KeyView } from './service.js';
+import { send, who, type Ctx, type DashboardState } from './state.js';
+
+const keyId = (ctx: Context): string => (ctx as Ctx).params.keyId ?? '';
+
+function apiKey(k: KeyView): Record<string, unknown> {
+  return {
+    id: k.id,
+    name: k.name,
+    display_hint: k.displayHint,
+    created_at: new Date(k.createdAt).toISOString(),
+    state: k.state,
+    revoked_at: k.revokedAt === undefined ? null : new Date(k.revokedAt).toISOString(),
+    lifetime_cap_micro_usd: k.lifetimeCap ?? null,
+    monthly_cap_micro_usd: k.monthlyCap ?? null,
+    lifetime_spent_micro_usd: k.lifetimeSpent,
+    month_spent_micro_usd: k.monthSpent,
+    held_micro_usd: k.held,
+    last_used_at: k.lastUsedAt === undefined ? null : new Date(k.lastUsedAt).toISOString(),
+  };
+}
+
+export function keyPages(guarded: Router<DashboardState>, service: DashboardService, secureCookie: boolean): void {
+  const clearReveal = (ctx: Context): void => {
+    if (secureCookie) ctx.cookies.secure = true;
+    ctx.cookies.set(REVEAL_COOKIE, '', { httpOnly: true, sameSite: 'strict', secure: secureCookie, expires: new Date(0), path: '/keys', overwrite: true });
+  };
+  guarded.get('/keys', async (ctx) => {
+    const s = who(ctx);
+    // A key just made (post-redirect-get): its secret is shown by this one response, then the sealed
+    // copy is gone, so a reload shows the list and makes nothing.
+    const sealed = ctx.cookies.get(REVEAL_COOKIE);
+    const reveal = sealed === undefined || sealed === '' ? undefined : await openReveal(service.db, sealed, ctx.state.sessionId ?? '');
+    if (sealed !== undefined && sealed !== '') clearReveal(ctx);
+    const notice = ctx.query.sent === 'confirmation' ? 'A new confirmation link is on its way.' : undefined;
+    send(ctx, keysPage(s, await service.listKeys(s.user), { ...(reveal === undefined ? {} : { reveal }), ...(notice === undefined ? {} : { notice }) }));
+  });
+  guarded.post('/keys', async (ctx) => {
+    const s = who(ctx);
+    const b = ctx.state.body ?? {};
+    try {
+      const { key, secret } = await service.createKey(s.user, b.name, capsFromInput(b));
+      // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
+      // a log or a cache), and shown by the GET the redirect leads to.
+      const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
+      if (secureCookie) ctx.cookies.secure = true;
+      ctx.cookies.set(REVEAL_COOKIE, cookie, { httpOnly: true, sameSite: 'strict', secure: secureCookie, maxAge: 5 * 60_000, path: '/keys', overwrite: true });
+      ctx.status = 303;
+      ctx.redirect('/keys');
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, keysPage(s, await service.listKeys(s.user), { error: err.message }), err.status);
+    }
+  });
+  guarded.get('/keys/:keyId/edit', async (ctx) => send(ctx, editCapsPage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
+  guarded.post('/keys/:keyId/caps', async (ctx) => {
+    const s = who(ctx);
+    const key = await service.getKey(s.user, keyId(ctx));
+    try {
+      await service.setCaps(s.user, key.id, capsFromInput(ctx.state.body ?? {}));
+      ctx.redirect('/keys');
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, editCapsPage(s, key, err.message), err.status);
+    }
+  });
+  guarded.get('/keys/:keyId/revoke', async (ctx) => send(ctx, revokePage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
+  guarded.post('/keys/:keyId/revoke', async (ctx) => {
+    await service.revokeKey(who(ctx).user, keyId(ctx));
+    ctx.redirect('/keys');
+  });
+}
+
+export function keyApi(guarded: Router<DashboardState>, service: DashboardService): void {
+  guarded.get('/api/keys', async (ctx) => {
+    ctx.body = { keys: (await service.listKeys(who(ctx).user)).map(apiKey) };
+  });
+  guarded.post('/api/keys', async (ctx) => {
+    const b = ctx.state.body ?? {};
+    const { key, secret } = await service.createKey(who(ctx).user, b.name, capsFromInput(b));
+    ctx.status = 201;
+    ctx.body = { key: apiKey(key), secret };
+  });
+  guarded.get('/api/keys/:keyId', async (ctx) => {
+    ctx.body = { key: apiKey(await service.getKey(who(ctx).user, keyId(ctx))) };
+  });
+  guarded.patch('/api/keys/:keyId', async (ctx) => {
+    ctx.body = { key: apiKey(await service.setCaps(who(ctx).user, keyId(ctx), capsFromInput(ctx.state.body ?? {}))) };
+  });
+  guarded.post('/api/keys/:keyId/revoke', async (ctx) => {
+    ctx.body = { key: apiKey(await service.revokeKey(who(ctx).user, keyId(ctx))) };
+  });
+}
