@@ -13,27 +13,29 @@ import { journalWriter, openRecord } from './record/open-record.js';
 import { reconcile } from './record/reconcile.js';
 import { recordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
-import { createLogger } from './telemetry/logger.js';
+import { createLogger, type TollgateLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
 
-async function main(): Promise<void> {
-  const config = readConfig();
-  const logger = createLogger();
-  const tracing = initTracing({ serviceName: 'tollgate-gateway' });
-  let catalog: CatalogSource;
-  let secrets: SecretResolver;
+/** The catalog and upstream credentials: a ModelCatalog in Kubernetes (TOLLGATE_CATALOG_SOURCE=kubernetes), else the catalog file and the environment. */
+async function openCatalog(catalogFile: string, logger: TollgateLogger): Promise<{ catalog: CatalogSource; secrets: SecretResolver }> {
   if (process.env.TOLLGATE_CATALOG_SOURCE === 'kubernetes') {
     // Loaded here only: a gateway on a catalog file never pays for the Kubernetes client.
     const { openKubeCatalog } = await import('./catalog/kube-catalog.js');
     const namespace = process.env.TOLLGATE_CATALOG_NAMESPACE;
     const onError = (err: unknown, context?: string) => logger.log.warn({ err: String(err), context }, 'kubernetes watch problem; serving the last good catalog');
-    ({ catalog, secrets } = await openKubeCatalog({ ...(namespace ? { namespace } : {}), onError }));
-  } else {
-    catalog = await createFileCatalogSource(config.catalogFile, {
-      onError: (errors) => logger.log.error({ errors }, 'catalog edit rejected; serving the last good catalog'),
-    });
-    secrets = createEnvSecretResolver();
+    return openKubeCatalog({ ...(namespace ? { namespace } : {}), onError });
   }
+  const catalog = await createFileCatalogSource(catalogFile, {
+    onError: (errors) => logger.log.error({ errors }, 'catalog edit rejected; serving the last good catalog'),
+  });
+  return { catalog, secrets: createEnvSecretResolver() };
+}
+
+async function main(): Promise<void> {
+  const config = readConfig();
+  const logger = createLogger();
+  const tracing = initTracing({ serviceName: 'tollgate-gateway' });
+  const { catalog, secrets } = await openCatalog(config.catalogFile, logger);
   const owned = backendFromConfig(config);
   // With DATABASE_URL every settlement is journaled to PostgreSQL, the system of record.
   const record = config.databaseUrl === undefined ? undefined : await openRecord(config);

@@ -3,7 +3,9 @@
 // with a balance and a demo key.
 import { randomBytes } from 'node:crypto';
 import { startAdminServer } from './admin/server.js';
-import { backendFromConfig } from './backend-from-config.js';
+import { backendFromConfig, type OwnedBackend } from './backend-from-config.js';
+import type { Account } from './accounts/account-store.js';
+import type { Database } from './record/database.js';
 import { formatUsd } from './billing/money.js';
 import { usdPerMillionToMicros } from './catalog/price.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
@@ -13,70 +15,28 @@ import { readConfig } from './config.js';
 import { readDashboardConfig } from './dashboard/config.js';
 import { startLocalDashboard } from './dashboard/local-run.js';
 import { mailAccountHolders } from './dashboard/run.js';
-import { startTopUps } from './top-ups/run.js';
+import { startTopUps, type PaymentsMode } from './top-ups/run.js';
 import { RecordResponsesStore } from './responses/store.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
 import { reconcile } from './record/reconcile.js';
-import { recordedBackend } from './record/recorded-backend.js';
+import { recordedBackend, type RecordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import type { ToolScript } from './simulator/reply.js';
-import { startSimulator } from './simulator/server.js';
+import { startSimulator, type Simulator } from './simulator/server.js';
 
 async function main(): Promise<void> {
   const config = readConfig();
-  // The simulator reasons for exactly the models the catalog flags as reasoning, so a client sees the
-  // reasoning output (thinking blocks, reasoning_content) it would get from the real model.
-  const reasoningModels = new Set<string>();
-  const toolScript = simToolScript(process.env.SIM_TOOL_SCRIPT);
-  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false, reasoningModels, ...(toolScript === undefined ? {} : { toolScript }) });
-  process.env.TOLLGATE_SIMULATOR_URL ??= simulator.url;
-  const catalog = await createFileCatalogSource(config.catalogFile, {
-    onError: (errors) => {
-      for (const e of errors) process.stderr.write(`catalog: ${e.source}: ${e.path}: ${e.message} (keeping the last good catalog)\n`);
-    },
-  });
-  const trackReasoning = (snapshot: CatalogSnapshot): void => {
-    reasoningModels.clear();
-    for (const m of snapshot.models) if (m.supportsReasoning) for (const u of m.upstreams) reasoningModels.add(u.upstreamModel);
-  };
-  trackReasoning(catalog.current());
-  catalog.onSwap(trackReasoning);
+  const { simulator, catalog } = await startSimulatedUpstream(config.catalogFile);
   const owned = backendFromConfig(config);
   // The record: PostgreSQL with DATABASE_URL, else the embedded one under TOLLGATE_DATA_DIR. Accounts,
   // keys and credits commit there first, then the hot path.
   const record = await openRecord(config);
   const backend = recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs });
-  const { accounts, ledger } = backend;
+  const { ledger } = backend;
   const journal = journalWriter(record, config, owned.journalStream);
 
-  const existing = (await accounts.listAccounts()).find((a) => a.name === 'demo');
-  // getAccount seeds a hot path that does not have the recorded account yet (a restart of the memory run).
-  const account = (existing === undefined ? undefined : await accounts.getAccount(existing.id)) ?? (await accounts.createAccount('demo'));
-  const balanceUsd = process.env.TOLLGATE_DEMO_BALANCE_USD ?? '10.00';
-  if (existing !== undefined && owned.kind === 'memory') {
-    // A restart of the memory run: the balance comes back from the record (credits less what the
-    // journal charged), applied to the empty hot path under a key of this start only; the starting
-    // credit is already on the record and is not given twice.
-    // The totals count every movement the record has, so none is left pending for the hot path.
-    const totals = await record.transaction(async (tx) => {
-      await tx.query(`UPDATE ledger_entries SET applied_at = now() WHERE account_id = $1 AND applied_at IS NULL AND kind <> 'usage'`, [account.id]);
-      return tx.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [account.id]);
-    });
-    const recorded = totals.rows[0]?.balance ?? 0;
-    if (recorded > 0) await owned.backend.ledger.credit(account.id, recorded, `rebuild-${account.id}-${Date.now()}`);
-  } else {
-    await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
-  }
-  const demoKey = process.env.TOLLGATE_DEMO_KEY;
-  let secret: string;
-  if (demoKey !== undefined && demoKey !== '') {
-    await accounts.importKey(account.id, demoKey, { name: 'demo' });
-    secret = demoKey;
-  } else {
-    secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
-  }
-
+  const { account, secret } = await demoAccount(record, owned, backend);
   const gateway = await startGateway({ config, catalog, backend, responsesStore: new RecordResponsesStore(record, Date.now, { maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }), secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
   const books = reconcileSources(record, backend, owned.journalStream, journal);
   const reconciler = startReconciler(books, {
@@ -110,26 +70,7 @@ async function main(): Promise<void> {
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
   const balance = await ledger.balance(account.id);
   process.stdout.write(
-    [
-      '',
-      `Tollgate is running at ${gateway.url}/v1 (ledger: ${owned.kind}, upstream: simulator at ${simulator.url})`,
-      `Demo account ${account.id}, balance ${formatUsd(balance.balance)} USD`,
-      `API key: ${secret}`,
-      '',
-      'Try it:',
-      `curl -s ${gateway.url}/v1/chat/completions -H "Authorization: Bearer ${secret}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
-      '',
-      `Metrics: http://${config.host}:${gateway.metricsServer?.port ?? config.metricsPort}/metrics`,
-      `Admin API: ${admin.url}/admin (token: ${config.adminToken !== '' ? 'from TOLLGATE_ADMIN_TOKEN' : adminToken})`,
-      `Dashboard: ${dashboard.url} (sign in as ${dashboard.email}, password ${dashboard.password})`,
-      `Dashboard admin: ${dashboard.admin.email}, password ${dashboard.admin.password}`,
-      payments === undefined
-        ? 'Top-ups: off'
-        : payments.real
-          ? `Top-ups: ${payments.providers.join(', ')} (live keys from the environment)`
-          : `Top-ups: TEST MODE, no real money (fake Stripe at ${payments.stripeUrl}, fake BTCPay at ${payments.btcpayUrl})`,
-      '',
-    ].join('\n'),
+    banner({ gatewayUrl: gateway.url, ledgerKind: owned.kind, simulatorUrl: simulator.url, accountId: account.id, balance: balance.balance, secret, model, metricsUrl: `http://${config.host}:${gateway.metricsServer?.port ?? config.metricsPort}/metrics`, adminUrl: admin.url, adminToken: config.adminToken !== '' ? 'from TOLLGATE_ADMIN_TOKEN' : adminToken, dashboard, payments }),
   );
   const stop = async (): Promise<void> => {
     reconciler.stop();
@@ -145,6 +86,100 @@ async function main(): Promise<void> {
   };
   process.once('SIGINT', () => void stop());
   process.once('SIGTERM', () => void stop());
+}
+
+/**
+ * The simulator as the upstream, and the file catalog: the simulator reasons for exactly the models the
+ * catalog flags as reasoning, so a client sees the reasoning output (thinking blocks, reasoning_content)
+ * it would get from the real model.
+ */
+async function startSimulatedUpstream(catalogFile: string): Promise<{ simulator: Simulator; catalog: Awaited<ReturnType<typeof createFileCatalogSource>> }> {
+  const reasoningModels = new Set<string>();
+  const toolScript = simToolScript(process.env.SIM_TOOL_SCRIPT);
+  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false, reasoningModels, ...(toolScript === undefined ? {} : { toolScript }) });
+  process.env.TOLLGATE_SIMULATOR_URL ??= simulator.url;
+  const catalog = await createFileCatalogSource(catalogFile, {
+    onError: (errors) => {
+      for (const e of errors) process.stderr.write(`catalog: ${e.source}: ${e.path}: ${e.message} (keeping the last good catalog)\n`);
+    },
+  });
+  const trackReasoning = (snapshot: CatalogSnapshot): void => {
+    reasoningModels.clear();
+    for (const m of snapshot.models) if (m.supportsReasoning) for (const u of m.upstreams) reasoningModels.add(u.upstreamModel);
+  };
+  trackReasoning(catalog.current());
+  catalog.onSwap(trackReasoning);
+  return { simulator, catalog };
+}
+
+/** The demo account with its starting balance (once; a restart of the memory run rebuilds it from the record) and its key. */
+async function demoAccount(record: Database, owned: OwnedBackend, backend: RecordedBackend): Promise<{ account: Account; secret: string }> {
+  const { accounts, ledger } = backend;
+  const existing = (await accounts.listAccounts()).find((a) => a.name === 'demo');
+  // getAccount seeds a hot path that does not have the recorded account yet (a restart of the memory run).
+  const account = (existing === undefined ? undefined : await accounts.getAccount(existing.id)) ?? (await accounts.createAccount('demo'));
+  const balanceUsd = process.env.TOLLGATE_DEMO_BALANCE_USD ?? '10.00';
+  if (existing !== undefined && owned.kind === 'memory') {
+    // A restart of the memory run: the balance comes back from the record (credits less what the
+    // journal charged), applied to the empty hot path under a key of this start only; the starting
+    // credit is already on the record and is not given twice.
+    // The totals count every movement the record has, so none is left pending for the hot path.
+    const totals = await record.transaction(async (tx) => {
+      await tx.query(`UPDATE ledger_entries SET applied_at = now() WHERE account_id = $1 AND applied_at IS NULL AND kind <> 'usage'`, [account.id]);
+      return tx.query<{ balance: number }>('SELECT balance FROM account_totals WHERE account_id = $1', [account.id]);
+    });
+    const recorded = totals.rows[0]?.balance ?? 0;
+    if (recorded > 0) await owned.backend.ledger.credit(account.id, recorded, `rebuild-${account.id}-${Date.now()}`);
+  } else {
+    await ledger.credit(account.id, usdPerMillionToMicros(balanceUsd), `demo-start-balance-${account.id}`);
+  }
+  const demoKey = process.env.TOLLGATE_DEMO_KEY;
+  let secret: string;
+  if (demoKey !== undefined && demoKey !== '') {
+    await accounts.importKey(account.id, demoKey, { name: 'demo' });
+    secret = demoKey;
+  } else {
+    secret = (await accounts.createKey(account.id, { name: 'demo' })).secret;
+  }
+
+  return { account, secret };
+}
+
+/** What `npm start` prints: where everything is, the demo key, a curl to paste. */
+function banner(b: {
+  gatewayUrl: string;
+  ledgerKind: string;
+  simulatorUrl: string;
+  accountId: string;
+  balance: number;
+  secret: string;
+  model: string;
+  metricsUrl: string;
+  adminUrl: string;
+  adminToken: string;
+  dashboard: { url: string; email: string; password: string; admin: { email: string; password: string } };
+  payments: PaymentsMode | undefined;
+}): string {
+  return [
+    '',
+    `Tollgate is running at ${b.gatewayUrl}/v1 (ledger: ${b.ledgerKind}, upstream: simulator at ${b.simulatorUrl})`,
+    `Demo account ${b.accountId}, balance ${formatUsd(b.balance)} USD`,
+    `API key: ${b.secret}`,
+    '',
+    'Try it:',
+    `curl -s ${b.gatewayUrl}/v1/chat/completions -H "Authorization: Bearer ${b.secret}" -H "Content-Type: application/json" -d '{"model":"${b.model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+    '',
+    `Metrics: ${b.metricsUrl}`,
+    `Admin API: ${b.adminUrl}/admin (token: ${b.adminToken})`,
+    `Dashboard: ${b.dashboard.url} (sign in as ${b.dashboard.email}, password ${b.dashboard.password})`,
+    `Dashboard admin: ${b.dashboard.admin.email}, password ${b.dashboard.admin.password}`,
+    b.payments === undefined
+      ? 'Top-ups: off'
+      : b.payments.real
+        ? `Top-ups: ${b.payments.providers.join(', ')} (live keys from the environment)`
+        : `Top-ups: TEST MODE, no real money (fake Stripe at ${b.payments.stripeUrl}, fake BTCPay at ${b.payments.btcpayUrl})`,
+    '',
+  ].join('\n');
 }
 
 /** SIM_TOOL_SCRIPT: {"tool": "<name>", "arguments": {...}}, a scripted tool call for demos (src/simulator/reply.ts). */

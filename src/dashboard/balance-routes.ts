@@ -31,10 +31,6 @@ export function balanceRoutes(
   deps: { service: DashboardService; topUps: TopUpService | undefined; autoTopUps: AutoTopUps | undefined; send: (ctx: Context, page: Html, status?: number) => void },
 ): void {
   const { service, topUps, autoTopUps, send } = deps;
-  const needAuto = (): AutoTopUps => {
-    if (autoTopUps === undefined) throw new DashboardError(404, 'Automatic top-ups need card payments, which are not set up on this Tollgate.');
-    return autoTopUps;
-  };
   const who = (ctx: Ctx): Session => ctx.state.session as Session;
   const needTopUps = (): TopUpService => {
     if (topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up on this Tollgate.');
@@ -93,6 +89,27 @@ export function balanceRoutes(
       await renderBalance(c, { error: err.message, amount: String(b.amount_usd ?? '') }, err.status);
     }
   });
+  router.get('/top-ups/:id', async (ctx) => {
+    const c = ctx as Ctx;
+    send(c, topUpPage(who(c), await needTopUps().get(who(c).user.accountId, c.params.id ?? ''), (t) => needTopUps().labelOf(t.provider)));
+  });
+  router.post('/top-ups/:id/recheck', async (ctx) => {
+    const c = ctx as Ctx;
+    const t = await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '');
+    c.redirect(`/top-ups/${t.id}`);
+  });
+
+  autoTopUpRoutes(router, autoTopUps, renderBalance);
+  balanceApiRoutes(router, service, needTopUps);
+}
+
+/** Automatic top-ups: the card setup and the settings form (post-redirect-get). */
+function autoTopUpRoutes(router: Router<DashboardState>, autoTopUps: AutoTopUps | undefined, renderBalance: (ctx: Ctx, extra: { autoError?: string }, status: number) => Promise<void>): void {
+  const who = (ctx: Ctx): Session => ctx.state.session as Session;
+  const needAuto = (): AutoTopUps => {
+    if (autoTopUps === undefined) throw new DashboardError(404, 'Automatic top-ups need card payments, which are not set up on this Tollgate.');
+    return autoTopUps;
+  };
   router.post('/balance/auto-top-up', async (ctx) => {
     const c = ctx as Ctx;
     const b = c.state.body ?? {};
@@ -116,16 +133,15 @@ export function balanceRoutes(
     c.status = 303;
     c.redirect(url);
   });
-  router.get('/top-ups/:id', async (ctx) => {
-    const c = ctx as Ctx;
-    send(c, topUpPage(who(c), await needTopUps().get(who(c).user.accountId, c.params.id ?? ''), (t) => needTopUps().labelOf(t.provider)));
-  });
-  router.post('/top-ups/:id/recheck', async (ctx) => {
-    const c = ctx as Ctx;
-    const t = await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '');
-    c.redirect(`/top-ups/${t.id}`);
-  });
+}
 
+/** The Balance page's JSON twins: balance, statement, top-ups. */
+function balanceApiRoutes(router: Router<DashboardState>, service: DashboardService, needTopUps: () => TopUpService): void {
+  const who = (ctx: Ctx): Session => ctx.state.session as Session;
+  const query = (ctx: Ctx, name: string): string | undefined => {
+    const v = ctx.query[name];
+    return typeof v === 'string' ? v : undefined;
+  };
   router.get('/api/balance', async (ctx) => {
     const c = ctx as Ctx;
     const b = await service.balance(who(c).user);
