@@ -21,11 +21,6 @@ export function usdToCents(s: unknown): number | undefined {
   return cents > BigInt(Number.MAX_SAFE_INTEGER) ? undefined : Number(cents);
 }
 
-/** Whole cents of `amount × rate` (a crypto amount at a USD rate), rounded down. */
-export function productToCents(amount: unknown, rate: unknown): number | undefined {
-  return sumOfProductsToCents([[amount, rate]]);
-}
-
 /**
  * Whole cents of Σ amount × rate, rounded down once at the end (so an exact payment split across two
  * payment methods is not a cent short); undefined when any part is not a plain decimal.
