@@ -186,6 +186,15 @@ export class AutoTopUps {
     const q = quoteTopUp(Number(row.amount_cents));
     const id = `tu_${randomBytes(12).toString('base64url')}`;
     return this.opts.db.transaction(async (tx) => {
+      // Passes on one account take turns (the settings row's lock), and each reads the balance again
+      // under it: a pass that listed the account before another's top-up was credited finds it above
+      // the threshold now, rather than charging the card a second time.
+      const still = await tx.query<{ enabled: boolean; balance: number }>(
+        `SELECT a.enabled, t.balance FROM auto_top_ups a JOIN account_totals t USING (account_id) WHERE a.account_id = $1 FOR UPDATE OF a`,
+        [row.account_id],
+      );
+      const now = still.rows[0];
+      if (now === undefined || !now.enabled || Number(now.balance) >= Number(row.threshold_cents) * MICROS_PER_CENT) return undefined;
       if ((await thisMonth(tx, row.account_id)) + q.creditCents > Number(row.monthly_max_cents)) return undefined;
       const inserted = await tx.query(
         `INSERT INTO top_ups (id, account_id, provider, credit_cents, fee_cents, total_cents, state, origin) VALUES ($1, $2, $3, $4, $5, $6, 'quoted', 'auto')
