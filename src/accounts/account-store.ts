@@ -1,10 +1,13 @@
 // Accounts and their API keys. Only a hash of a key is ever stored; the secret exists once, at creation.
 import type { Micros } from '../catalog/snapshot.js';
+import type { RateLimits } from './rate-limits.js';
 
 export interface Account {
   id: string;
   name: string;
   createdAt: number;
+  /** Rate limits of each key that sets none of its own; undefined = none. */
+  rateLimits?: RateLimits;
 }
 
 export interface KeyCaps {
@@ -23,6 +26,8 @@ export interface ApiKeyRecord extends KeyCaps {
   createdAt: number;
   /** Unix ms of revocation; undefined while active. */
   revokedAt?: number;
+  /** The key's own rate limits (each overrides the account's default); undefined = none. */
+  rateLimits?: RateLimits;
 }
 
 export interface CreatedKey {
@@ -33,6 +38,7 @@ export interface CreatedKey {
 
 export interface NewKeyOptions extends KeyCaps {
   name?: string;
+  rateLimits?: RateLimits;
 }
 
 export interface AccountStore {
@@ -48,6 +54,10 @@ export interface AccountStore {
   listKeys(accountId: string): Promise<ApiKeyRecord[]>;
   revokeKey(accountId: string, keyId: string): Promise<boolean>;
   setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean>;
+  /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */
+  setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean>;
+  /** Sets the account's default rate limits for keys given and clears the others; false when no such account. */
+  setAccountRateLimits(accountId: string, limits: RateLimits): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -57,7 +67,11 @@ export interface AccountStore {
  * keeps whatever spend the hot path already counts for it.
  */
 export interface RestorableAccountStore extends AccountStore {
-  restoreAccount(account: Account): Promise<void>;
+  /**
+   * Writes the account (its default rate limits included). With a version (the record's count of
+   * changes to those limits), an older copy than the hot path holds leaves the limits as they are.
+   */
+  restoreAccount(account: Account, version?: number): Promise<void>;
   /**
    * Writes the record as given (caps and revocation included) and points `secretHash` at it. With a
    * version (the record's count of changes to the key), a copy older than the one the hot path holds is

@@ -4,9 +4,11 @@ import type { ApiKeyRecord, NewKeyOptions } from './account-store.js';
 import { keyDisplayHint } from './api-key.js';
 import { newKeyId } from './ids.js';
 import { checkCaps } from './validation.js';
+import { checkRateLimits, compactRateLimits } from './rate-limits.js';
 
 export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOptions, createdAt: number): ApiKeyRecord {
   checkCaps(opts);
+  checkRateLimits(opts.rateLimits);
   const record: ApiKeyRecord = {
     id: newKeyId(),
     accountId,
@@ -16,5 +18,7 @@ export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOpti
   };
   if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
   if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
+  const limits = compactRateLimits(opts.rateLimits);
+  if (limits !== undefined) record.rateLimits = limits;
   return record;
 }

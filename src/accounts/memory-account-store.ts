@@ -5,8 +5,10 @@ import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
 import { checkCaps, checkImportedSecret } from './validation.js';
 import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
+import { checkRateLimits, compactRateLimits, type RateLimits } from './rate-limits.js';
 
-const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r });
+const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r, ...(r.rateLimits === undefined ? {} : { rateLimits: { ...r.rateLimits } }) });
+const copyAccount = (a: Account): Account => ({ ...a, ...(a.rateLimits === undefined ? {} : { rateLimits: { ...a.rateLimits } }) });
 
 export class MemoryAccountStore implements RestorableAccountStore {
   constructor(
@@ -23,11 +25,11 @@ export class MemoryAccountStore implements RestorableAccountStore {
 
   async getAccount(accountId: string): Promise<Account | undefined> {
     const a = this.state.accounts.get(accountId);
-    return a ? { ...a.account } : undefined;
+    return a ? copyAccount(a.account) : undefined;
   }
 
   async listAccounts(): Promise<Account[]> {
-    return [...this.state.accounts.values()].map((a) => ({ ...a.account }));
+    return [...this.state.accounts.values()].map((a) => copyAccount(a.account));
   }
 
   async createKey(accountId: string, opts: NewKeyOptions = {}): Promise<CreatedKey> {
@@ -88,8 +90,38 @@ export class MemoryAccountStore implements RestorableAccountStore {
     return true;
   }
 
-  async restoreAccount(account: Account): Promise<void> {
-    if (!this.state.accounts.has(account.id)) this.state.accounts.set(account.id, newMemoryAccount({ ...account }));
+  async setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {
+    checkRateLimits(limits);
+    const k = this.state.accounts.get(accountId)?.keys.get(keyId);
+    if (!k) return false;
+    const own = compactRateLimits(limits);
+    if (own === undefined) delete k.record.rateLimits;
+    else k.record.rateLimits = own;
+    return true;
+  }
+
+  async setAccountRateLimits(accountId: string, limits: RateLimits): Promise<boolean> {
+    checkRateLimits(limits);
+    const a = this.state.accounts.get(accountId);
+    if (!a) return false;
+    const defaults = compactRateLimits(limits);
+    if (defaults === undefined) delete a.account.rateLimits;
+    else a.account.rateLimits = defaults;
+    return true;
+  }
+
+  async restoreAccount(account: Account, version?: number): Promise<void> {
+    const held = this.state.accounts.get(account.id);
+    if (held === undefined) {
+      const created = newMemoryAccount(copyAccount(account));
+      if (version !== undefined) created.limitsVersion = version;
+      this.state.accounts.set(account.id, created);
+      return;
+    }
+    // An older copy of the default limits than the one held never overwrites it (see lua/account.lua).
+    if (version !== undefined && held.limitsVersion !== undefined && held.limitsVersion > version) return;
+    held.account = copyAccount(account);
+    if (version !== undefined) held.limitsVersion = version;
   }
 
   async restoreKey(record: ApiKeyRecord, secretHash: string, version?: number): Promise<boolean> {

@@ -8,6 +8,7 @@ import { newKeyRecord } from './key-record.js';
 import { checkCaps, checkImportedSecret } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
+import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
 
 export interface RedisAccountStoreOptions {
   redis: RedisClient;
@@ -28,7 +29,20 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
   if (h.lifetimeCap !== undefined) rec.lifetimeCap = Number(h.lifetimeCap);
   if (h.monthlyCap !== undefined) rec.monthlyCap = Number(h.monthlyCap);
+  const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
+  if (limits !== undefined) rec.rateLimits = limits;
   return rec;
+}
+
+/** A key's record as hash field, value pairs (never its spend, holds or rate-limit counters). */
+function keyFields(record: ApiKeyRecord): string[] {
+  const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
+  fields.push('createdAt', String(record.createdAt));
+  if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
+  if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+  if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
+  fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
+  return fields;
 }
 
 export class RedisAccountStore implements RestorableAccountStore {
@@ -54,9 +68,12 @@ export class RedisAccountStore implements RestorableAccountStore {
   }
 
   async getAccount(accountId: string): Promise<Account | undefined> {
-    const [id, name, createdAt] = await this.redis.hmget(this.k.account(accountId), 'id', 'name', 'createdAt');
+    const [id, name, createdAt, drpm, dtpm, dconc] = await this.redis.hmget(this.k.account(accountId), 'id', 'name', 'createdAt', 'drpm', 'dtpm', 'dconc');
     if (!id) return undefined;
-    return { id, name: name ?? '', createdAt: Number(createdAt) };
+    const account: Account = { id, name: name ?? '', createdAt: Number(createdAt) };
+    const limits = limitsFromHash({ drpm: drpm ?? undefined, dtpm: dtpm ?? undefined, dconc: dconc ?? undefined }, ACCOUNT_LIMIT_FIELDS);
+    if (limits !== undefined) account.rateLimits = limits;
+    return account;
   }
 
   async listAccounts(): Promise<Account[]> {
@@ -84,10 +101,7 @@ export class RedisAccountStore implements RestorableAccountStore {
   private async storeKey(accountId: string, secret: string, opts: NewKeyOptions): Promise<ApiKeyRecord> {
     const record = newKeyRecord(accountId, secret, opts, this.now());
     if (!(await this.getAccount(accountId))) throw new Error(`unknown account ${accountId}`);
-    const fields: string[] = ['id', record.id, 'accountId', accountId, 'name', record.name, 'hint', record.displayHint];
-    fields.push('createdAt', String(record.createdAt));
-    if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
-    if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+    const fields = keyFields(record);
     // The record first, the lookup last: a lookup never points at a record that is not there yet.
     await this.redis
       .multi()
@@ -149,19 +163,45 @@ export class RedisAccountStore implements RestorableAccountStore {
     return true;
   }
 
-  async restoreAccount(account: Account): Promise<void> {
+  async setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {
+    checkRateLimits(limits);
+    const key = this.k.key(accountId, keyId);
+    if (!(await this.redis.hexists(key, 'id'))) return false;
+    const m = this.redis.multi().hdel(key, ...Object.values(KEY_LIMIT_FIELDS));
+    const pairs = limitFieldPairs(limits, KEY_LIMIT_FIELDS);
+    if (pairs.length > 0) m.hset(key, ...pairs);
+    await m.exec();
+    return true;
+  }
+
+  async setAccountRateLimits(accountId: string, limits: RateLimits): Promise<boolean> {
+    checkRateLimits(limits);
+    const account = await this.getAccount(accountId);
+    if (account === undefined) return false;
+    await this.writeAccount({ ...account, rateLimits: limits }, undefined);
+    return true;
+  }
+
+  /** The account's identity and default limits, version-checked (lua/account.lua). */
+  private async writeAccount(account: Account, version: number | undefined): Promise<void> {
+    await this.scripts.run<number>('account', [this.k.account(account.id)], [
+      version === undefined ? '' : String(version),
+      account.id,
+      account.name,
+      String(account.createdAt),
+      ...limitFieldPairs(account.rateLimits, ACCOUNT_LIMIT_FIELDS),
+    ]);
+  }
+
+  async restoreAccount(account: Account, version?: number): Promise<void> {
     // Two commands, as createAccount: the account list lives in another cluster slot.
-    await this.redis.hset(this.k.account(account.id), 'id', account.id, 'name', account.name, 'createdAt', String(account.createdAt));
+    await this.writeAccount(account, version);
     await this.redis.zadd(this.k.accountList(), account.createdAt, account.id);
   }
 
   async restoreKey(record: ApiKeyRecord, secretHash: string, version?: number): Promise<boolean> {
     const key = this.k.key(record.accountId, record.id);
-    const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
-    fields.push('createdAt', String(record.createdAt));
-    if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
-    if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
-    if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
+    const fields = keyFields(record);
     // One script, so the version check and the write are one step; the record first, the lookup last
     // (as storeKey): a lookup never points at a missing record. The lookup lives in another cluster slot.
     const written = await this.scripts.run<number>('key', [key, this.k.keys(record.accountId)], [

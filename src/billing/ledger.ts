@@ -10,7 +10,27 @@ export type RefusalReason =
   | 'key_lifetime_cap_reached'
   | 'key_monthly_cap_reached'
   | 'key_revoked'
-  | 'unknown_key';
+  | 'unknown_key'
+  | RateLimitReason;
+
+/** A refusal by one of the key's rate limits (requests or tokens per window, requests in flight). */
+export type RateLimitReason = 'rate_limit_requests' | 'rate_limit_tokens' | 'rate_limit_concurrency';
+
+export function isRateLimitReason(reason: RefusalReason): reason is RateLimitReason {
+  return reason === 'rate_limit_requests' || reason === 'rate_limit_tokens' || reason === 'rate_limit_concurrency';
+}
+
+/**
+ * A key's rate-limit state as the reservation left it (what the answer's rate-limit headers say). A limit
+ * that is not set is undefined.
+ */
+export interface RateLimitState {
+  requests?: { limit: number; remaining: number };
+  tokens?: { limit: number; remaining: number };
+  concurrency?: { limit: number; inFlight: number };
+  /** Milliseconds until the request and token window starts again. */
+  resetMs: number;
+}
 
 export interface ReservationRequest {
   requestId: string;
@@ -24,6 +44,10 @@ export interface ReservationRequest {
   now?: number;
   /** The model asked for: what the journal's record of a refusal names. */
   model?: string;
+  /** Tokens counted against the key's token limit: the worst case (input bound + output limit). */
+  rateLimitTokens?: number;
+  /** The length of the rate limits' window in ms (default 60,000: per minute). */
+  rateLimitWindowMs?: number;
 }
 
 export type ReservationOutcome =
@@ -35,16 +59,22 @@ export type ReservationOutcome =
        * is told from a repeat.
        */
       generation?: string;
+      /** The key's rate limits after this request was counted; absent when the key has none. */
+      rateLimit?: RateLimitState;
     }
   | {
       admitted: false;
+      /** The key's rate limits as they stood (absent for unknown or revoked keys, or none set). */
+      rateLimit?: RateLimitState;
       /**
        * The limit that refused: of the account balance, the key's lifetime cap and its monthly cap, the
        * one with the least left. On a tie the first in that order is named (balance, lifetime, monthly).
+       * Money is checked first; an affordable request can still be refused by a rate limit.
        */
       reason: RefusalReason;
+      /** Micro-USD; for a rate-limit refusal, the requests or tokens the request needed. */
       needed: Micros;
-      /** What that limit has left (never negative). */
+      /** What that limit has left (never negative); requests or tokens for a rate-limit refusal. */
       available: Micros;
       /**
        * The smallest of all three limits' remainders: what any request could still reserve. For a refusal

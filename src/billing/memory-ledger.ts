@@ -12,6 +12,7 @@ import type {
   Ledger,
   ReapResult,
   RefundOutcome,
+  RateLimitState,
   RefusalReason,
   ReservationOutcome,
   ReservationRequest,
@@ -20,7 +21,9 @@ import type {
   UsageRecord,
 } from './ledger.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold } from './ledger-common.js';
-import type { MemoryAccount, MemoryKey, MemoryState } from './memory-state.js';
+import type { MemoryAccount, MemoryHold, MemoryKey, MemoryRateCount, MemoryState } from './memory-state.js';
+import { effectiveRateLimits, type RateLimits } from '../accounts/rate-limits.js';
+import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens } from './rate-limit-state.js';
 import { utcMonth } from './month.js';
 
 const get = (m: Map<string, number>, k: string): number => m.get(k) ?? 0;
@@ -28,6 +31,16 @@ const add = (m: Map<string, number>, k: string, d: number): void => {
   m.set(k, get(m, k) + d);
 };
 const nonNeg = (v: number): number => (v < 0 ? 0 : v);
+
+/** The key's rate-limit state for the answer's headers (as rateLimitStateOf reads reserve.lua's). */
+function memoryRateState(limits: RateLimits, count: MemoryRateCount, resetMs: number): RateLimitState | undefined {
+  const state: RateLimitState = { resetMs };
+  const { requestsPerMinute: rpm, tokensPerMinute: tpm, concurrentRequests: conc } = limits;
+  if (rpm !== undefined) state.requests = { limit: rpm, remaining: nonNeg(rpm - count.requests) };
+  if (tpm !== undefined) state.tokens = { limit: tpm, remaining: nonNeg(tpm - count.tokens) };
+  if (conc !== undefined) state.concurrency = { limit: conc, inFlight: count.inFlight.size };
+  return rpm === undefined && tpm === undefined && conc === undefined ? undefined : state;
+}
 
 export interface MemoryLedgerOptions {
   usageMaxRecords: number;
@@ -86,12 +99,42 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
         left = monthLeft;
       }
     }
-    if (amount > left) return { admitted: false, reason, needed: amount, available: left, availableOverall: left };
+    // Rate limits as in reserve.lua: the key's own, else the account's default; fixed windows.
+    const limits = effectiveRateLimits(key.record.rateLimits, acct.account.rateLimits);
+    const windowMs = req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS;
+    const win = Math.floor(now / windowMs);
+    const deadline = now + req.holdTtlMs;
+    let count = acct.rate.get(req.keyId);
+    if (count === undefined) {
+      count = { window: win, requests: 0, tokens: 0, inFlight: new Map() };
+      acct.rate.set(req.keyId, count);
+    }
+    if (count.window !== win) Object.assign(count, { window: win, requests: 0, tokens: 0 });
+    for (const [rid, due] of count.inFlight) if (due <= now) count.inFlight.delete(rid);
+    const tokens = req.rateLimitTokens ?? 0;
+    const state = (): RateLimitState | undefined => memoryRateState(limits, count, (win + 1) * windowMs - now);
+    const refuse = (r: RefusalReason, needed: number, available: number, overall: number): ReservationOutcome => {
+      const rateLimit = state();
+      return { admitted: false, reason: r, needed, available, availableOverall: overall, ...(rateLimit === undefined ? {} : { rateLimit }) };
+    };
+    if (amount > left) return refuse(reason, amount, left, left);
+    const { requestsPerMinute: rpm, tokensPerMinute: tpm, concurrentRequests: conc } = limits;
+    if (rpm !== undefined && count.requests + 1 > rpm) return refuse('rate_limit_requests', 1, nonNeg(rpm - count.requests), left);
+    if (tpm !== undefined && count.tokens + tokens > tpm) return refuse('rate_limit_tokens', tokens, nonNeg(tpm - count.tokens), left);
+    if (conc !== undefined && count.inFlight.size + 1 > conc) return refuse('rate_limit_concurrency', 1, nonNeg(conc - count.inFlight.size), left);
+    const hold: MemoryHold = { amount, keyId: req.keyId, month, deadline };
+    if (rpm !== undefined || tpm !== undefined) {
+      count.requests += 1;
+      count.tokens += tokens;
+    }
+    if (tpm !== undefined) Object.assign(hold, { rateWindow: win, rateTokens: tokens });
+    if (conc !== undefined) count.inFlight.set(req.requestId, deadline);
     acct.held += amount;
     key.lifetimeHeld += amount;
     add(key.monthHeld, month, amount);
-    acct.holds.set(req.requestId, { amount, keyId: req.keyId, month, deadline: now + req.holdTtlMs });
-    return { admitted: true };
+    acct.holds.set(req.requestId, hold);
+    const rateLimit = state();
+    return { admitted: true, ...(rateLimit === undefined ? {} : { rateLimit }) };
   }
 
   async settle(req: SettlementRequest): Promise<SettlementOutcome> {
@@ -100,6 +143,12 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     const acct = this.state.accounts.get(req.accountId);
     if (!acct || acct.settled.has(req.requestId)) return duplicate;
     const hold = acct.holds.get(req.requestId);
+    const count = acct.rate.get(req.keyId);
+    count?.inFlight.delete(req.requestId);
+    // The token window counted the worst case: the unused part goes back while the window lasts.
+    if (hold?.rateWindow !== undefined && count !== undefined && count.window === hold.rateWindow) {
+      count.tokens = nonNeg(count.tokens - nonNeg((hold.rateTokens ?? 0) - rateLimitedTokens(req.usage)));
+    }
     let charge: number;
     let released = 0;
     let late = false;

@@ -8,6 +8,17 @@ export interface MemoryHold {
   keyId: string;
   month: string;
   deadline: number;
+  /** The token window and tokens the hold counted against the key's token limit, when it has one. */
+  rateWindow?: number;
+  rateTokens?: number;
+}
+
+export interface MemoryRateCount {
+  window: number;
+  requests: number;
+  tokens: number;
+  /** Request id -> hold deadline, of the requests in flight. */
+  inFlight: Map<string, number>;
 }
 
 export interface MemoryKey {
@@ -24,6 +35,10 @@ export type MemoryUsageEntry = { kind: 'usage'; record: UsageRecord } | { kind: 
 
 export interface MemoryAccount {
   account: Account;
+  /** The record's version of the account's default rate limits (restoreAccount); undefined when never given. */
+  limitsVersion?: number;
+  /** Rate-limit counts per key: the window they are for, requests and tokens in it, requests in flight. */
+  rate: Map<string, MemoryRateCount>;
   balance: number;
   held: number;
   credited: number;
@@ -57,6 +72,7 @@ export function newMemoryAccount(account: Account): MemoryAccount {
     credited: 0,
     refunded: 0,
     usageArchived: 0,
+    rate: new Map(),
     keys: new Map(),
     holds: new Map(),
     settled: new Map(),

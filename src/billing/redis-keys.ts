@@ -10,6 +10,8 @@ export interface RedisKeys {
   keys(accountId: string): string;
   hold(accountId: string, requestId: string): string;
   holds(accountId: string): string;
+  /** A key's requests in flight (rate limits): request ids scored by hold deadline. */
+  inflight(accountId: string, keyId: string): string;
   settled(accountId: string, requestId: string): string;
   reaped(accountId: string, requestId: string): string;
   usage(accountId: string): string;
@@ -39,6 +41,7 @@ export function redisKeys(namespace: string): RedisKeys {
     keys: (a) => `${tag(a)}keys`,
     hold: (a, r) => `${tag(a)}hold:${r}`,
     holds: (a) => `${tag(a)}holds`,
+    inflight: (a, k) => `${tag(a)}inflight:${k}`,
     settled: (a, r) => `${tag(a)}settled:${r}`,
     reaped: (a, r) => `${tag(a)}reaped:${r}`,
     usage: (a) => `${tag(a)}usage`,

@@ -32,6 +32,7 @@ import { utcMonth } from './month.js';
 import type { RedisKeys } from './redis-keys.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
+import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
 
 export interface RedisLedgerOptions {
   redis: RedisClient;
@@ -180,7 +181,14 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private async reserveAt(req: ReservationRequest, attempt: number): Promise<ReservationOutcome> {
     checkReservation(req);
     const a = req.accountId;
-    const keys = [this.k.account(a), this.k.key(a, req.keyId), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a)];
+    const keys = [
+      this.k.account(a),
+      this.k.key(a, req.keyId),
+      this.k.hold(a, req.requestId),
+      this.k.holds(a),
+      this.k.reapIndex(a),
+      this.k.inflight(a, req.keyId),
+    ];
     const args = [
       String(req.amount),
       String(req.holdTtlMs),
@@ -189,16 +197,21 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       req.now === undefined ? '' : String(req.now),
       this.seeding ? '1' : '',
       String(this.seeding ? (this.seen.get(a) ?? 0) : 0),
+      String(req.rateLimitTokens ?? 0),
+      String(req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS),
     ];
-    const reply = this.scripts.run<[number, string?, number?, number?, number?]>('reserve', keys, args);
+    const reply = this.scripts.run<Array<number | string>>('reserve', keys, args);
     this.announceSlot(a);
     const r = await reply;
     if (r[0] === 1) {
-      if (!r[1]) return { admitted: true };
+      const rateLimit = rateLimitStateOf(r, 3);
+      const limited = rateLimit === undefined ? {} : { rateLimit };
+      if (!r[1]) return { admitted: true, ...limited };
+      const generation = String(r[1]);
       const seq = Number(r[2] ?? 0);
       this.saw(a, seq);
-      this.holds.set(req.requestId, { generation: r[1], amount: req.amount, seq });
-      return { admitted: true, generation: r[1] };
+      this.holds.set(req.requestId, { generation, amount: req.amount, seq });
+      return { admitted: true, generation, ...limited };
     }
     if (r[0] === -1 || r[0] === -2) {
       await this.readyOrThrow(r[0] === -1 ? new AccountNotSeededError(a) : new AccountRebuildingError(a, Number(r[1])), attempt);
@@ -206,12 +219,14 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     }
     const reason = r[1] as RefusalReason;
     this.sink?.refused(req, reason);
+    const rateLimit = rateLimitStateOf(r, 5);
     return {
       admitted: false,
       reason,
       needed: Number(r[2]),
       available: Number(r[3]),
       availableOverall: Number(r[4]),
+      ...(rateLimit === undefined ? {} : { rateLimit }),
     };
   }
 
@@ -237,6 +252,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         this.k.reaped(a, req.requestId),
         this.k.usage(a),
         this.k.journal(a),
+        this.k.inflight(a, req.keyId),
       ],
       [
         String(req.cost),
@@ -259,6 +275,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         this.journaling ? '1' : '',
         String(seen),
         this.journaling ? encodeRequestDetail(req.detail) : '',
+        String(rateLimitedTokens(req.usage)),
       ],
     );
     if (r[0] === -1) {

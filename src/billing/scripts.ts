@@ -6,8 +6,8 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { primaries, type RedisClient } from './redis-client.js';
 
-export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale';
-const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale'];
+export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account';
+const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account'];
 
 interface LoadedScript {
   source: string;

@@ -13,12 +13,17 @@ import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
 import { newAccountId } from '../accounts/ids.js';
 import { newKeyRecord } from '../accounts/key-record.js';
 import { checkCaps, checkImportedSecret } from '../accounts/validation.js';
+import { checkRateLimits, compactRateLimits, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
 
 interface AccountRow {
   id: string;
   name: string;
   created_ms: number;
+  default_rpm_limit: number | null;
+  default_tpm_limit: number | null;
+  default_concurrency_limit: number | null;
+  limits_version: number;
 }
 
 interface KeyRow {
@@ -33,11 +38,25 @@ interface KeyRow {
   created_ms: number;
   revoked_ms: number | null;
   version: number;
+  rpm_limit: number | null;
+  tpm_limit: number | null;
+  concurrency_limit: number | null;
 }
 
-const ACCOUNT_COLUMNS = `id, name, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms`;
+const ACCOUNT_COLUMNS = `id, name, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms,
+  default_rpm_limit, default_tpm_limit, default_concurrency_limit, limits_version`;
 const KEY_COLUMNS = `id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap,
-  (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms, version`;
+  (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms, version,
+  rpm_limit, tpm_limit, concurrency_limit`;
+
+/** Rate limits from three nullable columns. */
+function limitsOf(rpm: number | null, tpm: number | null, concurrency: number | null): RateLimits | undefined {
+  return compactRateLimits({
+    ...(rpm === null ? {} : { requestsPerMinute: Number(rpm) }),
+    ...(tpm === null ? {} : { tokensPerMinute: Number(tpm) }),
+    ...(concurrency === null ? {} : { concurrentRequests: Number(concurrency) }),
+  });
+}
 
 /** The display hint `sk-tg-AbCd…wxyz` as the table keeps it: prefix and last four. */
 function splitHint(hint: string): { prefix: string; lastFour: string } {
@@ -46,7 +65,10 @@ function splitHint(hint: string): { prefix: string; lastFour: string } {
 }
 
 function toAccount(r: AccountRow): Account {
-  return { id: r.id, name: r.name, createdAt: Number(r.created_ms) };
+  const account: Account = { id: r.id, name: r.name, createdAt: Number(r.created_ms) };
+  const limits = limitsOf(r.default_rpm_limit, r.default_tpm_limit, r.default_concurrency_limit);
+  if (limits !== undefined) account.rateLimits = limits;
+  return account;
 }
 
 function toKey(r: KeyRow): ApiKeyRecord {
@@ -60,6 +82,8 @@ function toKey(r: KeyRow): ApiKeyRecord {
   if (r.lifetime_cap !== null) rec.lifetimeCap = Number(r.lifetime_cap);
   if (r.monthly_cap !== null) rec.monthlyCap = Number(r.monthly_cap);
   if (r.revoked_ms !== null) rec.revokedAt = Number(r.revoked_ms);
+  const limits = limitsOf(r.rpm_limit, r.tpm_limit, r.concurrency_limit);
+  if (limits !== undefined) rec.rateLimits = limits;
   return rec;
 }
 
@@ -141,22 +165,34 @@ export class RecordedAccountStore implements AccountStore {
   async createAccount(name: string): Promise<Account> {
     const account: Account = { id: newAccountId(), name, createdAt: this.now() };
     await this.db.query('INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, to_timestamp($3::double precision / 1000))', [account.id, name, account.createdAt]);
-    await this.hot.restoreAccount(account);
+    await this.hot.restoreAccount(account, 1);
     await this.onAccountCreated?.(account.id);
     return account;
   }
 
-  private async recordedAccount(accountId: string): Promise<Account | undefined> {
+  private async recordedAccountRow(accountId: string): Promise<AccountRow | undefined> {
     const r = await this.db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [accountId]);
-    return r.rows[0] === undefined ? undefined : toAccount(r.rows[0]);
+    return r.rows[0];
+  }
+
+  private async recordedAccount(accountId: string): Promise<Account | undefined> {
+    const row = await this.recordedAccountRow(accountId);
+    return row === undefined ? undefined : toAccount(row);
+  }
+
+  /** The account as the record has it, into the hot path with its limits' version; the account, if any. */
+  private async reseedAccount(accountId: string): Promise<Account | undefined> {
+    const row = await this.recordedAccountRow(accountId);
+    if (row === undefined) return undefined;
+    const account = toAccount(row);
+    await this.hot.restoreAccount(account, Number(row.limits_version));
+    return account;
   }
 
   async getAccount(accountId: string): Promise<Account | undefined> {
     const hot = await this.hot.getAccount(accountId);
     if (hot !== undefined) return hot;
-    const account = await this.recordedAccount(accountId);
-    if (account !== undefined) await this.hot.restoreAccount(account);
-    return account;
+    return this.reseedAccount(accountId);
   }
 
   async listAccounts(): Promise<Account[]> {
@@ -181,19 +217,24 @@ export class RecordedAccountStore implements AccountStore {
 
   private async storeKey(accountId: string, secret: string, opts: NewKeyOptions): Promise<ApiKeyRecord> {
     const record = newKeyRecord(accountId, secret, opts, this.now());
-    const account = await this.recordedAccount(accountId);
-    if (account === undefined) throw new Error(`unknown account ${accountId}`);
+    const row = await this.recordedAccountRow(accountId);
+    if (row === undefined) throw new Error(`unknown account ${accountId}`);
     const hash = hashApiKey(secret);
     const { prefix, lastFour } = splitHint(record.displayHint);
+    const limits = record.rateLimits;
     const inserted = await this.db.query(
-      `INSERT INTO api_keys (id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000))
+      `INSERT INTO api_keys (id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap, created_at,
+         rpm_limit, tpm_limit, concurrency_limit)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12)
        ON CONFLICT (secret_hash) DO NOTHING`,
-      [record.id, accountId, hash, prefix, lastFour, record.name, record.lifetimeCap ?? null, record.monthlyCap ?? null, record.createdAt],
+      [
+        record.id, accountId, hash, prefix, lastFour, record.name, record.lifetimeCap ?? null, record.monthlyCap ?? null, record.createdAt,
+        limits?.requestsPerMinute ?? null, limits?.tokensPerMinute ?? null, limits?.concurrentRequests ?? null,
+      ],
     );
     // Only an import racing another import of the same secret gets here.
     if (inserted.rowCount === 0) throw new Error('The API key is already registered.');
-    await this.hot.restoreAccount(account);
+    await this.hot.restoreAccount(toAccount(row), Number(row.limits_version));
     await this.hot.restoreKey(record, hash, 1);
     return record;
   }
@@ -206,8 +247,7 @@ export class RecordedAccountStore implements AccountStore {
 
   /** Seeds the hot path with a key (and its account) read from the record. */
   private async reseed(found: RecordedKey): Promise<ApiKeyRecord> {
-    const account = await this.recordedAccount(found.record.accountId);
-    if (account !== undefined) await this.hot.restoreAccount(account);
+    await this.reseedAccount(found.record.accountId);
     await this.hot.restoreKey(found.record, found.hash, found.version);
     return found.record;
   }
@@ -248,6 +288,46 @@ export class RecordedAccountStore implements AccountStore {
   async setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
     checkCaps(caps);
     return this.changeKey('lifetime_cap = $3, monthly_cap = $4', [accountId, keyId, caps.lifetimeCap ?? null, caps.monthlyCap ?? null]);
+  }
+
+  async setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {
+    checkRateLimits(limits);
+    return this.changeKey('rpm_limit = $3, tpm_limit = $4, concurrency_limit = $5', [
+      accountId,
+      keyId,
+      limits.requestsPerMinute ?? null,
+      limits.tokensPerMinute ?? null,
+      limits.concurrentRequests ?? null,
+    ]);
+  }
+
+  /**
+   * Commits the account's default limits with their version bumped, then pushes the account to the hot
+   * path (version-checked). A push that fails is left to the sweepers (limits_hot_version is behind).
+   */
+  async setAccountRateLimits(accountId: string, limits: RateLimits): Promise<boolean> {
+    checkRateLimits(limits);
+    const r = await this.db.query<AccountRow>(
+      `UPDATE accounts SET default_rpm_limit = $2, default_tpm_limit = $3, default_concurrency_limit = $4, limits_version = limits_version + 1
+       WHERE id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
+      [accountId, limits.requestsPerMinute ?? null, limits.tokensPerMinute ?? null, limits.concurrentRequests ?? null],
+    );
+    const row = r.rows[0];
+    if (row === undefined) return false;
+    await this.pushAccount(row);
+    return true;
+  }
+
+  /** The hot path takes the account's limits (version-checked); the record notes it. False when it failed. */
+  private async pushAccount(row: AccountRow): Promise<boolean> {
+    try {
+      await this.hot.restoreAccount(toAccount(row), Number(row.limits_version));
+      await this.db.query('UPDATE accounts SET limits_hot_version = GREATEST(limits_hot_version, $2) WHERE id = $1', [row.id, Number(row.limits_version)]);
+      return true;
+    } catch (err) {
+      this.onKeyPending?.(err, row.id, '');
+      return false;
+    }
   }
 
   /**
@@ -314,6 +394,9 @@ export class RecordedAccountStore implements AccountStore {
       const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE hot_version < version ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
       let pushed = 0;
       for (const row of r.rows) if (await this.push({ record: toKey(row), hash: row.secret_hash, version: Number(row.version) })) pushed++;
+      // Accounts' default rate limits take the same path.
+      const a = await this.db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE limits_hot_version < limits_version ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
+      for (const row of a.rows) if (await this.pushAccount(row)) pushed++;
       return pushed;
     })()
       .catch(() => 0)
@@ -325,9 +408,8 @@ export class RecordedAccountStore implements AccountStore {
 
   /** Puts the account and every one of its keys, as the record has them, back into the hot path. */
   async restoreAccountKeys(accountId: string): Promise<void> {
-    const account = await this.recordedAccount(accountId);
+    const account = await this.reseedAccount(accountId);
     if (account === undefined) return;
-    await this.hot.restoreAccount(account);
     const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1`, [accountId]);
     for (const row of r.rows) await this.hot.restoreKey(toKey(row), row.secret_hash, Number(row.version));
   }

@@ -1,13 +1,14 @@
 -- Settle one request exactly once: charge min(cost, held), release the rest, append the usage record.
 -- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream,
 --       8 journal stream (when journaled: what PostgreSQL has yet to commit; the writer deletes an entry
---       after COMMIT)
+--       after COMMIT), 9 the key's requests in flight (rate limits; see reserve.lua)
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold,
 --       15 '1' when the account's money comes from the record, 16 the generation the hold was reserved in,
 --       17 the amount it reserved, 18 '1' when a journal writer takes the settlements to the record,
 --       19 the highest `seq` of the account this gateway has been answered with (see common.lua),
---       20 the request's detail for the usage record (request-detail.ts), when journaled
+--       20 the request's detail for the usage record (request-detail.ts), when journaled,
+--       21 the tokens the request used against a token limit (input + output)
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
 -- journal entry id, month, reserved, generation and the account's new seq;
 -- or {-1} when the account's money is not in this Redis (wiped, or it lost writes: behind the seq the
@@ -28,7 +29,9 @@ if ARGV[15] == '1' then
 end
 
 local charge, released, late, month, reserved
-local h = redis.call('HMGET', KEYS[3], 'amount', 'keyId', 'month')
+local h = redis.call('HMGET', KEYS[3], 'amount', 'keyId', 'month', 'rlWin', 'rlTok')
+-- The request is no longer in flight, whatever became of its hold.
+if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[2]) end
 if h[1] then
   if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
   local held = num(h[1])
@@ -42,6 +45,16 @@ if h[1] then
   redis.call('HINCRBY', KEYS[1], 'balance', s(-charge))
   redis.call('HINCRBY', KEYS[2], 'lifetimeHeld', s(-held))
   redis.call('HINCRBY', KEYS[2], 'mh:' .. month, s(-held))
+  -- The token window counted the worst case: what the request did not use goes back, if the window is
+  -- still the one it was counted in.
+  if h[4] then
+    local unused = num(h[5]) - num(ARGV[21])
+    if unused > 0 and redis.call('HGET', KEYS[2], 'rlWin') == h[4] then
+      local left = num(redis.call('HGET', KEYS[2], 'rlTok')) - unused
+      if left < 0 then left = 0 end
+      redis.call('HSET', KEYS[2], 'rlTok', s(left))
+    end
+  end
   redis.call('DEL', KEYS[3])
   redis.call('ZREM', KEYS[4], ARGV[2])
 else
