@@ -34,6 +34,11 @@ export interface GatewayConfig {
   /** Longest a whole upstream exchange may take; holds live this long plus a margin. */
   requestTimeoutMs: number;
   holdMarginMs: number;
+  /**
+   * The window of the keys' request and token limits (RPM, TPM): 60,000 ms, as their names say. Tests
+   * shorten it so a retry after a refusal does not wait a minute; a limit then counts per this window.
+   */
+  rateLimitWindowMs: number;
   reaperIntervalMs: number;
   /** How long a key lookup is trusted before it is read again (revocation latency bound). */
   keyCacheTtlMs: number;
@@ -76,6 +81,11 @@ export interface GatewayConfig {
   drainTimeoutMs: number;
 }
 
+function atLeast(min: number, value: number, name: string): number {
+  if (value < min) throw new Error(`${name} must be at least ${min}, got ${value}`);
+  return value;
+}
+
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -107,6 +117,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     bodyReadTimeoutMs: int(env, 'TOLLGATE_BODY_READ_TIMEOUT_MS', 60 * 1000),
     requestTimeoutMs: int(env, 'TOLLGATE_REQUEST_TIMEOUT_MS', 10 * 60 * 1000),
     holdMarginMs: int(env, 'TOLLGATE_HOLD_MARGIN_MS', 60 * 1000),
+    rateLimitWindowMs: atLeast(100, int(env, 'TOLLGATE_RATE_LIMIT_WINDOW_MS', 60 * 1000), 'TOLLGATE_RATE_LIMIT_WINDOW_MS'),
     reaperIntervalMs: int(env, 'TOLLGATE_REAPER_INTERVAL_MS', 5 * 1000),
     journalMaxLagMs: int(env, 'TOLLGATE_JOURNAL_MAX_LAG_MS', 120 * 1000),
     rebuildWindowMs: int(env, 'TOLLGATE_REBUILD_WINDOW_MS', 2000),

@@ -220,8 +220,14 @@ function watchLedgerHealth(health: LedgerHealth, metrics: GatewayMetrics, logger
 }
 
 /** The exchange's time bounds, from the configuration. */
-function exchangeTimes(config: GatewayConfig): Pick<GatewayConfig, 'requestTimeoutMs' | 'holdMarginMs' | 'clientWriteTimeoutMs' | 'streamKeepAliveMs'> {
-  return { requestTimeoutMs: config.requestTimeoutMs, holdMarginMs: config.holdMarginMs, clientWriteTimeoutMs: config.clientWriteTimeoutMs, streamKeepAliveMs: config.streamKeepAliveMs };
+function exchangeTimes(config: GatewayConfig): Pick<GatewayConfig, 'requestTimeoutMs' | 'holdMarginMs' | 'clientWriteTimeoutMs' | 'streamKeepAliveMs' | 'rateLimitWindowMs'> {
+  return {
+    requestTimeoutMs: config.requestTimeoutMs,
+    holdMarginMs: config.holdMarginMs,
+    clientWriteTimeoutMs: config.clientWriteTimeoutMs,
+    streamKeepAliveMs: config.streamKeepAliveMs,
+    rateLimitWindowMs: config.rateLimitWindowMs,
+  };
 }
 
 /** The Responses API's store (the record's, else bounded memory) and the key that seals reasoning. */

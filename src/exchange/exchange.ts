@@ -5,7 +5,9 @@ import { isModelRefusal, type RequestDetail } from '../billing/request-detail.js
 import { credentialHeaders } from '../formats/index.js';
 import { respondBeforeSettling } from '../settle/respond-first.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
-import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
+import { isRateLimitReason, type Ledger, type RequestStatus, type TokenUsage } from '../billing/ledger.js';
+import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
+import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
 import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
@@ -45,6 +47,8 @@ export interface ExchangeDeps {
   shutdown?: ShutdownSignal;
   /** The journal to PostgreSQL; while it is behind its bound, requests are refused before any hold. */
   journal?: Pick<JournalWriter, 'behind' | 'lag' | 'maxLagMs'>;
+  /** The window of the keys' request and token limits (default 60,000 ms: per minute). */
+  rateLimitWindowMs?: number;
 }
 
 export interface ExchangePlan {
@@ -148,6 +152,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   const { requestId } = ctx.state;
   const { model } = plan;
   const bound = worstCase(plan.footprint, model);
+  const windowMs = deps.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS;
   // Fail closed: money the gateway could not record is money it must not serve.
   if (deps.journal?.behind() === true) throw new JournalBehindError(deps.journal.lag().oldestMs, deps.journal.maxLagMs);
   // Whether the reservation will really be sent (a ledger known to be down refuses without sending).
@@ -160,6 +165,9 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       amount: bound.amount,
       holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
       model: model.id,
+      // The worst case counts against a token limit; the settlement gives back what was not used.
+      rateLimitTokens: bound.inputTokenBound + bound.outputTokens,
+      rateLimitWindowMs: windowMs,
     })),
   ).catch((err: unknown) => {
     // A reservation that was sent but whose answer was lost may have placed a hold. It is released
@@ -181,9 +189,21 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   });
   if (!reservation.admitted) {
     deps.observer.reservation(ctx, reservation.reason);
+    if (isRateLimitReason(reservation.reason)) {
+      throw rateLimitError(plan.clientFormat, {
+        reason: reservation.reason,
+        needed: reservation.needed,
+        available: reservation.available,
+        state: reservation.rateLimit,
+        windowMs,
+        outputLimitField: plan.outputLimitField ?? 'max_tokens',
+      });
+    }
     throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);
   }
   deps.observer.reservation(ctx, 'admitted');
+  // Sent with the answer (headers set now go out with a stream's first bytes as with a whole reply).
+  if (reservation.rateLimit !== undefined) ctx.set(rateLimitHeaders(plan.clientFormat, reservation.rateLimit));
 
   const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
   let outcome: RelayOutcome | undefined;

@@ -37,7 +37,20 @@ export interface StreamEncodeContext extends ResponseEncodeContext {
 }
 
 /** A format clients speak (chat completions, messages), for translated exchanges and errors. */
+/** A key's rate limits after a reservation (billing's RateLimitState): what the answer's headers say. */
+export interface RateLimitHeaderState {
+  requests?: { limit: number; remaining: number };
+  tokens?: { limit: number; remaining: number };
+  /** Milliseconds until the request and token window starts again. */
+  resetMs: number;
+}
+
 export interface ClientFormat {
+  /**
+   * The rate-limit headers this format's SDKs and tools read, for a key with limits (on answers and on
+   * 429s alike); `nowMs` is the unix time the reset is counted from.
+   */
+  rateLimitHeaders(state: RateLimitHeaderState, nowMs: number): Record<string, string>;
   /** An error body in this format's shape. */
   errorBody(e: ErrorFields): JsonObject;
   /** The status an overloaded upstream is reported with: the one this format's SDKs retry as overload. */

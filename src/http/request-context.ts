@@ -56,9 +56,10 @@ export function renderError(ctx: GatewayContext, err: unknown, reportUnexpected:
   if (!ctx.req.complete) ctx.set('connection', 'close');
   ctx.status = gatewayError.status;
   ctx.type = 'application/json';
+  if (gatewayError.headers !== undefined) ctx.set(gatewayError.headers);
   if (gatewayError.retryAfterSeconds !== undefined) ctx.set('retry-after', String(gatewayError.retryAfterSeconds));
   // Client errors are final: tell the official SDKs not to retry them.
-  if (gatewayError.status < 500 && gatewayError.status !== 429) ctx.set('x-should-retry', 'false');
+  if ((gatewayError.status < 500 && gatewayError.status !== 429) || gatewayError.final) ctx.set('x-should-retry', 'false');
   ctx.body = clientFormat(ctx.state.format).errorBody({
     status: gatewayError.status,
     message: gatewayError.message,

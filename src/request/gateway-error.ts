@@ -10,6 +10,10 @@ export interface GatewayErrorOptions {
   details?: Record<string, unknown>;
   /** Seconds the client should wait before retrying (sets retry-after). */
   retryAfterSeconds?: number;
+  /** Headers the answer carries besides the error body (rate-limit state, retry-after-ms). */
+  headers?: Record<string, string>;
+  /** A 429 a retry cannot cure (a request larger than the key's whole token limit): the SDKs are told not to retry. */
+  final?: boolean;
 }
 
 export class GatewayError extends Error {
@@ -18,6 +22,8 @@ export class GatewayError extends Error {
   readonly param: string | undefined;
   readonly details: Record<string, unknown> | undefined;
   readonly retryAfterSeconds: number | undefined;
+  readonly headers: Record<string, string> | undefined;
+  readonly final: boolean;
 
   constructor(status: number, message: string, opts: GatewayErrorOptions) {
     super(message);
@@ -27,6 +33,8 @@ export class GatewayError extends Error {
     this.param = opts.param;
     this.details = opts.details;
     this.retryAfterSeconds = opts.retryAfterSeconds;
+    this.headers = opts.headers;
+    this.final = opts.final === true;
   }
 }
 

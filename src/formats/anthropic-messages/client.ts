@@ -7,6 +7,7 @@ import { finishToAnthropic } from './finish.js';
 import { decodeAnthropicRequest } from './request.js';
 import { anthropicMessageId, encodeAnthropicResponse } from './response.js';
 import { AnthropicStreamEncoder } from './stream-encoder.js';
+import { anthropicRateLimitHeaders } from './rate-limit-headers.js';
 
 export const anthropicMessagesClient: ClientFormat = {
   errorBody: anthropicErrorBody,
@@ -14,6 +15,7 @@ export const anthropicMessagesClient: ClientFormat = {
   overloadedStatus: 529,
   // Surfaced by the SDKs as the request id (docs/wire-formats.md B.1).
   requestIdHeader: 'request-id',
+  rateLimitHeaders: anthropicRateLimitHeaders,
   decodeRequest: decodeAnthropicRequest,
   encodeResponse: encodeAnthropicResponse,
   // The message id is derived from the upstream's (msg_…).

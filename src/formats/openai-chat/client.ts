@@ -6,12 +6,14 @@ import { finishToOpenAI } from './finish.js';
 import { decodeOpenAIRequest } from './request.js';
 import { encodeOpenAIResponse, openAICompletionId } from './response.js';
 import { OpenAIStreamEncoder } from './stream-encoder.js';
+import { openaiRateLimitHeaders } from './rate-limit-headers.js';
 
 export const openaiChatClient: ClientFormat = {
   errorBody: openaiErrorBody,
   // What the OpenAI SDKs raise as an overload and retry (docs/wire-formats.md A.7).
   overloadedStatus: 503,
   requestIdHeader: undefined,
+  rateLimitHeaders: openaiRateLimitHeaders,
   decodeRequest: decodeOpenAIRequest,
   encodeResponse: encodeOpenAIResponse,
   replyId: (requestId) => `chatcmpl-${requestId}`,
