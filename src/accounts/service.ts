@@ -7,6 +7,7 @@ import { CreditConflictError } from '../billing/ledger-common.js';
 import type { AccountBalance, Ledger, RefundOutcome } from '../billing/ledger.js';
 import { MovementConflict } from '../record/money-movement.js';
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import type { RateLimits } from './rate-limits.js';
 
 /** Why a credit was refused; each app words it for its own reader. */
 export type CreditRefusal = 'not_positive' | 'no_idempotency_key' | 'too_large' | 'key_reused';
@@ -65,6 +66,16 @@ export class AccountService {
   /** Sets the caps given and clears the others; false when the account has no such key. */
   setCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
     return this.opts.accounts.setKeyCaps(accountId, keyId, caps);
+  }
+
+  /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */
+  setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {
+    return this.opts.accounts.setKeyRateLimits(accountId, keyId, limits);
+  }
+
+  /** Sets the account's default rate limits for its keys (a key's own value overrides); false when no such account. */
+  setAccountRateLimits(accountId: string, limits: RateLimits): Promise<boolean> {
+    return this.opts.accounts.setAccountRateLimits(accountId, limits);
   }
 
   /** Revokes the key and tells the key cache; false when the account has no such key. */

@@ -1,11 +1,12 @@
 // The admin interface: HTTP on its own port, guarded by a bearer admin token. It creates accounts
-// and keys, credits balances (idempotently), revokes keys, sets caps, refunds a request, lists
+// and keys, credits balances (idempotently), revokes keys, sets caps and rate limits, refunds a request, lists
 // usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
 import type { Backend } from '../billing/backends.js';
 import type { Account } from '../accounts/account-store.js';
+import { MAX_RATE_LIMIT, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
 import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
 import type { Micros } from '../catalog/snapshot.js';
@@ -75,6 +76,33 @@ const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
 };
 
 const CAP_FIELDS = ['lifetime_cap_usd', 'lifetime_cap_micro_usd', 'monthly_cap_usd', 'monthly_cap_micro_usd'] as const;
+
+/** The rate-limit fields of a body, as the admin API names them, and the limit each sets. */
+const LIMIT_FIELDS = {
+  requests_per_minute: 'requestsPerMinute',
+  tokens_per_minute: 'tokensPerMinute',
+  concurrent_requests: 'concurrentRequests',
+} as const satisfies Record<string, RateLimitField>;
+const LIMIT_FIELD_NAMES = Object.keys(LIMIT_FIELDS) as Array<keyof typeof LIMIT_FIELDS>;
+
+/** Rate limits from a body: each a whole number from 1, or null / absent for none. */
+function limitsFrom(body: Body): RateLimits {
+  const out: RateLimits = {};
+  for (const field of LIMIT_FIELD_NAMES) {
+    const v = body[field];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > MAX_RATE_LIMIT) {
+      throw new AdminError(400, `${field} must be a whole number from 1 to ${MAX_RATE_LIMIT}, or null for no limit`);
+    }
+    out[LIMIT_FIELDS[field]] = v;
+  }
+  return out;
+}
+
+/** Rate limits as the admin API answers them: every field, null where none is set. */
+function limitsBody(limits: RateLimits | undefined): Record<string, number | null> {
+  return Object.fromEntries(LIMIT_FIELD_NAMES.map((f) => [f, limits?.[LIMIT_FIELDS[f]] ?? null]));
+}
 
 function capsFrom(body: Body): { lifetimeCap?: Micros; monthlyCap?: Micros } {
   const lifetimeCap = amount(body, 'lifetime_cap_usd', 'lifetime_cap_micro_usd', false);
@@ -185,13 +213,13 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
   r.get('/accounts/:accountId', async (ctx) => {
     const a = await account(ctx);
     const b = await ledger.balance(a.id);
-    ctx.body = { ...a, balance_micro_usd: b.balance, held_micro_usd: b.held, balance_usd: formatUsd(b.balance) };
+    ctx.body = { ...a, default_rate_limits: limitsBody(a.rateLimits), balance_micro_usd: b.balance, held_micro_usd: b.held, balance_usd: formatUsd(b.balance) };
   });
   r.post('/accounts/:accountId/keys', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS]);
+    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...LIMIT_FIELD_NAMES]);
     const name = optionalName(ctx.state.body, 'key');
-    const created = await accounts.createKey(a.id, { name, ...capsFrom(ctx.state.body) });
+    const created = await accounts.createKey(a.id, { name, ...capsFrom(ctx.state.body), rateLimits: limitsFrom(ctx.state.body) });
     ctx.status = 201;
     ctx.body = { key: created.secret, record: created.record, note: 'The key is shown once; only its hash is stored.' };
   });
@@ -212,6 +240,21 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     const ok = await accounts.setCaps(a.id, ctx.params.keyId ?? '', caps);
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { updated: true, lifetime_cap_micro_usd: caps.lifetimeCap ?? null, monthly_cap_micro_usd: caps.monthlyCap ?? null };
+  });
+  // Rate limits: every limit not given is cleared, as with caps.
+  r.put('/accounts/:accountId/keys/:keyId/rate-limits', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, LIMIT_FIELD_NAMES);
+    const limits = limitsFrom(ctx.state.body);
+    if (!(await accounts.setKeyRateLimits(a.id, ctx.params.keyId ?? '', limits))) throw new AdminError(404, 'no such key');
+    ctx.body = { updated: true, rate_limits: limitsBody(limits) };
+  });
+  r.put('/accounts/:accountId/rate-limits', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, LIMIT_FIELD_NAMES);
+    const limits = limitsFrom(ctx.state.body);
+    if (!(await accounts.setAccountRateLimits(a.id, limits))) throw new AdminError(404, 'no such account');
+    ctx.body = { updated: true, default_rate_limits: limitsBody(limits) };
   });
   r.post('/accounts/:accountId/credit', async (ctx) => {
     const a = await account(ctx);

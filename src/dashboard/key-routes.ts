@@ -1,9 +1,11 @@
-// The holder's API keys: the Keys pages (create with a one-time reveal, caps, revoke) and /api/keys.
+// The holder's API keys: the Keys pages (create with a one-time reveal, caps, rate limits and the
+// account's default ones, revoke) and /api/keys.
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { editCapsPage, keysPage, revokePage } from './pages.js';
-import { capsFromInput, DashboardError, type DashboardService, type KeyView } from './service.js';
+import { capsFromInput, DashboardError, hasRateLimitInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
+import type { RateLimits } from '../accounts/rate-limits.js';
 import { send, who, type Ctx, type DashboardState } from './state.js';
 
 const keyId = (ctx: Context): string => (ctx as Ctx).params.keyId ?? '';
@@ -22,6 +24,16 @@ function apiKey(k: KeyView): Record<string, unknown> {
     month_spent_micro_usd: k.monthSpent,
     held_micro_usd: k.held,
     last_used_at: k.lastUsedAt === undefined ? null : new Date(k.lastUsedAt).toISOString(),
+    rate_limits: rateLimitsBody(k.rateLimits),
+  };
+}
+
+/** Rate limits as the JSON API answers them: every field, null where none is set. */
+function rateLimitsBody(l: RateLimits | undefined): Record<string, number | null> {
+  return {
+    requests_per_minute: l?.requestsPerMinute ?? null,
+    tokens_per_minute: l?.tokensPerMinute ?? null,
+    concurrent_requests: l?.concurrentRequests ?? null,
   };
 }
 
@@ -38,13 +50,25 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     const reveal = sealed === undefined || sealed === '' ? undefined : await openReveal(service.db, sealed, ctx.state.sessionId ?? '');
     if (sealed !== undefined && sealed !== '') clearReveal(ctx);
     const notice = ctx.query.sent === 'confirmation' ? 'A new confirmation link is on its way.' : undefined;
-    send(ctx, keysPage(s, await service.listKeys(s.user), { ...(reveal === undefined ? {} : { reveal }), ...(notice === undefined ? {} : { notice }) }));
+    const accountLimits = await service.accountRateLimits(s.user);
+    send(ctx, keysPage(s, await service.listKeys(s.user), { accountLimits, ...(reveal === undefined ? {} : { reveal }), ...(notice === undefined ? {} : { notice }) }));
+  });
+  // Registered before /keys/:keyId/..., though no route of a key has this shape.
+  guarded.post('/keys/rate-limits', async (ctx) => {
+    const s = who(ctx);
+    try {
+      await service.setAccountRateLimits(s.user, rateLimitsFromInput(ctx.state.body ?? {}));
+      ctx.redirect('/keys');
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, keysPage(s, await service.listKeys(s.user), { error: err.message, accountLimits: await service.accountRateLimits(s.user) }), err.status);
+    }
   });
   guarded.post('/keys', async (ctx) => {
     const s = who(ctx);
     const b = ctx.state.body ?? {};
     try {
-      const { key, secret } = await service.createKey(s.user, b.name, capsFromInput(b));
+      const { key, secret } = await service.createKey(s.user, b.name, capsFromInput(b), rateLimitsFromInput(b));
       // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
       // a log or a cache), and shown by the GET the redirect leads to.
       const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
@@ -54,7 +78,7 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
       ctx.redirect('/keys');
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
-      send(ctx, keysPage(s, await service.listKeys(s.user), { error: err.message }), err.status);
+      send(ctx, keysPage(s, await service.listKeys(s.user), { error: err.message, accountLimits: await service.accountRateLimits(s.user) }), err.status);
     }
   });
   guarded.get('/keys/:keyId/edit', async (ctx) => send(ctx, editCapsPage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
@@ -63,6 +87,17 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     const key = await service.getKey(s.user, keyId(ctx));
     try {
       await service.setCaps(s.user, key.id, capsFromInput(ctx.state.body ?? {}));
+      ctx.redirect('/keys');
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, editCapsPage(s, key, err.message), err.status);
+    }
+  });
+  guarded.post('/keys/:keyId/rate-limits', async (ctx) => {
+    const s = who(ctx);
+    const key = await service.getKey(s.user, keyId(ctx));
+    try {
+      await service.setRateLimits(s.user, key.id, rateLimitsFromInput(ctx.state.body ?? {}));
       ctx.redirect('/keys');
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
@@ -82,7 +117,7 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   });
   guarded.post('/api/keys', async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { key, secret } = await service.createKey(who(ctx).user, b.name, capsFromInput(b));
+    const { key, secret } = await service.createKey(who(ctx).user, b.name, capsFromInput(b), rateLimitsFromInput(b));
     ctx.status = 201;
     ctx.body = { key: apiKey(key), secret };
   });
@@ -90,7 +125,13 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
     ctx.body = { key: apiKey(await service.getKey(who(ctx).user, keyId(ctx))) };
   });
   guarded.patch('/api/keys/:keyId', async (ctx) => {
-    ctx.body = { key: apiKey(await service.setCaps(who(ctx).user, keyId(ctx), capsFromInput(ctx.state.body ?? {}))) };
+    const b = ctx.state.body ?? {};
+    const caps = capsFromInput(b);
+    // Rate limits only when the body names one (then all three are set as given): a PATCH of caps alone keeps them.
+    const limits = hasRateLimitInput(b) ? rateLimitsFromInput(b) : undefined;
+    let key = await service.setCaps(who(ctx).user, keyId(ctx), caps);
+    if (limits !== undefined) key = await service.setRateLimits(who(ctx).user, keyId(ctx), limits);
+    ctx.body = { key: apiKey(key) };
   });
   guarded.post('/api/keys/:keyId/revoke', async (ctx) => {
     ctx.body = { key: apiKey(await service.revokeKey(who(ctx).user, keyId(ctx))) };

@@ -2,6 +2,7 @@
 import { formatUsd } from '../billing/money.js';
 import { html, trusted, type Html } from './html.js';
 import type { KeyView, Session } from './service.js';
+import type { RateLimits } from '../accounts/rate-limits.js';
 import type { TotpEnrolment } from './totp.js';
 
 // One small stylesheet, inline (no build step, no CDN): a dark bar, white cards, quiet tables, one accent.
@@ -81,7 +82,32 @@ export const usd = (micros: number | undefined): string => (micros === undefined
 const usdInput = (micros: number | undefined): string => (micros === undefined ? '' : formatUsd(micros));
 const day = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
 
-export function keysPage(session: Session, keys: KeyView[], opts: { error?: string; notice?: string; reveal?: { name: string; secret: string } } = {}): Html {
+/** A key's limits in a few words: its own, else the account's default (marked so). */
+function limitsText(own: RateLimits | undefined, defaults: RateLimits): Html {
+  const part = (v: number | undefined, d: number | undefined, unit: string): string | undefined =>
+    v !== undefined ? `${v} ${unit}` : d !== undefined ? `${d} ${unit} (default)` : undefined;
+  const parts = [
+    part(own?.requestsPerMinute, defaults.requestsPerMinute, 'requests/min'),
+    part(own?.tokensPerMinute, defaults.tokensPerMinute, 'tokens/min'),
+    part(own?.concurrentRequests, defaults.concurrentRequests, 'at once'),
+  ].filter((p): p is string => p !== undefined);
+  return parts.length === 0 ? html`<span class="note">none</span>` : html`${parts.join(' · ')}`;
+}
+
+/** The three rate-limit inputs, filled with `limits`; `none` says what empty means. */
+function limitInputs(limits: RateLimits | undefined, none: string): Html {
+  const v = (n: number | undefined): string => (n === undefined ? '' : String(n));
+  return html`<label>Requests per minute (${none}) <input name="requests_per_minute" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.requestsPerMinute)}"></label>
+<label>Tokens per minute, input + output (${none}) <input name="tokens_per_minute" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.tokensPerMinute)}"></label>
+<label>Requests at once (${none}) <input name="concurrent_requests" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.concurrentRequests)}"></label>`;
+}
+
+export function keysPage(
+  session: Session,
+  keys: KeyView[],
+  opts: { error?: string; notice?: string; reveal?: { name: string; secret: string }; accountLimits?: RateLimits } = {},
+): Html {
+  const defaults = opts.accountLimits ?? {};
   const csrf = html`<input type="hidden" name="csrf" value="${session.csrfToken}">`;
   const bar = (spent: number, cap: number | undefined, label: string): Html =>
     cap === undefined
@@ -89,8 +115,8 @@ export function keysPage(session: Session, keys: KeyView[], opts: { error?: stri
       : html`${usd(spent)} of ${usd(cap)}<meter class="bar" min="0" max="${cap}" low="${Math.floor(cap * 0.8)}" high="${Math.floor(cap * 0.8)}" optimum="0" value="${Math.min(spent, cap)}" aria-label="${label}: ${Math.floor((Math.min(spent, cap) * 100) / Math.max(cap, 1))}% used"></meter>`;
   const rows = keys.map(
     (k) => html`<tr class="${k.state}"><td data-label="Name">${k.name}</td><td data-label="Key"><code>${k.displayHint}</code></td><td data-label="Created">${day(k.createdAt)}</td><td data-label="State">${k.state}</td>
-<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
-<td class="actions">${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
+<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Rate limits">${limitsText(k.rateLimits, defaults)}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
+<td class="actions">${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps and limits</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
   );
   return layout(
     'API keys',
@@ -109,7 +135,7 @@ export function keysPage(session: Session, keys: KeyView[], opts: { error?: stri
 ${
   keys.length === 0
     ? html`<p>No keys yet. Create one below to call the API.</p>`
-    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month</th><th>Lifetime</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month</th><th>Lifetime</th><th>Rate limits</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
 }
 ${
   session.user.emailVerified
@@ -117,9 +143,14 @@ ${
 <label>Name <input name="name" maxlength="100"></label>
 <label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 <label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
+${limitInputs(undefined, 'empty: the default below')}
 <button>Create key</button></form>`
     : ''
-}`,
+}
+<h2>Default rate limits for keys</h2><p class="note">They apply to every key that sets no limit of its own; a refused request gets a 429 with the time to wait.</p>
+<form method="post" action="/keys/rate-limits">${csrf}
+${limitInputs(defaults, 'empty: none')}
+<button>Save default limits</button></form>`,
   );
 }
 
@@ -131,7 +162,10 @@ export function editCapsPage(session: Session, k: KeyView, error?: string): Html
 <form method="post" action="/keys/${k.id}/caps"><input type="hidden" name="csrf" value="${session.csrfToken}">
 <label>Monthly cap, USD (empty: none) <input name="monthly_cap_usd" inputmode="decimal" value="${usdInput(k.monthlyCap)}"></label>
 <label>Lifetime cap, USD (empty: none) <input name="lifetime_cap_usd" inputmode="decimal" value="${usdInput(k.lifetimeCap)}"></label>
-<button>Save caps</button> <a href="/keys">Cancel</a></form>`,
+<button>Save caps</button> <a href="/keys">Cancel</a></form>
+<h2>Rate limits</h2><form method="post" action="/keys/${k.id}/rate-limits"><input type="hidden" name="csrf" value="${session.csrfToken}">
+${limitInputs(k.rateLimits, "empty: the account's default")}
+<button>Save rate limits</button> <a href="/keys">Cancel</a></form>`,
   );
 }
 

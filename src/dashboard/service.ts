@@ -7,6 +7,7 @@ import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-st
 import type { Ledger } from '../billing/ledger.js';
 import { usdTextToMicros } from '../billing/money.js';
 import { AccountService } from '../accounts/service.js';
+import { MAX_RATE_LIMIT, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, Queryable } from '../record/database.js';
 import { statementPage, type StatementPage } from '../record/statement.js';
 import { UsageQueryError } from '../record/usage-query.js';
@@ -49,6 +50,8 @@ export interface KeyView {
   held: number;
   /** Unix ms of the key's last request of record. */
   lastUsedAt?: number;
+  /** The key's own rate limits (each overrides the account's default for keys). */
+  rateLimits?: RateLimits;
 }
 
 /**
@@ -450,6 +453,7 @@ export class DashboardService {
       lifetimeSpent: spend.lifetimeSpent,
       monthSpent: spend.monthSpent,
       held: spend.lifetimeHeld,
+      ...(k.rateLimits === undefined ? {} : { rateLimits: k.rateLimits }),
     };
   }
 
@@ -493,11 +497,11 @@ export class DashboardService {
     return this.view(user, k);
   }
 
-  async createKey(user: User, name: unknown, caps: KeyCaps): Promise<{ key: KeyView; secret: string }> {
+  async createKey(user: User, name: unknown, caps: KeyCaps, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
     DashboardService.requireConfirmed(user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
-    const created = await this.accounts.createKey(user.accountId, { name: keyName, ...caps });
+    const created = await this.accounts.createKey(user.accountId, { name: keyName, ...caps, rateLimits });
     return { key: await this.view(user, created.record), secret: created.secret };
   }
 
@@ -505,6 +509,23 @@ export class DashboardService {
     await this.getKey(user, keyId);
     if (!(await this.accounts.setCaps(user.accountId, keyId, caps))) throw new DashboardError(404, 'No such key in your account.');
     return this.getKey(user, keyId);
+  }
+
+  /** Sets the key's own rate limits given and clears the others. */
+  async setRateLimits(user: User, keyId: string, limits: RateLimits): Promise<KeyView> {
+    await this.getKey(user, keyId);
+    if (!(await this.accounts.setKeyRateLimits(user.accountId, keyId, limits))) throw new DashboardError(404, 'No such key in your account.');
+    return this.getKey(user, keyId);
+  }
+
+  /** The account's default rate limits for keys that set none of their own. */
+  async accountRateLimits(user: User): Promise<RateLimits> {
+    return (await this.accounts.getAccount(user.accountId))?.rateLimits ?? {};
+  }
+
+  async setAccountRateLimits(user: User, limits: RateLimits): Promise<RateLimits> {
+    await this.accounts.setAccountRateLimits(user.accountId, limits);
+    return this.accountRateLimits(user);
   }
 
   async revokeKey(user: User, keyId: string): Promise<KeyView> {
@@ -527,4 +548,29 @@ export function capsFromInput(body: Record<string, unknown>): KeyCaps {
   const lifetimeCap = capFromUsd(body.lifetime_cap_usd, 'lifetime_cap_usd');
   const monthlyCap = capFromUsd(body.monthly_cap_usd, 'monthly_cap_usd');
   return { ...(lifetimeCap === undefined ? {} : { lifetimeCap }), ...(monthlyCap === undefined ? {} : { monthlyCap }) };
+}
+
+/** The rate-limit fields of a form or JSON body, and the limit each sets. */
+export const RATE_LIMIT_INPUTS = [
+  ['requests_per_minute', 'requestsPerMinute'],
+  ['tokens_per_minute', 'tokensPerMinute'],
+  ['concurrent_requests', 'concurrentRequests'],
+] as const;
+
+/** Whether a body names any rate limit (a PATCH that names none leaves them as they are). */
+export function hasRateLimitInput(body: Record<string, unknown>): boolean {
+  return RATE_LIMIT_INPUTS.some(([field]) => field in body);
+}
+
+/** Rate limits from a form (text) or JSON (numbers): a whole number from 1, or empty / null for none. */
+export function rateLimitsFromInput(body: Record<string, unknown>): RateLimits {
+  const out: RateLimits = {};
+  for (const [field, limit] of RATE_LIMIT_INPUTS) {
+    const v = body[field];
+    if (v === undefined || v === null || v === '') continue;
+    const n = typeof v === 'number' ? v : typeof v === 'string' && /^\s*\d{1,13}\s*$/.test(v) ? Number(v) : NaN;
+    if (!Number.isSafeInteger(n) || n < 1 || n > MAX_RATE_LIMIT) throw new DashboardError(400, `${field} must be a whole number from 1 to ${MAX_RATE_LIMIT}, or empty for no limit.`);
+    out[limit] = n;
+  }
+  return out;
 }

@@ -14,6 +14,9 @@ const REFUSALS: Record<string, string> = {
   insufficient_balance: 'refused: balance too low',
   key_lifetime_cap_reached: 'refused: key lifetime cap',
   key_monthly_cap_reached: 'refused: key monthly cap',
+  rate_limit_requests: 'refused: key requests per minute',
+  rate_limit_tokens: 'refused: key tokens per minute',
+  rate_limit_concurrency: 'refused: key requests at once',
 };
 
 const ms = (n: number): string => (n < 1000 ? `${n} ms` : `${(n / 1000).toFixed(n < 10_000 ? 2 : 1)} s`);

@@ -10,8 +10,15 @@ import type { NotALedgerFault } from '../billing/ledger-health.js';
 import { journalEntryOf } from './journal.js';
 import type { JournalWriter } from './journal-writer.js';
 
-/** Refusals that answer 402 (a limit), which the dashboard lists; unknown and revoked keys are 401s. */
-const LIMIT_REFUSALS: ReadonlySet<RefusalReason> = new Set(['insufficient_balance', 'key_lifetime_cap_reached', 'key_monthly_cap_reached']);
+/** Refusals by a limit (402 for money, 429 for a rate limit), which the dashboard lists; unknown and revoked keys are 401s. */
+const LIMIT_REFUSALS: ReadonlySet<RefusalReason> = new Set([
+  'insufficient_balance',
+  'key_lifetime_cap_reached',
+  'key_monthly_cap_reached',
+  'rate_limit_requests',
+  'rate_limit_tokens',
+  'rate_limit_concurrency',
+]);
 
 /** The journal is further behind than TOLLGATE_JOURNAL_MAX_LAG_MS: the request is refused, not served. */
 export class JournalBehindError extends Error implements NotALedgerFault {

@@ -58,6 +58,9 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'key_monthly_cap_reached',
   'key_revoked',
   'unknown_key',
+  'rate_limit_requests',
+  'rate_limit_tokens',
+  'rate_limit_concurrency',
 ];
 /** Statuses kept as exact codes; anything else becomes its class ("4xx"), bounding the label. */
 const EXACT_STATUSES: readonly number[] = [
