@@ -4,7 +4,9 @@
 //   - a gateway SIGKILLed mid-stream while a second one serves: the dead one's hold is returned by the
 //     survivor's reaper, and nothing else moves;
 //   - two gateways, one small monthly cap, hundreds of concurrent requests with overlapping holds: the
-//     key never spends past its cap, and the books agree.
+//     key never spends past its cap, and the books agree;
+//   - two gateways, one key's rate limits: exactly N of a burst admitted for N requests per window, and
+//     exactly C in flight at once for a concurrency of C, the rest 429, none of them charged.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -161,5 +163,46 @@ describe('gateway processes under faults', () => {
     const audit = await w.backend.ledger.audit(acct.id);
     expect(audit.difference).toBe(0);
     expect(audit.usageTotal).toBe(spend.monthSpent);
+  });
+
+  it('two gateways share a key\'s rate limits exactly: N requests per window, C in flight', async () => {
+    const redis = await startRedisServer({});
+    cleanups.push(() => redis.stop());
+    // Slow answers (50 tokens, 40 ms each: 2 s), so a burst's reservations all happen while the first are in flight.
+    const w = await world(redis, { tokenDelayMs: 40 });
+    const acct = await w.backend.accounts.createAccount('limited');
+    await w.backend.ledger.credit(acct.id, 100_000_000, 'start');
+    const { secret, record } = await w.backend.accounts.createKey(acct.id, { rateLimits: { requestsPerMinute: 17 } });
+    const WINDOW = 5_000;
+    const patient = { TOLLGATE_REDIS_COMMAND_TIMEOUT_MS: '10000', TOLLGATE_RATE_LIMIT_WINDOW_MS: String(WINDOW) };
+    const [a, b] = [await w.gateway(patient), await w.gateway(patient)];
+    const burst = async (n: number, extra: Record<string, unknown>) =>
+      Promise.all(
+        Array.from({ length: n }, async (_, i) => {
+          const res = await chat((i % 2 === 0 ? a : b).url, secret, { max_tokens: 60, ...extra });
+          await res.text();
+          return { status: res.status, limit: res.headers.get('x-ratelimit-limit-requests') };
+        }),
+      );
+    const count = (rs: Array<{ status: number }>, s: number) => rs.filter((r) => r.status === s).length;
+    // A burst at the start of a window (by Redis's clock), so it cannot straddle two.
+    const [sec, us] = await w.conn.time();
+    await new Promise((r) => setTimeout(r, WINDOW - ((Number(sec) * 1000 + Math.floor(Number(us) / 1000)) % WINDOW) + 20));
+    const fast = await burst(60, { sim_reply_tokens: 1 });
+    expect(count(fast, 200), JSON.stringify(fast)).toBe(17);
+    expect(count(fast, 429), JSON.stringify(fast)).toBe(43);
+    expect(fast.every((r) => r.limit === '17')).toBe(true);
+
+    await w.backend.accounts.setKeyRateLimits(acct.id, record.id, { concurrentRequests: 3 });
+    const slow = await burst(12, { sim_reply_tokens: 50 });
+    expect(count(slow, 200), JSON.stringify(slow)).toBe(3);
+    expect(count(slow, 429), JSON.stringify(slow)).toBe(9);
+
+    await until('settled', async () => ((await w.backend.ledger.audit(acct.id)).holdsOutstanding === 0 ? true : undefined), 10_000);
+    // Only the admitted requests were charged and recorded.
+    const usage = await w.backend.ledger.listUsage(acct.id, { limit: 1_000 });
+    expect(usage.length).toBe(20);
+    const audit = await w.backend.ledger.audit(acct.id);
+    expect(audit.difference).toBe(0);
   });
 });
