@@ -11,6 +11,7 @@ import { startReaper } from './billing/reaper.js';
 import { SettlementQueue } from './settle/settlement-queue.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import type { GatewayConfig } from './config.js';
+import type { Queryable } from './record/database.js';
 import { createGatewayApp } from './http/app.js';
 import { KeyAuthenticator } from './authenticate/authenticate.js';
 import type { GatewayContext } from './request/state.js';
@@ -54,6 +55,8 @@ export interface GatewayParts {
   journal?: JournalWriter;
   /** Where Responses API objects are kept (the record); in this process's memory when absent. */
   responsesStore?: ResponsesStore;
+  /** The record (PostgreSQL): GET /v1/generation and the key's daily and weekly spend read it; the hot path's recent records when absent. */
+  record?: Queryable;
   /**
    * Whether the ledger is usable now (the Redis backend's, from backendFromConfig): requests are refused
    * with a fast 503 and /readyz is false while it is down. Default: a ledger that never fails (memory).
@@ -286,6 +289,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
     responses: responsesOptions(parts.responsesStore, config, logger),
+    accountInfo: { ledger: backend.ledger, accounts: backend.accounts, rateLimitWindowMs: config.rateLimitWindowMs, ...(parts.record === undefined ? {} : { record: parts.record }) },
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
     requestFinished: requestFinished(metrics, logger),
     ready: () => !shutdown.draining && catalog.current().models.length > 0 && health.up,

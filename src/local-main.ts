@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   const journal = journalWriter(record, config, owned.journalStream);
 
   const { account, secret } = await demoAccount(record, owned, backend);
-  const gateway = await startGateway({ config, catalog, backend, responsesStore: new RecordResponsesStore(record, Date.now, { maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }), secrets: createEnvSecretResolver(), journal, ledgerHealth: owned.health });
+  const gateway = await startGateway({ config, catalog, backend, responsesStore: new RecordResponsesStore(record, Date.now, { maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }), secrets: createEnvSecretResolver(), journal, record, ledgerHealth: owned.health });
   const books = reconcileSources(record, backend, owned.journalStream, journal);
   const reconciler = startReconciler(books, {
     intervalMs: config.reconcileIntervalMs,

@@ -14,6 +14,7 @@ import { requestContext, type ErrorReporter } from './request-context.js';
 import { chatCompletions } from './routes/chat-completions.js';
 import { messages, countMessageTokens } from './routes/messages.js';
 import { getModel, listModels } from './routes/models.js';
+import { credits, currentKey, generation, type AccountInfoDeps } from './routes/account-info.js';
 import { UNMATCHED_ROUTE, type GatewayContext, type GatewayState } from '../request/state.js';
 import type { Next } from 'koa';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -34,6 +35,8 @@ export interface GatewayAppDeps {
   tracing: Tracing;
   /** The Responses API's store and reasoning-envelope key. */
   responses: ResponsesDeps;
+  /** What GET /v1/key, /v1/credits and /v1/generation read. */
+  accountInfo: AccountInfoDeps;
 }
 
 export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
@@ -63,6 +66,12 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
   const completionRoutes = new Map<string, { route: string; handle: (ctx: GatewayContext) => Promise<void> }>();
   const chat = { route: '/v1/chat/completions', handle: chatCompletions(deps.catalog, deps.exchange) };
   const message = { route: '/v1/messages', handle: messages(deps.catalog, deps.exchange) };
+  // Balance and usage with the API key, also under OpenRouter's /api/v1 (its clients' base path).
+  for (const prefix of ['/v1', '/api/v1']) {
+    api.get(`${prefix}/key`, routeName('/v1/key'), currentKey(deps.accountInfo));
+    api.get(`${prefix}/credits`, routeName('/v1/credits'), credits(deps.accountInfo));
+    api.get(`${prefix}/generation`, routeName('/v1/generation'), generation(deps.accountInfo));
+  }
   for (const prefix of ['/v1', '']) {
     completionRoutes.set(`${prefix}/chat/completions`, chat);
     completionRoutes.set(`${prefix}/messages`, message);

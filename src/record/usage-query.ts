@@ -234,3 +234,14 @@ export async function dailyKeySpend(db: Queryable, opts: { accountId: string; da
   );
   return r.rows.map((row) => ({ keyId: row.key_id, day: row.day, spent: row.spent, requests: row.requests }));
 }
+
+/** A key's charges since two instants (the start of the UTC day and of the UTC week), from the record. */
+export async function keySpendSince(db: Queryable, opts: { accountId: string; keyId: string; day: Date; week: Date }): Promise<{ day: Micros; week: Micros }> {
+  const since = opts.week < opts.day ? opts.week : opts.day;
+  const r = await db.query<{ day: string | number; week: string | number }>(
+    `SELECT coalesce(sum(cost) FILTER (WHERE finished_at >= $3), 0)::bigint AS day, coalesce(sum(cost) FILTER (WHERE finished_at >= $4), 0)::bigint AS week
+       FROM usage_records WHERE key_id = $2 AND account_id = $1 AND finished_at >= $5`,
+    [opts.accountId, opts.keyId, opts.day, opts.week, since],
+  );
+  return { day: Number(r.rows[0]?.day ?? 0), week: Number(r.rows[0]?.week ?? 0) };
+}

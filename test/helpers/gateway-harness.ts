@@ -159,7 +159,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     logger: createLogger({ destination }),
     ...(opts.tracing ? { tracing: opts.tracing } : {}),
     ...(journal === undefined ? {} : { journal }),
-    ...(opts.record === undefined ? {} : { responsesStore: new RecordResponsesStore(opts.record) }),
+    ...(opts.record === undefined ? {} : { responsesStore: new RecordResponsesStore(opts.record), record: opts.record }),
   });
   return {
     gateway,

@@ -1,0 +1,205 @@
+// Balance and usage with the API key, in OpenRouter's field names where it has one (its clients and
+// scripts read them) and ours beside them: GET /v1/key (the key: name, caps, spend, what is left, rate
+// limits), GET /v1/credits (the account's money) and GET /v1/generation?id= (one request's usage
+// record). Money is integer micro-USD inside and goes out as USD numbers, as OpenRouter sends it, with
+// exact `*_micros` integers beside them. Only the calling key's account is ever read.
+import type { AccountStore, ApiKeyRecord } from '../../accounts/account-store.js';
+import { effectiveRateLimits } from '../../accounts/rate-limits.js';
+import type { Ledger, UsageRecord } from '../../billing/ledger.js';
+import { formatUsd } from '../../billing/money.js';
+import type { Micros } from '../../catalog/snapshot.js';
+import type { Queryable } from '../../record/database.js';
+import { findUsage, keySpendSince, type RecordedUsage } from '../../record/usage-query.js';
+import { GatewayError } from '../../request/gateway-error.js';
+import type { GatewayContext } from '../../request/state.js';
+
+export interface AccountInfoDeps {
+  ledger: Ledger;
+  accounts: AccountStore;
+  /** The record (PostgreSQL): usage records of the day and week, and one request's record. Without it, the hot path's recent records. */
+  record?: Queryable;
+  rateLimitWindowMs: number;
+}
+
+/** USD as a JSON number, from exact micro-USD (the edge is the only place money becomes a float). */
+const usd = (micros: Micros): number => Number(formatUsd(micros));
+const DAY_MS = 86_400_000;
+/** Usage records the hot path is searched through when there is no record. */
+const HOT_USAGE_SCAN = 10_000;
+
+function keyOf(ctx: GatewayContext): ApiKeyRecord {
+  const key = ctx.state.key;
+  if (key === undefined) throw new Error('account routes need an authenticated key');
+  return key;
+}
+
+/** The start of the UTC day and of the UTC week (Monday) of `now`. */
+function periodStarts(now: number): { day: Date; week: Date } {
+  const day = Math.floor(now / DAY_MS) * DAY_MS;
+  // 1970-01-01 was a Thursday: days since a Monday are (days + 3) mod 7.
+  const week = day - ((Math.floor(now / DAY_MS) + 3) % 7) * DAY_MS;
+  return { day: new Date(day), week: new Date(week) };
+}
+
+async function daySpend(deps: AccountInfoDeps, key: ApiKeyRecord, now: number): Promise<{ day: Micros; week: Micros }> {
+  const starts = periodStarts(now);
+  if (deps.record !== undefined) return keySpendSince(deps.record, { accountId: key.accountId, keyId: key.id, ...starts });
+  const recent = await deps.ledger.listUsage(key.accountId, { keyId: key.id, limit: HOT_USAGE_SCAN });
+  const sum = (since: Date): Micros => recent.filter((u) => u.time >= since.getTime()).reduce((s, u) => s + u.cost, 0);
+  return { day: sum(starts.day), week: sum(starts.week) };
+}
+
+export function currentKey(deps: AccountInfoDeps) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    const key = keyOf(ctx);
+    const now = Date.now();
+    const [spend, periods, balance, account] = await Promise.all([
+      deps.ledger.keySpend(key.accountId, key.id, now),
+      daySpend(deps, key, now),
+      deps.ledger.balance(key.accountId),
+      deps.accounts.getAccount(key.accountId),
+    ]);
+    const available = Math.max(0, balance.balance - balance.held);
+    const lifetimeLeft = key.lifetimeCap === undefined ? undefined : Math.max(0, key.lifetimeCap - spend.lifetimeSpent - spend.lifetimeHeld);
+    const monthLeft = key.monthlyCap === undefined ? undefined : Math.max(0, key.monthlyCap - spend.monthSpent - spend.monthHeld);
+    // OpenRouter has one limit per key; ours is the cap with the least left (the one that binds first).
+    const binding =
+      monthLeft !== undefined && (lifetimeLeft === undefined || monthLeft <= lifetimeLeft)
+        ? { limit: key.monthlyCap as Micros, left: monthLeft, reset: 'monthly' as const }
+        : lifetimeLeft !== undefined
+          ? { limit: key.lifetimeCap as Micros, left: lifetimeLeft, reset: null }
+          : undefined;
+    const remaining = Math.min(available, binding?.left ?? available);
+    const limits = effectiveRateLimits(key.rateLimits, account?.rateLimits);
+    const perWindow = deps.rateLimitWindowMs === 60_000 ? '1m' : `${deps.rateLimitWindowMs / 1000}s`;
+    ctx.body = {
+      data: {
+        label: key.name,
+        name: key.name,
+        id: key.id,
+        display_hint: key.displayHint,
+        created_at: new Date(key.createdAt).toISOString(),
+        limit: binding === undefined ? null : usd(binding.limit),
+        limit_remaining: binding === undefined ? null : usd(binding.left),
+        limit_reset: binding?.reset ?? null,
+        usage: usd(spend.lifetimeSpent),
+        usage_daily: usd(periods.day),
+        usage_weekly: usd(periods.week),
+        usage_monthly: usd(spend.monthSpent),
+        is_free_tier: false,
+        // OpenRouter's shape of a request limit; ours are all in rate_limits.
+        rate_limit: limits.requestsPerMinute === undefined ? null : { requests: limits.requestsPerMinute, interval: perWindow },
+        rate_limits: {
+          requests_per_minute: limits.requestsPerMinute ?? null,
+          tokens_per_minute: limits.tokensPerMinute ?? null,
+          concurrent_requests: limits.concurrentRequests ?? null,
+          interval: perWindow,
+        },
+        monthly_cap: key.monthlyCap === undefined ? null : usd(key.monthlyCap),
+        lifetime_cap: key.lifetimeCap === undefined ? null : usd(key.lifetimeCap),
+        // What this key can spend now: the account's balance not held by requests in flight, within its caps.
+        remaining: usd(remaining),
+        held: usd(spend.lifetimeHeld),
+        micros: {
+          usage: spend.lifetimeSpent,
+          usage_daily: periods.day,
+          usage_weekly: periods.week,
+          usage_monthly: spend.monthSpent,
+          held: spend.lifetimeHeld,
+          limit: binding?.limit ?? null,
+          limit_remaining: binding?.left ?? null,
+          monthly_cap: key.monthlyCap ?? null,
+          lifetime_cap: key.lifetimeCap ?? null,
+          remaining,
+        },
+      },
+    };
+  };
+}
+
+export function credits(deps: AccountInfoDeps) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    const { accountId } = keyOf(ctx);
+    // The hot path's books, current to the last settlement: credited (less reversals) and refunded in,
+    // drawn down by usage; credited + refunded - drawn = balance, as OpenRouter's total_credits - total_usage.
+    const [books, balance] = await Promise.all([deps.ledger.audit(accountId), deps.ledger.balance(accountId)]);
+    const totalCredits = books.credited + books.refunded;
+    const available = Math.max(0, balance.balance - balance.held);
+    ctx.body = {
+      data: {
+        total_credits: usd(totalCredits),
+        total_usage: usd(books.drawnDown),
+        balance: usd(books.balance),
+        held: usd(balance.held),
+        available: usd(available),
+        refunded: usd(books.refunded),
+        micros: { total_credits: totalCredits, total_usage: books.drawnDown, balance: books.balance, held: balance.held, available, refunded: books.refunded },
+      },
+    };
+  };
+}
+
+/** The request id behind an id the client was given: the request id itself, or a reply's id built from it. */
+export function requestIdOf(id: string): string {
+  if (id.startsWith('chatcmpl-')) return id.slice('chatcmpl-'.length);
+  if (id.startsWith('msg_req_')) return id.slice('msg_'.length);
+  if (id.startsWith('resp_')) return `req_${id.slice('resp_'.length)}`;
+  return id;
+}
+
+type Generation = Pick<RecordedUsage, 'requestId' | 'keyId' | 'model' | 'usage' | 'cost' | 'status' | 'latencyMs' | 'time' | 'refunded'> & Partial<RecordedUsage>;
+
+async function findGeneration(deps: AccountInfoDeps, accountId: string, requestId: string): Promise<Generation | undefined> {
+  if (deps.record !== undefined) return findUsage(deps.record, accountId, requestId);
+  const recent: UsageRecord[] = await deps.ledger.listUsage(accountId, { limit: HOT_USAGE_SCAN });
+  const found = recent.find((u) => u.requestId === requestId);
+  return found === undefined ? undefined : { ...found, refunded: found.refunded === true };
+}
+
+export function generation(deps: AccountInfoDeps) {
+  return async (ctx: GatewayContext): Promise<void> => {
+    const { accountId } = keyOf(ctx);
+    const id = ctx.query.id;
+    if (typeof id !== 'string' || id === '' || id.length > 200) {
+      throw new GatewayError(400, 'Give the id of one request as ?id=: the x-request-id header of its answer, or the id of its reply (chatcmpl-…, msg_…, resp_…).', { code: 'invalid_request', param: 'id' });
+    }
+    const g = await findGeneration(deps, accountId, requestIdOf(id));
+    if (g === undefined) {
+      // Another account's request is not found either: nothing tells the two apart.
+      throw new GatewayError(404, `No request with id ${id.slice(0, 200)} on this key's account. A request just answered is recorded within a second or two; try again shortly.`, { code: 'generation_not_found', param: 'id' });
+    }
+    const ttft = g.ttftMs ?? null;
+    const startedAt = g.startedAt ?? g.time - g.latencyMs;
+    ctx.body = {
+      data: {
+        id: g.requestId,
+        model: g.model,
+        provider_name: g.upstream ?? null,
+        upstream: g.upstream ?? null,
+        key_id: g.keyId,
+        created_at: new Date(startedAt).toISOString(),
+        total_cost: usd(g.cost),
+        usage: usd(g.cost),
+        total_cost_micros: g.cost,
+        reserved_micros: g.reserved ?? null,
+        tokens_prompt: g.usage.input,
+        tokens_completion: g.usage.output,
+        native_tokens_prompt: g.usage.input,
+        native_tokens_completion: g.usage.output,
+        native_tokens_cached: g.usage.cachedInput,
+        native_tokens_reasoning: g.usage.reasoning,
+        finish_reason: g.finishReason ?? null,
+        native_finish_reason: g.finishReason ?? null,
+        latency: g.latencyMs,
+        // From the first token to the end (streams); the whole latency when no first token was timed.
+        generation_time: ttft === null ? g.latencyMs : Math.max(0, g.latencyMs - ttft),
+        time_to_first_token: ttft,
+        status: g.status,
+        http_status: g.httpStatus ?? null,
+        cancelled: g.status === 'client_cancelled',
+        refusal_reason: g.refusalReason ?? null,
+        refunded: g.refunded,
+      },
+    };
+  };
+}
