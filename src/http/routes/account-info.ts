@@ -139,10 +139,13 @@ export function credits(deps: AccountInfoDeps) {
   };
 }
 
-/** The request id behind an id the client was given: the request id itself, or a reply's id built from it. */
+/**
+ * The request id behind an id the client was given: the request id itself (x-request-id, or Anthropic's
+ * request-id header), or a chat completion's or a response's id, which are built from it. A message's
+ * id is its upstream's, so Messages clients give the request-id header's value.
+ */
 export function requestIdOf(id: string): string {
-  if (id.startsWith('chatcmpl-')) return id.slice('chatcmpl-'.length);
-  if (id.startsWith('msg_req_')) return id.slice('msg_'.length);
+  if (id.startsWith('chatcmpl-req_')) return id.slice('chatcmpl-'.length);
   if (id.startsWith('resp_')) return `req_${id.slice('resp_'.length)}`;
   return id;
 }
@@ -161,7 +164,7 @@ export function generation(deps: AccountInfoDeps) {
     const { accountId } = keyOf(ctx);
     const id = ctx.query.id;
     if (typeof id !== 'string' || id === '' || id.length > 200) {
-      throw new GatewayError(400, 'Give the id of one request as ?id=: the x-request-id header of its answer, or the id of its reply (chatcmpl-…, msg_…, resp_…).', { code: 'invalid_request', param: 'id' });
+      throw new GatewayError(400, 'Give the id of one request as ?id=: the x-request-id (or request-id) header of its answer, or the id of its chat completion (chatcmpl-…) or response (resp_…).', { code: 'invalid_request', param: 'id' });
     }
     const g = await findGeneration(deps, accountId, requestIdOf(id));
     if (g === undefined) {
