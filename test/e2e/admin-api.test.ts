@@ -165,7 +165,13 @@ describe('accounts and keys', () => {
     expect(list.status).toBe(200);
     expect(list.body.accounts).toContainEqual(created.body);
     const one = await call('GET', `/accounts/${id}`);
-    expect(one.body).toEqual({ ...created.body, balance_micro_usd: 0, held_micro_usd: 0, balance_usd: '0.000000' });
+    expect(one.body).toEqual({
+      ...created.body,
+      default_rate_limits: { requests_per_minute: null, tokens_per_minute: null, concurrent_requests: null },
+      balance_micro_usd: 0,
+      held_micro_usd: 0,
+      balance_usd: '0.000000',
+    });
     // A body-less create gets the default name.
     const unnamed = await call('POST', '/accounts');
     expect(unnamed.status).toBe(201);
@@ -251,6 +257,49 @@ describe('accounts and keys', () => {
     const ok = await complete(key);
     expect(ok.status).toBe(200);
     await ok.json();
+  });
+
+  it("sets a key's rate limits and the account's default; the gateway applies them at once; bad values are 400s", async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const created = await call('POST', `/accounts/${accountId}/keys`, { name: 'limited', requests_per_minute: 5, concurrent_requests: 2 });
+    expect(created.status).toBe(201);
+    expect((created.body.record as Json).rateLimits).toEqual({ requestsPerMinute: 5, concurrentRequests: 2 });
+    const { key, keyId } = await newKey(accountId);
+    // Two requests in one minute of Redis's clock: not within 5 s of its end.
+    const [sec] = await redis.time();
+    if (Number(sec) % 60 > 55) await new Promise((r) => setTimeout(r, (61 - (Number(sec) % 60)) * 1000));
+    // The account's default: one request per minute for keys without their own.
+    const defaults = await call('PUT', `/accounts/${accountId}/rate-limits`, { requests_per_minute: 1 });
+    expect(defaults.body).toEqual({ updated: true, default_rate_limits: { requests_per_minute: 1, tokens_per_minute: null, concurrent_requests: null } });
+    expect((await call('GET', `/accounts/${accountId}`)).body.default_rate_limits).toEqual({ requests_per_minute: 1, tokens_per_minute: null, concurrent_requests: null });
+    const first = await complete(key);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    await first.json();
+    const second = await complete(key);
+    expect(second.status).toBe(429);
+    expect(second.headers.get('retry-after')).not.toBeNull();
+    expect(((await second.json()) as { error: Json }).error).toMatchObject({ code: 'rate_limit_exceeded', type: 'rate_limit_error', limit_type: 'requests', limit: 1 });
+    // The key's own value overrides the default.
+    const own = await call('PUT', `/accounts/${accountId}/keys/${keyId}/rate-limits`, { requests_per_minute: 1000, tokens_per_minute: null });
+    expect(own.body).toEqual({ updated: true, rate_limits: { requests_per_minute: 1000, tokens_per_minute: null, concurrent_requests: null } });
+    const third = await complete(key);
+    expect(third.status).toBe(200);
+    expect(third.headers.get('x-ratelimit-limit-requests')).toBe('1000');
+    await third.json();
+    for (const [body, message] of [
+      [{ requests_per_minute: 0 }, 'requests_per_minute must be a whole number from 1'],
+      [{ tokens_per_minute: '100' }, 'tokens_per_minute must be a whole number from 1'],
+      [{ concurrent_requests: 1.5 }, 'concurrent_requests must be a whole number from 1'],
+      [{ request_per_minute: 5 }, 'unknown field request_per_minute'],
+    ] as const) {
+      const bad = await call('PUT', `/accounts/${accountId}/keys/${keyId}/rate-limits`, body);
+      expect(bad.status).toBe(400);
+      expect((bad.body.error as Json).message).toContain(message);
+    }
+    expect((await call('PUT', `/accounts/${accountId}/keys/key_nope/rate-limits`, {})).status).toBe(404);
+    expect((await call('PUT', '/accounts/acct_nope/rate-limits', {})).status).toBe(404);
   });
 });
 
