@@ -626,3 +626,54 @@ describe('smaller holes (issue 29, defects 7 and 11)', () => {
     expect((await tdb.db.query('SELECT 1 FROM key_reveals')).rows).toEqual([]);
   });
 });
+
+describe('rate limits in the dashboard (issue 32, item 3)', () => {
+  const carol = new Browser(base);
+  const dave = new Browser(base);
+
+  beforeAll(async () => {
+    await carol.signUpConfirmed(tdb.db, 'carol@example.com');
+    await dave.signUpConfirmed(tdb.db, 'dave@example.com');
+  });
+
+  it("sets a key's limits on its create and edit pages and the account's default on the Keys page; the gateway applies them", async () => {
+    const made = await carol.req('POST', '/keys', { name: 'limited key', requests_per_minute: '2', concurrent_requests: '', csrf: carol.csrf }, { form: true });
+    expect(made.status).toBe(303);
+    const shown = await carol.req('GET', '/keys', undefined, { reveal: true });
+    const secret = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(shown.text)?.[1] ?? '';
+    secrets.push(secret);
+    expect(shown.text).toContain('2 requests/min');
+    const keyId = ((await carol.api('GET', '/api/keys')).json() as { keys: Array<{ id: string; rate_limits: unknown }> }).keys[0]?.id ?? '';
+    expect(((await carol.api('GET', `/api/keys/${keyId}`)).json() as { key: { rate_limits: unknown } }).key.rate_limits).toEqual({ requests_per_minute: 2, tokens_per_minute: null, concurrent_requests: null });
+
+    // The edit page shows the key's limits in its own form.
+    const edit = await carol.req('GET', `/keys/${keyId}/edit`);
+    expect(edit.text).toContain(`action="/keys/${keyId}/rate-limits"`);
+    expect(edit.text).toMatch(/name="requests_per_minute"[^>]*value="2"/);
+    const set = await carol.req('POST', `/keys/${keyId}/rate-limits`, { requests_per_minute: '', tokens_per_minute: '50000', concurrent_requests: '', csrf: carol.csrf }, { form: true });
+    expect(set.status).toBe(302);
+    // The account's default for keys: one request a minute for every key without its own.
+    const defaults = await carol.req('POST', '/keys/rate-limits', { requests_per_minute: '1', tokens_per_minute: '', concurrent_requests: '', csrf: carol.csrf }, { form: true });
+    expect(defaults.status).toBe(302);
+    const page = await carol.req('GET', '/keys');
+    expect(page.text).toContain('1 requests/min (default) · 50000 tokens/min');
+    expect(page.text).toMatch(/action="\/keys\/rate-limits"[\s\S]*name="requests_per_minute"[^>]*value="1"/);
+    const invalid = await carol.req('POST', `/keys/${keyId}/rate-limits`, { requests_per_minute: 'many', csrf: carol.csrf }, { form: true });
+    expect(invalid.status).toBe(400);
+    expect(invalid.text).toContain('requests_per_minute must be a whole number from 1');
+
+    const session = (await carol.api('GET', '/api/session')).json() as { user: { account_id: string } };
+    await harness.backend.ledger.credit(session.user.account_id, 10_000_000, `dash-limits-${session.user.account_id}`);
+    const client = new OpenAI({ apiKey: secret, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
+    expect(response.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    expect(response.headers.get('x-ratelimit-limit-tokens')).toBe('50000');
+    // The PATCH of the JSON API sets the key's own limit, overriding the default.
+    const patched = await carol.api('PATCH', `/api/keys/${keyId}`, { requests_per_minute: 100 });
+    expect((patched.json() as { key: { rate_limits: unknown } }).key.rate_limits).toEqual({ requests_per_minute: 100, tokens_per_minute: null, concurrent_requests: null });
+    const after = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
+    expect(after.response.headers.get('x-ratelimit-limit-requests')).toBe('100');
+    // Another holder cannot touch the key's limits.
+    expect((await dave.req('POST', `/keys/${keyId}/rate-limits`, { requests_per_minute: '1', csrf: dave.csrf }, { form: true })).status).toBe(404);
+  });
+});
