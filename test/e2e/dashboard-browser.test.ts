@@ -234,7 +234,7 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
     await page.reload();
     await fitsWidth(page, 'Keys');
     expect(await reachable(page, 'a:text-is("Revoke")')).toBe(2);
-    expect(await reachable(page, 'a:text-is("Edit caps")')).toBe(2);
+    expect(await reachable(page, 'a:text-is("Edit caps and limits")')).toBe(2);
     const keysShot = await page.screenshot({ fullPage: true });
 
     await harness.backend.ledger.credit(account.id, 12_345_678, 'phone-credit');
