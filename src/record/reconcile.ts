@@ -13,7 +13,7 @@ import type { Ledger, Micros } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
 import type { Database } from './database.js';
 import type { JournalEntry } from './journal.js';
-import type { KeyStateDifference } from './recorded-account-store.js';
+import type { KeyStateDifference, RateLimitDifference } from './recorded-account-store.js';
 
 export type ReconciledField =
   | 'record_balance'
@@ -29,11 +29,24 @@ export type ReconciledField =
   | 'key_revoked'
   | 'key_lifetime_cap'
   | 'key_monthly_cap'
+  | RateLimitDifference
   // The hot path's seq below the record's: it lost writes the record has (not money; repaired by a reload).
   | 'hot_behind';
 
 /** Fields that are not micro-USD: reported, repaired, and left out of totalDifference. */
-const NOT_MONEY_FIELDS: ReadonlySet<ReconciledField> = new Set(['key_missing', 'key_revoked', 'key_lifetime_cap', 'key_monthly_cap', 'hot_behind']);
+const NOT_MONEY_FIELDS: ReadonlySet<ReconciledField> = new Set<ReconciledField>([
+  'key_missing',
+  'key_revoked',
+  'key_lifetime_cap',
+  'key_monthly_cap',
+  'key_rpm_limit',
+  'key_tpm_limit',
+  'key_concurrency_limit',
+  'account_rpm_limit',
+  'account_tpm_limit',
+  'account_concurrency_limit',
+  'hot_behind',
+]);
 
 /** A ledger that loads an account again when its hot copy is behind the record (RecordedLedger). */
 interface BehindRepairer {

@@ -13,7 +13,7 @@ import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
 import { newAccountId } from '../accounts/ids.js';
 import { newKeyRecord } from '../accounts/key-record.js';
 import { checkCaps, checkImportedSecret } from '../accounts/validation.js';
-import { checkRateLimits, compactRateLimits, type RateLimits } from '../accounts/rate-limits.js';
+import { checkRateLimits, compactRateLimits, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
 
 interface AccountRow {
@@ -118,12 +118,21 @@ const KEY_RETRY_MAX_MS = 1_000;
 /** Keys one sweep pushes at most. */
 const KEY_SWEEP_BATCH = 500;
 
+/** A rate limit that differs: a key's own, or (keyId '') the account's default for keys. */
+export type RateLimitDifference = 'key_rpm_limit' | 'key_tpm_limit' | 'key_concurrency_limit' | 'account_rpm_limit' | 'account_tpm_limit' | 'account_concurrency_limit';
+
+const LIMIT_DIFFERENCES: ReadonlyArray<[RateLimitField, 'rpm' | 'tpm' | 'concurrency']> = [
+  ['requestsPerMinute', 'rpm'],
+  ['tokensPerMinute', 'tpm'],
+  ['concurrentRequests', 'concurrency'],
+];
+
 /** A key's state as the hot path and the record each have it, where they differ (reconciliation). */
 export interface KeyStateDifference {
   accountId: string;
   keyId: string;
-  field: 'key_missing' | 'key_revoked' | 'key_lifetime_cap' | 'key_monthly_cap';
-  /** The record's value: 1/0 for present or revoked, the cap in micro-USD, -1 for no cap. */
+  field: 'key_missing' | 'key_revoked' | 'key_lifetime_cap' | 'key_monthly_cap' | RateLimitDifference;
+  /** The record's value: 1/0 for present or revoked, the cap in micro-USD or the rate limit, -1 for none. */
   expected: number;
   /** The hot path's value, in the same terms. */
   actual: number;
@@ -422,6 +431,23 @@ export class RecordedAccountStore implements AccountStore {
   async reconcileKeys(accountId: string): Promise<KeyStateDifference[]> {
     const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY id`, [accountId]);
     const out: KeyStateDifference[] = [];
+    // The account's default limits first: a key's repair pushes the account too, which would hide them.
+    const accountRow = await this.recordedAccountRow(accountId);
+    const hotAccount = accountRow === undefined ? undefined : await this.hot.getAccount(accountId);
+    if (accountRow !== undefined && hotAccount !== undefined) {
+      const rec = toAccount(accountRow);
+      const found = LIMIT_DIFFERENCES.map(([limit, name]) => ({
+        accountId,
+        keyId: '',
+        field: `account_${name}_limit` as const,
+        expected: rec.rateLimits?.[limit] ?? -1,
+        actual: hotAccount.rateLimits?.[limit] ?? -1,
+      })).filter((d) => d.expected !== d.actual);
+      if (found.length > 0) {
+        out.push(...found);
+        await this.pushAccount(accountRow);
+      }
+    }
     for (const row of r.rows) {
       const rec = toKey(row);
       const hot = await this.hot.getKey(accountId, rec.id);
@@ -434,6 +460,7 @@ export class RecordedAccountStore implements AccountStore {
         differ('key_revoked', rec.revokedAt === undefined ? 0 : 1, hot.revokedAt === undefined ? 0 : 1);
         differ('key_lifetime_cap', rec.lifetimeCap ?? -1, hot.lifetimeCap ?? -1);
         differ('key_monthly_cap', rec.monthlyCap ?? -1, hot.monthlyCap ?? -1);
+        for (const [limit, name] of LIMIT_DIFFERENCES) differ(`key_${name}_limit`, rec.rateLimits?.[limit] ?? -1, hot.rateLimits?.[limit] ?? -1);
       }
       if (found.length === 0) continue;
       out.push(...found);

@@ -1,7 +1,7 @@
 // Rate limits on the record's durable path, over a real Redis and a real PostgreSQL (migration 023): a
 // key's own limits and the account's default reach Redis with their versions, an older copy of the
-// default arriving late does not bring it back, a push Redis refused is taken there by the sweeper, and a
-// wiped Redis gets both back from the record.
+// default arriving late does not bring it back, a push Redis refused is taken there by the sweeper, a
+// wiped Redis gets both back from the record, and reconciliation repairs limits Redis holds wrong.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Account, RestorableAccountStore } from '../../src/accounts/account-store.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
@@ -95,5 +95,19 @@ describe('rate limits reach Redis from the record', () => {
     await w.backend.accounts.restoreAccountKeys(w.accountId);
     expect(await testRedis.redis.hget(w.keyHash, 'rpm')).toBe('7');
     expect(await testRedis.redis.hget(w.accountHash, 'dtpm')).toBe('9000');
+  });
+
+  it("reconciliation finds limits Redis lost or holds wrong, and repairs them from the record", async () => {
+    const w = await world();
+    await w.backend.accounts.setAccountRateLimits(w.accountId, { concurrentRequests: 4 });
+    await testRedis.redis.hdel(w.keyHash, 'rpm');
+    await testRedis.redis.hset(w.accountHash, 'dconc', '40', 'dtpm', '5');
+    const found = await w.backend.accounts.reconcileKeys(w.accountId);
+    expect(found.map((d) => `${d.keyId} ${d.field} ${d.expected}->${d.actual}`).sort()).toEqual(
+      [` account_concurrency_limit 4->40`, ` account_tpm_limit -1->5`, `${w.keyId} key_rpm_limit 7->-1`].sort(),
+    );
+    expect(await testRedis.redis.hget(w.keyHash, 'rpm')).toBe('7');
+    expect(await testRedis.redis.hmget(w.accountHash, 'dconc', 'dtpm')).toEqual(['4', null]);
+    expect(await w.backend.accounts.reconcileKeys(w.accountId)).toEqual([]);
   });
 });
