@@ -22,7 +22,7 @@ local now = nowMs(ARGV[5])
 local deadline = now + tonumber(ARGV[2])
 local month = utcMonth(now)
 
-local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'gen', 'rebuildUntil', 'seq')
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'gen', 'rebuildUntil', 'seq', 'drpm', 'dtpm', 'dconc')
 if ARGV[6] == '1' then
   if not a[3] then return {-1} end
   if num(a[5]) < num(ARGV[7]) then
@@ -46,8 +46,7 @@ if k[2] then return {0, 'key_revoked', amount, 0, 0} end
 -- Rate limits: the key's own, else the account's default for keys. Requests and tokens count in fixed
 -- windows of Redis's clock (every gateway shares them); requests in flight are the key's zset of request
 -- ids scored by hold deadline, so one whose settlement never came drops out when its hold would be reaped.
-local d = redis.call('HMGET', KEYS[1], 'drpm', 'dtpm', 'dconc')
-local rpm, tpm, conc = tonumber(k[9] or d[1]), tonumber(k[10] or d[2]), tonumber(k[11] or d[3])
+local rpm, tpm, conc = tonumber(k[9] or a[6]), tonumber(k[10] or a[7]), tonumber(k[11] or a[8])
 local tokens = num(ARGV[8])
 local windowMs = tonumber(ARGV[9]) or 60000
 local win = math.floor(now / windowMs)
