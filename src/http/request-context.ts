@@ -37,7 +37,7 @@ export function requestContext(reportUnexpected: ErrorReporter) {
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined && ctx.respond !== false) {
-        throw new GatewayError(404, `Unknown endpoint ${ctx.method} ${ctx.path}. Tollgate serves POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models.`, { code: 'unknown_url' });
+        throw new GatewayError(404, `Unknown endpoint ${ctx.method} ${ctx.path}. Tollgate serves POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses, GET /v1/models, GET /v1/key, GET /v1/credits and GET /v1/generation?id=.`, { code: 'unknown_url' });
       }
     } catch (err) {
       renderError(ctx, err, reportUnexpected);
