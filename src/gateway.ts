@@ -289,7 +289,7 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
     responses: responsesOptions(parts.responsesStore, config, logger),
-    accountInfo: { ledger: backend.ledger, accounts: backend.accounts, rateLimitWindowMs: config.rateLimitWindowMs, ...(parts.record === undefined ? {} : { record: parts.record }) },
+    accountInfo: { ledger: backend.ledger, health, accounts: backend.accounts, rateLimitWindowMs: config.rateLimitWindowMs, ...(parts.record === undefined ? {} : { record: parts.record }) },
     reportUnexpected: (err, ctx) => logger.log.error({ err, requestId: ctx.state.requestId }, 'unexpected error'),
     requestFinished: requestFinished(metrics, logger),
     ready: () => !shutdown.draining && catalog.current().models.length > 0 && health.up,

@@ -9,6 +9,7 @@ import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 import { until } from './e2e-support.js';
 import { findUsage } from '../../src/record/usage-query.js';
+import { openPostgres } from '../../src/record/database.js';
 
 const testDb = useTestDatabase('account_info');
 let h: Harness;
@@ -192,5 +193,25 @@ describe('without a record, the hot path answers', () => {
     expect(kd.micros).toMatchObject({ usage: cost, usage_daily: cost, usage_weekly: cost, usage_monthly: cost, limit: null });
     expect(kd.limit).toBeNull();
     expect(kd.rate_limit).toBeNull();
+  });
+});
+
+describe('a record that does not answer', () => {
+  it('is a retryable 503 usage_records_unavailable in the client\'s format, never a 500', async () => {
+    // A pool of its own on the test database, closed under the gateway: real PostgreSQL failures.
+    const db = await openPostgres(testDb.url, { max: 2 });
+    const r = await startHarness({ ledger: 'redis', record: db });
+    try {
+      await db.close();
+      const res = await fetch(`${r.baseUrl}/v1/generation?id=req_x`, { headers: { authorization: `Bearer ${r.key}` } });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('usage_records_unavailable');
+      const key = await fetch(`${r.baseUrl}/v1/key`, { headers: { authorization: `Bearer ${r.key}` } });
+      expect(key.status).toBe(503);
+      await key.text();
+    } finally {
+      await r.close().catch(() => undefined);
+    }
   });
 });

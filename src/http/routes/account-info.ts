@@ -11,10 +11,13 @@ import type { Micros } from '../../catalog/snapshot.js';
 import type { Queryable } from '../../record/database.js';
 import { findUsage, keySpendSince, type RecordedUsage } from '../../record/usage-query.js';
 import { GatewayError } from '../../request/gateway-error.js';
+import type { LedgerHealth } from '../../billing/ledger-health.js';
 import type { GatewayContext } from '../../request/state.js';
 
 export interface AccountInfoDeps {
   ledger: Ledger;
+  /** The ledger's health: a ledger that is down is a retryable 503, as for completions, never a 500. */
+  health?: LedgerHealth;
   accounts: AccountStore;
   /** The record (PostgreSQL): usage records of the day and week, and one request's record. Without it, the hot path's recent records. */
   record?: Queryable;
@@ -26,6 +29,21 @@ const usd = (micros: Micros): number => Number(formatUsd(micros));
 const DAY_MS = 86_400_000;
 /** Usage records the hot path is searched through when there is no record. */
 const HOT_USAGE_SCAN = 10_000;
+
+/** A ledger read, through the ledger's health (a 503 ledger_unavailable when it is down). */
+function fromLedger<T>(deps: AccountInfoDeps, read: () => Promise<T>): Promise<T> {
+  return deps.health === undefined ? read() : deps.health.run(read);
+}
+
+/** A record read; the record not answering is a retryable 503, never a 500. */
+async function fromRecord<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (err instanceof GatewayError) throw err;
+    throw new GatewayError(503, 'The usage records could not be read just now; retry shortly.', { code: 'usage_records_unavailable', retryAfterSeconds: 1 });
+  }
+}
 
 function keyOf(ctx: GatewayContext): ApiKeyRecord {
   const key = ctx.state.key;
@@ -43,8 +61,9 @@ function periodStarts(now: number): { day: Date; week: Date } {
 
 async function daySpend(deps: AccountInfoDeps, key: ApiKeyRecord, now: number): Promise<{ day: Micros; week: Micros }> {
   const starts = periodStarts(now);
-  if (deps.record !== undefined) return keySpendSince(deps.record, { accountId: key.accountId, keyId: key.id, ...starts });
-  const recent = await deps.ledger.listUsage(key.accountId, { keyId: key.id, limit: HOT_USAGE_SCAN });
+  const record = deps.record;
+  if (record !== undefined) return fromRecord(() => keySpendSince(record, { accountId: key.accountId, keyId: key.id, ...starts }));
+  const recent = await fromLedger(deps, () => deps.ledger.listUsage(key.accountId, { keyId: key.id, limit: HOT_USAGE_SCAN }));
   const sum = (since: Date): Micros => recent.filter((u) => u.time >= since.getTime()).reduce((s, u) => s + u.cost, 0);
   return { day: sum(starts.day), week: sum(starts.week) };
 }
@@ -54,10 +73,10 @@ export function currentKey(deps: AccountInfoDeps) {
     const key = keyOf(ctx);
     const now = Date.now();
     const [spend, periods, balance, account] = await Promise.all([
-      deps.ledger.keySpend(key.accountId, key.id, now),
+      fromLedger(deps, () => deps.ledger.keySpend(key.accountId, key.id, now)),
       daySpend(deps, key, now),
-      deps.ledger.balance(key.accountId),
-      deps.accounts.getAccount(key.accountId),
+      fromLedger(deps, () => deps.ledger.balance(key.accountId)),
+      fromLedger(deps, () => deps.accounts.getAccount(key.accountId)),
     ]);
     const available = Math.max(0, balance.balance - balance.held);
     const lifetimeLeft = key.lifetimeCap === undefined ? undefined : Math.max(0, key.lifetimeCap - spend.lifetimeSpent - spend.lifetimeHeld);
@@ -122,7 +141,7 @@ export function credits(deps: AccountInfoDeps) {
     const { accountId } = keyOf(ctx);
     // The hot path's books, current to the last settlement: credited (less reversals) and refunded in,
     // drawn down by usage; credited + refunded - drawn = balance, as OpenRouter's total_credits - total_usage.
-    const [books, balance] = await Promise.all([deps.ledger.audit(accountId), deps.ledger.balance(accountId)]);
+    const [books, balance] = await Promise.all([fromLedger(deps, () => deps.ledger.audit(accountId)), fromLedger(deps, () => deps.ledger.balance(accountId))]);
     const totalCredits = books.credited + books.refunded;
     const available = Math.max(0, balance.balance - balance.held);
     ctx.body = {
@@ -153,8 +172,9 @@ export function requestIdOf(id: string): string {
 type Generation = Pick<RecordedUsage, 'requestId' | 'keyId' | 'model' | 'usage' | 'cost' | 'status' | 'latencyMs' | 'time' | 'refunded'> & Partial<RecordedUsage>;
 
 async function findGeneration(deps: AccountInfoDeps, accountId: string, requestId: string): Promise<Generation | undefined> {
-  if (deps.record !== undefined) return findUsage(deps.record, accountId, requestId);
-  const recent: UsageRecord[] = await deps.ledger.listUsage(accountId, { limit: HOT_USAGE_SCAN });
+  const record = deps.record;
+  if (record !== undefined) return fromRecord(() => findUsage(record, accountId, requestId));
+  const recent: UsageRecord[] = await fromLedger(deps, () => deps.ledger.listUsage(accountId, { limit: HOT_USAGE_SCAN }));
   const found = recent.find((u) => u.requestId === requestId);
   return found === undefined ? undefined : { ...found, refunded: found.refunded === true };
 }
