@@ -34,6 +34,15 @@ async function recorded(): Promise<void> {
   await h.journal?.flush();
 }
 
+/** A request's generation once the record has it (its settlement may still be on its way to PostgreSQL). */
+async function recordedGeneration(id: string, key: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  return until(`generation ${id}`, async () => {
+    await recorded();
+    const r = await get(`/v1/generation?id=${id}`, key);
+    return r.status === 404 ? undefined : r;
+  }, 10_000);
+}
+
 const openai = () => new OpenAI({ apiKey: h.key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
 
 describe('GET /v1/key, /v1/credits, /v1/generation', () => {
@@ -52,9 +61,12 @@ describe('GET /v1/key, /v1/credits, /v1/generation', () => {
     const stream = await openai().chat.completions.create({ model: 'outlaw-1-xploded', max_tokens: 60, stream: true, messages: [{ role: 'user', content: 'stream' }] }).withResponse();
     for await (const chunk of stream.data) void chunk;
     ids.streamRequestId = stream.response.headers.get('x-request-id') ?? '';
-    await recorded();
-    const sum = await testDb.db.query<{ spent: string }>('SELECT sum(cost)::text AS spent FROM usage_records WHERE account_id = $1', [h.accountId]);
-    spent = Number(sum.rows[0]?.spent ?? 0);
+    // All three requests in the record (a stream's settlement may still be on its way after its last byte).
+    spent = await until('three records', async () => {
+      await recorded();
+      const sum = await testDb.db.query<{ n: number; spent: string }>('SELECT count(*)::int AS n, sum(cost)::text AS spent FROM usage_records WHERE account_id = $1', [h.accountId]);
+      return sum.rows[0]?.n === 3 ? Number(sum.rows[0].spent) : undefined;
+    }, 10_000);
     expect(spent).toBeGreaterThan(0);
   });
 
@@ -121,8 +133,7 @@ describe('GET /v1/key, /v1/credits, /v1/generation', () => {
     expect(ids.messageId).toMatch(/^req_/);
     // A response's id (resp_…) too.
     const resp = await openai().responses.create({ model: 'outlaw-1-xploded', max_output_tokens: 20, input: 'hi' });
-    await recorded();
-    const byResponse = await get(`/v1/generation?id=${resp.id}`, h.key);
+    const byResponse = await recordedGeneration(resp.id, h.key);
     expect(byResponse.status).toBe(200);
     expect(data(byResponse.body).id).toBe(resp.id.replace(/^resp_/, 'req_'));
     // A stream's time to its first token, within its latency.
@@ -141,8 +152,7 @@ describe('GET /v1/key, /v1/credits, /v1/generation', () => {
       .create({ model: 'outlaw-1-xploded', max_tokens: 20, messages: [{ role: 'user', content: 'mine' }] })
       .withResponse();
     const theirs = res.response.headers.get('x-request-id') ?? '';
-    await recorded();
-    expect((await get(`/v1/generation?id=${theirs}`, otherKey.secret)).status).toBe(200);
+    expect((await recordedGeneration(theirs, otherKey.secret)).status).toBe(200);
     const asked = await get(`/v1/generation?id=${theirs}`, h.key);
     expect(asked.status).toBe(404);
     const error = asked.body.error as { code: string; message: string; type: string };

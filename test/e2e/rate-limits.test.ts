@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import { until } from './e2e-support.js';
 
 const WINDOW_MS = 2_000;
 let h: Harness;
@@ -73,6 +74,7 @@ describe('rate limits through the official SDKs', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(retried.headers.get('x-ratelimit-limit-requests')).toBe('1');
     // Two answers, two usage records; the 429 left none and took nothing beyond their charges.
+    await until('two usage records', async () => ((await usageCount()) >= before + 2 ? true : undefined));
     expect(await usageCount()).toBe(before + 2);
     const charged = (await h.backend.ledger.listUsage(h.accountId, { limit: 2 })).reduce((sum, u) => sum + u.cost, 0);
     expect((await h.backend.ledger.balance(h.accountId)).balance).toBe(balanceBefore - charged);
@@ -127,6 +129,7 @@ describe('rate limits through the official SDKs', () => {
     expect(ok.headers.get('anthropic-ratelimit-input-tokens-limit')).toBe('1000000');
     expect(refused.headers.get('anthropic-ratelimit-requests-remaining')).toBe('0');
     expect(refused.headers.get('retry-after')).not.toBeNull();
+    await until('two usage records', async () => ((await usageCount()) >= before + 2 ? true : undefined));
     expect(await usageCount()).toBe(before + 2);
   });
 
