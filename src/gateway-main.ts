@@ -1,6 +1,7 @@
 // The production entry point (the container's `gateway` command): catalog from ModelCatalog objects
 // when TOLLGATE_CATALOG_SOURCE=kubernetes (else the file), ledger in Redis (or memory without
 // REDIS_URL, for trials), tracing from the standard OTEL_* variables.
+import { AccountService } from './accounts/service.js';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
@@ -65,7 +66,12 @@ async function main(): Promise<void> {
       ? undefined
       : await (await import('./top-ups/run.js')).startTopUps({
           db: served.record,
-          applyCommitted: (m, r) => served.recorded.ledger.applyCommitted(m, r),
+          accounts: new AccountService({
+            accounts: served.recorded.accounts,
+            ledger: served.recorded.ledger,
+            onRevoke: () => gateway.authenticator.forget(),
+            applyCommitted: (m, r) => served.recorded.ledger.applyCommitted(m, r),
+          }),
           env: process.env,
           testModePayments: false,
           host: dashboardConfig.host,
