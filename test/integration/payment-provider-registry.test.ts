@@ -168,6 +168,11 @@ describe('a provider registered only in this test', () => {
     const balance = await holder.req('GET', '/balance');
     expect(balance.text).toMatch(/<td>Voucher<\/td>/);
     expect((await holder.req('GET', `/top-ups/${topUp.id}`)).text).toContain('Voucher ·');
+
+    // The record takes any registered name, and still refuses one of another shape (migration 033).
+    const insert = (provider: string) =>
+      testDb.db.query(`INSERT INTO top_ups (id, account_id, provider, credit_cents, fee_cents, total_cents, state) VALUES ($1, $2, $3, 1000, 65, 1065, 'quoted')`, [`tu_${provider.length}`, accountId, provider]);
+    await expect(insert('Voucher Co')).rejects.toThrow(/top_ups_provider_name/);
   });
 
   it('a service built on the default registry has no route for it', async () => {
