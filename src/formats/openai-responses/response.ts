@@ -7,6 +7,7 @@
 import type { FinishReason, InternalResponse, JsonObject, NormalizedUsage, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent, ThinkingPart, ToolCallPart } from '../../translate/representation/index.js';
 import type { DecodedResponsesRequest } from './request.js';
 import { sealEnvelope } from './reasoning-envelope.js';
+import { withCost } from '../../wire/usage-cost.js';
 
 export interface ResponsesEncodeContext {
   id: string;
@@ -285,7 +286,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     }
     for (const item of this.items) out += this.closeItem(item);
     const { status, incomplete } = statusOf(end.finish);
-    const body = envelope(this.ctx, { status, output: [...this.clientOutput], usage: responsesUsage(end.usage), incomplete, completedAt: Math.floor(Date.now() / 1000) });
+    const body = envelope(this.ctx, { status, output: [...this.clientOutput], usage: withCost(responsesUsage(end.usage), end.costUsd), incomplete, completedAt: Math.floor(Date.now() / 1000) });
     this.final = { body, storedOutput: [...this.storedOutput] };
     return out + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: body });
   }
