@@ -1,6 +1,8 @@
 // Anthropic client, Anthropic-format upstream: events are relayed one by one with their data
 // untouched (thinking blocks and signatures stay byte-for-byte), except that message_start
-// names the model the client asked for. A tap reads the cumulative usage on the way.
+// names the model the client asked for and message_delta's usage gains the charge (`cost`). A tap
+// reads the cumulative usage on the way. Thinking blocks the request did not ask for are dropped
+// (whole replies and streams, the later blocks renumbered), as Anthropic's own API would not send them.
 import type { EventSourceMessage } from 'eventsource-parser';
 import { isRecord } from '../wire/json-shape.js';
 import { billableUsage } from './billable-usage.js';

@@ -1,7 +1,7 @@
 // OpenAI client, OpenAI-format upstream: the body goes through as it came (model renamed), and the
 // reply is relayed with a tap that reads usage. Chunks are forwarded as received, with only the id
 // and model rewritten in place; the usage chunk the gateway asked for is dropped again when the
-// client did not ask for it.
+// client did not ask for it, and gains the charge (`usage.cost`) when it did.
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isRecord, type JsonObject } from '../wire/json-shape.js';
