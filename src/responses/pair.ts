@@ -48,10 +48,9 @@ function responsesPair(req: ResponsesPairRequest): FormatPair {
 function wholeRelay(req: ResponsesPairRequest, upstream: CatalogUpstream): Relay {
   return async ({ ctx, response, costUsd }) => {
     const { out, json } = await upstreamReply(response);
-    const decoded = upstreamFormat(upstream.format).decodeResponse(json);
-    billFrom(out, decoded.usage, json, upstream);
-    // Reasoning items only when asked for; their tokens stay in usage (billed either way).
-    const r = req.encode.request.wantReasoning ? decoded : { ...decoded, content: decoded.content.filter((p) => p.type !== 'thinking') };
+    const r = upstreamFormat(upstream.format).decodeResponse(json);
+    billFrom(out, r.usage, json, upstream);
+    // Reasoning items reach the client only when asked for (the encoder keeps them in the stored context).
     const result = encodeResponsesResponse(r, req.encode);
     if (isRecord(result.body.usage)) {
       out.answerUsage = result.body.usage;
@@ -71,8 +70,8 @@ function wholeRelay(req: ResponsesPairRequest, upstream: CatalogUpstream): Relay
 function streamRelay(req: ResponsesPairRequest, upstream: CatalogUpstream): Relay {
   return async (args) => {
     const encoder = new ResponsesStreamEncoder(req.encode);
-    // Reasoning not asked for is counted and billed, never opened as an output item (output_index stays dense).
-    const translator = new StreamTranslator(upstreamFormat(upstream.format).streamDecoder(), encoder, (r) => r, !req.encode.request.wantReasoning, streamCost(args));
+    // Reasoning not asked for is billed and stored but never sent as an item (the encoder leaves it out of output_index).
+    const translator = new StreamTranslator(upstreamFormat(upstream.format).streamDecoder(), encoder, (r) => r, false, streamCost(args));
     // response.created goes out at once, before the upstream's first byte, so clients see progress.
     return pumpTranslated(translator, encoder.begin(), args, async () => {
       if (encoder.final !== undefined) await req.onFinal(encoder.final);

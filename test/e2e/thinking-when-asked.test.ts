@@ -189,3 +189,38 @@ describe.each<UpstreamFormatName>(['openai', 'anthropic'])('the Responses API, a
     expect(hidden.cost).toBe(shown.cost);
   });
 });
+
+// Reasoning the client was not sent is still the model's: a follow-up through previous_response_id gives
+// it back to an OpenAI-format reasoning upstream (DeepSeek, Kimi and the like need it in tool loops).
+describe('the Responses API keeps hidden reasoning in the stored context', () => {
+  let h: Harness;
+  let openai: OpenAI;
+  beforeAll(async () => {
+    h = await startHarness({ upstreamFormat: 'openai' });
+    openai = new OpenAI({ apiKey: h.key, baseURL: `${h.baseUrl}/v1`, maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+  const WEATHER = { type: 'function' as const, name: 'get_weather', description: 'Weather by city', strict: false, parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+
+  it.each([false, true])('a tool turn without `reasoning` (stream: %s): no reasoning item sent, its reasoning sent upstream on the follow-up', async (stream) => {
+    const ask = { model: REASONING_MODEL, max_output_tokens: 4000, tools: [WEATHER], tool_choice: 'required' as const, input: 'Weather in Paris?' };
+    let first: OpenAI.Responses.Response | undefined;
+    if (stream) {
+      for await (const e of await openai.responses.create({ ...ask, stream: true })) if (e.type === 'response.completed') first = e.response;
+    } else {
+      first = await openai.responses.create(ask);
+    }
+    expect(first?.output.map((o) => o.type)).toEqual(['function_call']);
+    const call = first?.output[0];
+    if (call?.type !== 'function_call') throw new Error('no function call');
+    const before = h.simulator.requests.length;
+    const second = await openai.responses.create({ model: REASONING_MODEL, max_output_tokens: 4000, tools: [WEATHER], previous_response_id: first?.id ?? '', input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny' }] });
+    expect(second.output.map((o) => o.type)).toEqual(['message']);
+    const sent = h.simulator.requests[before]?.body as { messages: Array<{ role: string; reasoning_content?: string; tool_calls?: unknown[] }> };
+    const assistant = sent.messages.find((m) => m.role === 'assistant');
+    expect(assistant?.tool_calls).toHaveLength(1);
+    expect(assistant?.reasoning_content?.length).toBeGreaterThan(0);
+  });
+});
