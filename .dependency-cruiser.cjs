@@ -1,7 +1,9 @@
 // The import rules `npm run lint` checks with dependency-cruiser (type-only imports included):
 //   - no import cycle, between any two modules of src/ and operator/;
 //   - no import from a lower layer to a higher one. LAYERS lists them from the bottom up; a module may
-//     import from its own layer and the ones below, never from one above.
+//     import from its own layer and the ones below, never from one above;
+//   - the apps (admin, dashboard, top-ups) move money through src/accounts/service.ts, never by writing
+//     ledger entries themselves (src/record/money-movement.ts).
 // Known violations (.dependency-cruiser-known-violations.json) are ones left to their owners; the file is
 // empty now (the dashboard's route modules share dashboard/state.ts, not its app). Any new one fails the lint.
 const LAYERS = [
@@ -31,6 +33,13 @@ module.exports = {
   forbidden: [
     { name: 'no-circular', comment: 'no import cycle', severity: 'error', from: {}, to: { circular: true } },
     ...layerRules,
+    {
+      name: 'money-through-accounts',
+      comment: 'the apps move money through src/accounts/service.ts, never by writing ledger entries themselves',
+      severity: 'error',
+      from: { path: '^src/(admin|dashboard|top-ups)/' },
+      to: { path: '^src/record/money-movement\\.ts$' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

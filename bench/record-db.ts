@@ -17,6 +17,8 @@ export interface BenchDatabase {
    * the gateway's core; a server on another machine has none here.
    */
   serverPids(): number[];
+  /** Another empty database on the same server (a peer's own), dropped with this one. */
+  sibling(): Promise<{ url: string; backendPids(): number[] }>;
   drop(): Promise<void>;
 }
 
@@ -48,12 +50,22 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
   } finally {
     await db.close();
   }
+  const siblings: string[] = [];
   return {
     url,
     backendPids: () => serverProcessesOf(name),
+    sibling: async () => {
+      const other = `${name}_${siblings.length + 1}`;
+      await admin(server.adminUrl, `CREATE DATABASE ${other}`);
+      siblings.push(other);
+      const v = new URL(server.adminUrl);
+      v.pathname = `/${other}`;
+      return { url: v.toString(), backendPids: () => serverProcessesOf(other) };
+    },
     // `comm` stays `postgres` for the postmaster and every child, whatever their titles say.
     serverPids: () => pidsWhere((comm) => comm.trim() === 'postgres', 'comm'),
     drop: async () => {
+      for (const other of siblings) await admin(server.adminUrl, `DROP DATABASE IF EXISTS ${other} WITH (FORCE)`);
       await admin(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await server.stop();
     },

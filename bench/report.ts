@@ -10,15 +10,27 @@ export const TARGET_NAMES = {
   direct: 'direct (simulator)',
   floor: 'floor proxy',
   tollgate: 'tollgate',
-  peer: 'portkey (peer)',
+  /** With its journal to PostgreSQL, as production runs it. */
+  tollgateRecorded: 'tollgate + PostgreSQL',
+  portkey: 'portkey',
+  litellm: 'litellm',
+  litellmRecorded: 'litellm + PostgreSQL',
+  bifrost: 'bifrost',
+  bifrostGoverned: 'bifrost + governance',
 } as const;
 
-/** The best round's figures; `rounds` lists every round's requests/s; CPU time over all rounds. */
+const PEER_TARGETS: readonly string[] = [TARGET_NAMES.portkey, TARGET_NAMES.litellm, TARGET_NAMES.litellmRecorded, TARGET_NAMES.bifrost, TARGET_NAMES.bifrostGoverned];
+
+/** The best round's figures; `rounds` lists every round's requests/s; CPU per request is the median of the rounds'. */
 export type MeasuredThroughput = ThroughputResult & {
   rounds: number[];
   cpuUsPerRequest: number;
-  /** CPU of the processes serving it besides its own (the journal's PostgreSQL backends), per request. */
+  /** Each round's CPU µs per request, in round order (absent in results from before they were kept). */
+  cpuUsRounds?: number[];
+  /** CPU of its stores' processes (Redis, PostgreSQL backends), per request: the median of the rounds. */
   serverCpuUsPerRequest?: number;
+  /** Resident memory of all its processes, the highest seen after a round, MB. */
+  rssMb?: number;
 };
 
 export interface TargetRow {
@@ -31,7 +43,8 @@ export interface TargetRow {
 export interface TargetCheck {
   target: string;
   measured: string;
-  status: 'pass' | 'miss' | 'n/a';
+  /** `info`: a comparison reported whatever it shows (Bifrost's rows). */
+  status: 'pass' | 'miss' | 'n/a' | 'info';
 }
 
 export interface BenchResults {
@@ -40,8 +53,9 @@ export interface BenchResults {
   node: string;
   wallSeconds: number;
   plan: Record<string, unknown>;
-  peer: string;
-  /** Per format: why the peer was not measured in it. */
+  /** Each peer gateway: measured (with how it was configured) or why not. */
+  peers: { name: string; measured: boolean; status: string }[];
+  /** Per peer and format: why it was not measured in that format. */
   peerNotes: Record<string, string>;
   rows: TargetRow[];
   /** Agent-shaped bodies, floor and Tollgate (absent in results from before they were measured). */
@@ -101,14 +115,14 @@ export function targetChecks(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): 
   for (const format of FORMATS) {
     const tg = find(r.rows, format, TARGET_NAMES.tollgate);
     const floor = find(r.rows, format, TARGET_NAMES.floor);
-    const peer = find(r.rows, format, TARGET_NAMES.peer);
+    const peer = find(r.rows, format, TARGET_NAMES.portkey);
     check(`${format}: req/s at 50 connections ≥ 0.5 × floor (issue 13)`, ratio(tg?.throughput.requestsPerSec, floor?.throughput.requestsPerSec), (v) => v >= 0.5, (v) => `${f(v)} × floor`);
     check(
       `${format}: req/s at 50 connections ≥ 8 × Portkey (issue 13)`,
       ratio(tg?.throughput.requestsPerSec, peer?.throughput.requestsPerSec),
       (v) => v >= 8,
       (v) => `${f(v)} × Portkey`,
-      r.peerNotes[format] ?? r.peer,
+      r.peerNotes[`${TARGET_NAMES.portkey}, ${format}`] ?? r.peers.find((p) => p.name === TARGET_NAMES.portkey)?.status ?? 'not measured',
     );
     check(
       `${format}: CPU per request, small bodies, ≤ 2.0 × floor (issue 13)`,
@@ -208,6 +222,102 @@ export function targetChecks(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): 
       (v) => `${f(v, 3)} round trips added (${f(on?.roundTrips)} with, ${f(off?.roundTrips)} without; a trim inside the count's window adds a share)`,
     );
   }
+  out.push(...peerComparisons(r));
+  return out;
+}
+
+/** CPU per request of a row: its own processes and its stores'. */
+const totalCpu = (t: MeasuredThroughput | undefined): number | undefined => (t ? t.cpuUsPerRequest + (t.serverCpuUsPerRequest ?? 0) : undefined);
+
+/**
+ * Issue 33's peer targets: Tollgate ahead of LiteLLM on every row (each configuration against its like:
+ * no database against none, PostgreSQL against PostgreSQL), and Bifrost's rows beside ours with the gap
+ * in CPU µs per request, reported whatever they show.
+ */
+function peerComparisons(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): TargetCheck[] {
+  const out: TargetCheck[] = [];
+  const added = (rows: TargetRow[], format: string, target: string, p: 'p50' | 'p99'): number | undefined => {
+    const t = find(rows, format, target);
+    const d = find(rows, format, TARGET_NAMES.direct);
+    return t && d ? t.sequential[p] - d.sequential[p] : undefined;
+  };
+  const ttft = (format: string, target: string): number | undefined => {
+    const t = find(r.streaming, format, target);
+    const d = find(r.streaming, format, TARGET_NAMES.direct);
+    return t && d ? t.ttftP50 - d.ttftP50 : undefined;
+  };
+  const versus = (label: string, ours: number | undefined, theirs: number | undefined, higherIsBetter: boolean, unit: string, digits: number, why: string): void => {
+    if (ours === undefined || theirs === undefined || !Number.isFinite(ours) || !Number.isFinite(theirs)) {
+      out.push({ target: label, measured: why, status: 'n/a' });
+      return;
+    }
+    const ahead = higherIsBetter ? ours > theirs : ours < theirs;
+    out.push({ target: label, measured: `Tollgate ${f(ours, digits)}${unit}, LiteLLM ${f(theirs, digits)}${unit}`, status: ahead ? 'pass' : 'miss' });
+  };
+  const statusOf = (name: string): string => r.peers.find((p) => p.name === name)?.status ?? 'not measured';
+  for (const format of FORMATS) {
+    for (const [ours, theirs] of [
+      [TARGET_NAMES.tollgate, TARGET_NAMES.litellm],
+      [TARGET_NAMES.tollgateRecorded, TARGET_NAMES.litellmRecorded],
+    ] as const) {
+      const [a, b] = [find(r.rows, format, ours), find(r.rows, format, theirs)];
+      const why = r.peerNotes[`${theirs}, ${format}`] ?? statusOf(theirs);
+      const pre = `${format}: ${ours} ahead of ${theirs}`;
+      versus(`${pre}, req/s at 50 connections (issue 33)`, a?.throughput.requestsPerSec, b?.throughput.requestsPerSec, true, ' req/s', 0, why);
+      versus(`${pre}, CPU µs per request with its stores (issue 33)`, totalCpu(a?.throughput), totalCpu(b?.throughput), false, ' µs', 0, why);
+      versus(`${pre}, added p50 at 1 connection (issue 33)`, added(r.rows, format, ours, 'p50'), added(r.rows, format, theirs, 'p50'), false, ' ms', 3, why);
+      versus(`${pre}, added p99 at 1 connection (issue 33)`, added(r.rows, format, ours, 'p99'), added(r.rows, format, theirs, 'p99'), false, ' ms', 3, why);
+      versus(`${pre}, RSS (issue 33)`, a?.throughput.rssMb, b?.throughput.rssMb, false, ' MB', 1, why);
+    }
+    versus(
+      `${format}: tollgate ahead of litellm, added time to first token (issue 33)`,
+      ttft(format, TARGET_NAMES.tollgate),
+      ttft(format, TARGET_NAMES.litellm),
+      false,
+      ' ms',
+      3,
+      r.peerNotes[`${TARGET_NAMES.litellm}, ${format}`] ?? statusOf(TARGET_NAMES.litellm),
+    );
+    for (const [ours, theirs] of [
+      [TARGET_NAMES.tollgate, TARGET_NAMES.bifrost],
+      [TARGET_NAMES.tollgateRecorded, TARGET_NAMES.bifrostGoverned],
+    ] as const) {
+      const [a, b] = [totalCpu(find(r.rows, format, ours)?.throughput), totalCpu(find(r.rows, format, theirs)?.throughput)];
+      const label = `${format}: CPU µs per request, ${ours} beside ${theirs} (issue 33, reported)`;
+      if (a === undefined || b === undefined) out.push({ target: label, measured: r.peerNotes[`${theirs}, ${format}`] ?? statusOf(theirs), status: 'n/a' });
+      else out.push({ target: label, measured: `${f(a, 0)} µs against ${f(b, 0)} µs: ${a >= b ? `${f(a - b, 0)} µs more` : `${f(b - a, 0)} µs less`}`, status: 'info' });
+    }
+  }
+  return out;
+}
+
+const spread = (t: MeasuredThroughput): string => (t.cpuUsRounds && t.cpuUsRounds.length > 1 ? `${Math.min(...t.cpuUsRounds)}–${Math.max(...t.cpuUsRounds)}` : '–');
+
+/** The README's table: Tollgate and every peer side by side on the figures users compare. */
+export function peerTable(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): string[] {
+  const names = [TARGET_NAMES.floor, TARGET_NAMES.tollgate, TARGET_NAMES.tollgateRecorded, ...PEER_TARGETS];
+  const out = [
+    `### Side by side (small bodies; ${r.plan.connections} connections for req/s and CPU; 1 connection for added latency; paced streams for time to first token)`,
+    '',
+    '| format | gateway | req/s | CPU µs/request (spread) | store CPU µs/request | added p50 ms | added p99 ms | added TTFT p50 ms | RSS MB |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const format of FORMATS) {
+    const direct = find(r.rows, format, TARGET_NAMES.direct);
+    const directStream = find(r.streaming, format, TARGET_NAMES.direct);
+    for (const name of names) {
+      const row = find(r.rows, format, name);
+      if (!row) continue;
+      const t = row.throughput;
+      const stream = find(r.streaming, format, name);
+      out.push(
+        `| ${format} | ${name} | ${t.requestsPerSec} | ${f(t.cpuUsPerRequest, 0)} (${spread(t)}) | ${f(t.serverCpuUsPerRequest, 0)} | ` +
+          `${direct ? f(row.sequential.p50 - direct.sequential.p50, 3) : 'n/a'} | ${direct ? f(row.sequential.p99 - direct.sequential.p99, 3) : 'n/a'} | ` +
+          `${stream && directStream ? f(stream.ttftP50 - directStream.ttftP50, 3) : 'n/a'} | ${f(t.rssMb, 1)} |`,
+      );
+    }
+  }
+  out.push('');
   return out;
 }
 
@@ -219,20 +329,23 @@ export function renderMarkdown(r: BenchResults): string {
     `${r.date}; Node ${r.node}; ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}; wall time ${r.wallSeconds} s; ` +
       `command: \`npm run bench${r.mode === 'smoke' ? ' -- --smoke' : ''}\`.`,
     '',
-    `Peer: ${r.peer}.`,
-    ...Object.entries(r.peerNotes).map(([format, note]) => `Peer, ${format} format: ${note}.`),
+    'Peers:',
     '',
+    ...r.peers.map((p) => `- **${p.name}**: ${p.measured ? '' : 'not measured, '}${p.status}.`),
+    ...Object.entries(r.peerNotes).map(([which, note]) => `- ${which}: ${note}.`),
+    '',
+    ...peerTable(r),
     `## Non-streaming (${r.plan.connections} connections with autocannon, best of ${r.plan.rounds} interleaved rounds of ${r.plan.durationSec} s; 1 connection: ${r.plan.sequential} sequential requests)`,
     '',
     'Added latency is over the direct upstream at the same percentile. Latency percentiles at 50 connections are those of the best round. ' +
-      'CPU µs/request: user+system CPU time of the target process over all rounds, per request; other load on the machine hardly moves it.',
+      'CPU µs/request: user+system CPU time of all the target\'s processes per request, the median of the rounds (spread: lowest–highest round); store CPU: its Redis and PostgreSQL backends likewise; other load on the machine hardly moves either.',
     '',
-    '| format | target | req/s | × floor | × peer | p50 ms | p90 ms | p99 ms | added p50 ms (1 conn) | added p99 ms (1 conn) | 1-conn p50 ms | 1-conn p99 ms | CPU µs/request | rounds req/s | non-2xx |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|',
+    '| format | target | req/s | × floor | × Portkey | p50 ms | p90 ms | p99 ms | added p50 ms (1 conn) | added p99 ms (1 conn) | 1-conn p50 ms | 1-conn p99 ms | CPU µs/request | spread | store CPU µs/request | RSS MB | rounds req/s | non-2xx |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|',
   ];
   for (const row of r.rows) {
     const floor = find(r.rows, row.format, TARGET_NAMES.floor);
-    const peer = find(r.rows, row.format, TARGET_NAMES.peer);
+    const peer = find(r.rows, row.format, TARGET_NAMES.portkey);
     const direct = find(r.rows, row.format, TARGET_NAMES.direct);
     const t = row.throughput;
     const s = row.sequential;
@@ -241,7 +354,7 @@ export function renderMarkdown(r: BenchResults): string {
       `| ${row.format} | ${row.target} | ${t.requestsPerSec} | ${f(ratio(t.requestsPerSec, floor?.throughput.requestsPerSec))} | ` +
         `${f(ratio(t.requestsPerSec, peer?.throughput.requestsPerSec))} | ${t.p50} | ${t.p90} | ${t.p99} | ` +
         `${noAdded ? '–' : f(s.p50 - direct.sequential.p50, 3)} | ${noAdded ? '–' : f(s.p99 - direct.sequential.p99, 3)} | ` +
-        `${f(s.p50, 3)} | ${f(s.p99, 3)} | ${f(t.cpuUsPerRequest, 0)} | ${t.rounds.join(', ')} | ${t.non2xx + t.errors + s.non2xx} |`,
+        `${f(s.p50, 3)} | ${f(s.p99, 3)} | ${f(t.cpuUsPerRequest, 0)} | ${spread(t)} | ${f(t.serverCpuUsPerRequest, 0)} | ${f(t.rssMb, 1)} | ${t.rounds.join(', ')} | ${t.non2xx + t.errors + s.non2xx} |`,
     );
   }
   out.push(

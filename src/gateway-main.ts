@@ -1,8 +1,10 @@
 // The production entry point (the container's `gateway` command): catalog from ModelCatalog objects
 // when TOLLGATE_CATALOG_SOURCE=kubernetes (else the file), ledger in Redis (or memory without
 // REDIS_URL, for trials), tracing from the standard OTEL_* variables.
+import { AccountService } from './accounts/service.js';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
+import type { Backend } from './billing/backends.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
@@ -10,8 +12,9 @@ import { readConfig } from './config.js';
 import { RecordResponsesStore } from './responses/store.js';
 import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
-import { reconcile } from './record/reconcile.js';
-import { recordedBackend } from './record/recorded-backend.js';
+import type { Database } from './record/database.js';
+import { reconcile, type ReconciliationReport } from './record/reconcile.js';
+import { recordedBackend, type RecordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { createLogger, type TollgateLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
@@ -29,6 +32,43 @@ async function openCatalog(catalogFile: string, logger: TollgateLogger): Promise
     onError: (errors) => logger.log.error({ errors }, 'catalog edit rejected; serving the last good catalog'),
   });
   return { catalog, secrets: createEnvSecretResolver() };
+}
+
+/**
+ * The account holders' dashboard on DASHBOARD_PORT, over the record, and top-ups, whose webhooks it
+ * serves. Loaded only when served: their modules (password hashing, mail, payment SDKs) are memory a
+ * gateway without a dashboard should not carry.
+ */
+async function serveDashboardAndTopUps(
+  served: { record: Database; recorded: RecordedBackend },
+  deps: { backend: Backend; forgetKeys: () => void; reconcile?: () => Promise<ReconciliationReport>; logger: TollgateLogger },
+) {
+  const onJobError = (what: string, err: unknown): void => deps.logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`);
+  const dashboardRun = await import('./dashboard/run.js');
+  const dashboardConfig = (await import('./dashboard/config.js')).readDashboardConfig(process.env);
+  const { ledger } = served.recorded;
+  const topUps = await (await import('./top-ups/run.js')).startTopUps({
+    db: served.record,
+    accounts: new AccountService({ accounts: served.recorded.accounts, ledger, onRevoke: deps.forgetKeys, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }),
+    env: process.env,
+    testModePayments: false,
+    host: dashboardConfig.host,
+    ...(dashboardConfig.publicUrl === undefined ? {} : { publicUrl: dashboardConfig.publicUrl }),
+    catchUpIntervalMs: 10 * 60 * 1000,
+    notifyHolders: dashboardRun.mailAccountHolders,
+    onError: onJobError,
+  });
+  const dashboard = await dashboardRun.runDashboard({
+    db: served.record,
+    backend: deps.backend,
+    onRevoke: deps.forgetKeys,
+    env: process.env,
+    ...(topUps === undefined ? {} : { topUps }),
+    ...(deps.reconcile === undefined ? {} : { reconcile: deps.reconcile }),
+    onError: onJobError,
+  });
+  topUps?.servedAt(dashboard.url);
+  return { dashboard, topUps };
 }
 
 async function main(): Promise<void> {
@@ -53,40 +93,9 @@ async function main(): Promise<void> {
           onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
           onError: (err) => logger.log.warn({ event: 'reconciliation_failed', error: String(err) }, 'reconciliation pass failed'),
         });
-  // The account holders' dashboard on DASHBOARD_PORT, over the record, and top-ups, whose webhooks it
-  // serves. Loaded only when served: their modules (password hashing, mail, payment SDKs) are memory a
-  // gateway without a dashboard should not carry.
   const served = record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === '' ? undefined : { record, recorded };
-  const onJobError = (what: string, err: unknown): void => logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`);
-  const dashboardRun = served === undefined ? undefined : await import('./dashboard/run.js');
-  const dashboardConfig = served === undefined ? undefined : (await import('./dashboard/config.js')).readDashboardConfig(process.env);
-  const topUps =
-    served === undefined || dashboardRun === undefined || dashboardConfig === undefined
-      ? undefined
-      : await (await import('./top-ups/run.js')).startTopUps({
-          db: served.record,
-          applyCommitted: (m, r) => served.recorded.ledger.applyCommitted(m, r),
-          env: process.env,
-          testModePayments: false,
-          host: dashboardConfig.host,
-          ...(dashboardConfig.publicUrl === undefined ? {} : { publicUrl: dashboardConfig.publicUrl }),
-          catchUpIntervalMs: 10 * 60 * 1000,
-          notifyHolders: dashboardRun.mailAccountHolders,
-          onError: onJobError,
-        });
-  const dashboard =
-    served === undefined || dashboardRun === undefined
-      ? undefined
-      : await dashboardRun.runDashboard({
-          db: served.record,
-          backend,
-          onRevoke: () => gateway.authenticator.forget(),
-          env: process.env,
-          ...(topUps === undefined ? {} : { topUps }),
-          ...(books === undefined ? {} : { reconcile: () => reconcile(books) }),
-          onError: onJobError,
-        });
-  if (dashboard !== undefined) topUps?.servedAt(dashboard.url);
+  const { dashboard, topUps } =
+    served === undefined ? {} : await serveDashboardAndTopUps(served, { backend, forgetKeys: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }), logger });
   const admin =
     config.adminToken === ''
       ? undefined

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig, type OwnedBackend } from './backend-from-config.js';
 import type { Account } from './accounts/account-store.js';
+import { AccountService } from './accounts/service.js';
 import type { Database } from './record/database.js';
 import { formatUsd } from './billing/money.js';
 import { usdPerMillionToMicros } from './catalog/price.js';
@@ -48,7 +49,7 @@ async function main(): Promise<void> {
   const dashboardConfig = readDashboardConfig(process.env);
   const topUps = await startTopUps({
     db: record,
-    applyCommitted: (m, r) => backend.ledger.applyCommitted(m, r),
+    accounts: new AccountService({ accounts: backend.accounts, ledger, onRevoke: () => gateway.authenticator.forget(), applyCommitted: (m, r) => ledger.applyCommitted(m, r) }),
     env: process.env,
     testModePayments: true,
     host: dashboardConfig.host,
@@ -177,7 +178,7 @@ function banner(b: {
       ? 'Top-ups: off'
       : b.payments.real
         ? `Top-ups: ${b.payments.providers.join(', ')} (live keys from the environment)`
-        : `Top-ups: TEST MODE, no real money (fake Stripe at ${b.payments.stripeUrl}, fake BTCPay at ${b.payments.btcpayUrl})`,
+        : `Top-ups: TEST MODE, no real money (${b.payments.fakes.map((f) => `fake ${f.title} at ${f.url}`).join(', ')})`,
     '',
   ].join('\n');
 }

@@ -1,11 +1,13 @@
-// The one place an account or a key changes, under the admin API and the dashboard (its holder pages,
-// its admin pages and its refund tickets): create an account, create a key, credit, set or clear caps,
-// revoke, refund. Money crosses it in micro-USD only; an app that speaks cents or USD text converts at
-// its own edge. A revoke always tells the key cache, so no caller can forget to.
+// The one place an account or a key changes, under the admin API, the dashboard (its holder pages,
+// its admin pages and its refund tickets) and payments: create an account, create a key, credit, set or
+// clear caps, revoke, refund, and the money a payment moves (a top-up's credit, a refund's reversal, a
+// dispute's hold and release). Money crosses it in micro-USD only; an app that speaks cents or USD text
+// converts at its own edge. A revoke always tells the key cache, so no caller can forget to.
 import type { Micros } from '../catalog/snapshot.js';
 import { CreditConflictError } from '../billing/ledger-common.js';
 import type { AccountBalance, Ledger, RefundOutcome } from '../billing/ledger.js';
-import { MovementConflict } from '../record/money-movement.js';
+import type { Queryable } from '../record/database.js';
+import { MovementConflict, recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
 import type { RateLimits } from './rate-limits.js';
 
@@ -26,6 +28,30 @@ export interface AccountServiceOptions {
   ledger: Ledger;
   /** Called after a key is revoked, so an in-process gateway forgets its cached lookups at once. */
   onRevoke?: () => void;
+  /**
+   * The hot path's half of a movement a record transaction committed (RecordedLedger.applyCommitted):
+   * needed for payments' movements, which commit with the payment's own state.
+   */
+  applyCommitted?: (m: MoneyMovement, recorded: RecordedMovement) => Promise<boolean>;
+}
+
+/** Money a payment moves: a top-up's credit, a refund's reversal (or its return), a dispute's hold and release. */
+export interface PaymentMovement {
+  accountId: string;
+  kind: 'top_up' | 'reversal' | 'dispute_hold' | 'dispute_release';
+  /** Micro-USD, more than zero: a credit adds it, a debit takes it. */
+  amount: Micros;
+  /** Unique across the ledger: a repeat is a no-op. */
+  idempotencyKey: string;
+  /** The top-up it is about. */
+  reference: string;
+  memo: string;
+}
+
+/** A movement written in a record transaction, for the hot path once that transaction commits. */
+export interface CommittedMovement {
+  movement: MoneyMovement;
+  recorded: RecordedMovement;
 }
 
 export class AccountService {
@@ -102,6 +128,41 @@ export class AccountService {
       if (err instanceof CreditConflictError || err instanceof MovementConflict) throw new CreditRefused('key_reused');
       throw err;
     }
+  }
+
+  /** Whether payments can move money through this service (it was given the record's hot-path step). */
+  get movesPayments(): boolean {
+    return this.opts.applyCommitted !== undefined;
+  }
+
+  /**
+   * Credits a payment's money in `tx` (the payment's own record transaction), once per idempotency key:
+   * the movement to hand to applyCommitted after COMMIT, or undefined when the key was used before.
+   */
+  creditWithin(tx: Queryable, m: PaymentMovement): Promise<CommittedMovement | undefined> {
+    return this.moveWithin(tx, m, m.amount);
+  }
+
+  /** Takes a payment's money back in `tx`, as creditWithin adds it (a reversal, a dispute's hold). */
+  debitWithin(tx: Queryable, m: PaymentMovement): Promise<CommittedMovement | undefined> {
+    return this.moveWithin(tx, m, -m.amount);
+  }
+
+  private async moveWithin(tx: Queryable, m: PaymentMovement, signed: Micros): Promise<CommittedMovement | undefined> {
+    if (!(m.amount > 0)) throw new RangeError('a payment movement is a positive number of micro-USD');
+    const movement: MoneyMovement = { accountId: m.accountId, kind: m.kind, amount: signed, idempotencyKey: m.idempotencyKey, reference: m.reference, memo: m.memo };
+    const recorded = await recordMovement(tx, movement);
+    return recorded.duplicate ? undefined : { movement, recorded };
+  }
+
+  /**
+   * The hot path takes a committed movement: true when it has it now. Left pending (false, or the hot
+   * path's error), the movement sweeper applies it later.
+   */
+  applyCommitted(done: CommittedMovement): Promise<boolean> {
+    const apply = this.opts.applyCommitted;
+    if (apply === undefined) return Promise.reject(new Error('this account service was built without the record\'s hot-path step (applyCommitted)'));
+    return apply(done.movement, done.recorded);
   }
 
   /** Gives back what a settled request cost, once (the ledger's refund is idempotent). */

@@ -31,9 +31,19 @@ function flag(args: string[], name: string): string | undefined {
   return v;
 }
 
-async function main(argv: string[]): Promise<number> {
-  const base = process.env.TOLLGATE_ADMIN_URL ?? 'http://127.0.0.1:8081';
-  const token = process.env.TOLLGATE_ADMIN_TOKEN ?? '';
+interface Parsed {
+  cmd: string | undefined;
+  rest: string[];
+  /** --lifetime-cap and --monthly-cap as the admin API's body fields. */
+  caps: { lifetime_cap_usd?: string; monthly_cap_usd?: string };
+  /** The listing commands' flags as a query string. */
+  query: URLSearchParams;
+  /** --all: every page of the usage listing. */
+  all: boolean;
+}
+
+/** The command, its positional arguments and its flags. */
+function parseArgs(argv: string[]): Parsed {
   const args = [...argv];
   const lifetime = flag(args, '--lifetime-cap');
   const monthly = flag(args, '--monthly-cap');
@@ -46,54 +56,67 @@ async function main(argv: string[]): Promise<number> {
   const all = args.includes('--all');
   if (all) args.splice(args.indexOf('--all'), 1);
   const [cmd, ...rest] = args;
+  return { cmd, rest, caps, query, all };
+}
+
+/** A response body as it came, pretty-printed when it is JSON. */
+function print(text: string): void {
+  let shown = text;
+  try {
+    shown = JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    // not JSON (a proxy's error page, say): shown as it came
+  }
+  process.stdout.write(`${shown}\n`);
+}
+
+interface AdminCalls {
+  /** One call, its answer printed; the exit code. */
+  call(method: string, path: string, body?: unknown): Promise<number>;
+  /** Every page of the usage listing, printed as one JSON list. */
+  callAll(path: string, query: URLSearchParams): Promise<number>;
+}
+
+function adminCalls(base: string, token: string): AdminCalls {
   const request = (method: string, path: string, body?: unknown): Promise<Response> =>
     fetch(`${base}/admin${path}`, {
       method,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
-  const print = (text: string): void => {
-    let shown = text;
-    try {
-      shown = JSON.stringify(JSON.parse(text), null, 2);
-    } catch {
-      // not JSON (a proxy's error page, say): shown as it came
-    }
-    process.stdout.write(`${shown}\n`);
-  };
-  const call = async (method: string, path: string, body?: unknown): Promise<number> => {
-    const res = await request(method, path, body);
-    print(await res.text());
-    return res.ok ? 0 : 1;
-  };
-  /** Every page of the usage listing, printed as one JSON list. */
-  const callAll = async (path: string): Promise<number> => {
-    const usage: unknown[] = [];
-    for (;;) {
-      const res = await request('GET', `${path}?${query.toString()}`);
-      const text = await res.text();
-      if (!res.ok) {
-        print(text);
-        return 1;
+  return {
+    async call(method, path, body) {
+      const res = await request(method, path, body);
+      print(await res.text());
+      return res.ok ? 0 : 1;
+    },
+    async callAll(path, query) {
+      const usage: unknown[] = [];
+      for (;;) {
+        const res = await request('GET', `${path}?${query.toString()}`);
+        const text = await res.text();
+        if (!res.ok) {
+          print(text);
+          return 1;
+        }
+        const page = JSON.parse(text) as { usage: unknown[]; next_cursor?: string | null };
+        usage.push(...page.usage);
+        if (page.next_cursor === undefined || page.next_cursor === null) break;
+        query.set('cursor', page.next_cursor);
       }
-      const page = JSON.parse(text) as { usage: unknown[]; next_cursor?: string | null };
-      usage.push(...page.usage);
-      if (page.next_cursor === undefined || page.next_cursor === null) break;
-      query.set('cursor', page.next_cursor);
-    }
-    print(JSON.stringify({ usage }));
-    return 0;
+      print(JSON.stringify({ usage }));
+      return 0;
+    },
   };
-  const withQuery = (path: string): string => (query.size === 0 ? path : `${path}?${query.toString()}`);
-  // Ids go into the path: required (a missing one is a usage error, not a call to ".../undefined") and encoded.
-  const needs = NEEDS[cmd ?? ''] ?? 0;
-  if (rest.slice(0, needs).filter((v) => v !== '').length < needs) {
-    process.stderr.write(`${USAGE}\n`);
-    return 2;
-  }
-  const [a = '', b = '', c = ''] = rest;
+}
+
+/** Runs one command; undefined for a command that does not exist. */
+function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
+  const { call } = api;
+  const [a = '', b = '', c = ''] = p.rest;
   const id = encodeURIComponent;
-  switch (cmd) {
+  const withQuery = (path: string): string => (p.query.size === 0 ? path : `${path}?${p.query.toString()}`);
+  switch (p.cmd) {
     case 'accounts':
       return call('GET', '/accounts');
     case 'create-account':
@@ -101,20 +124,20 @@ async function main(argv: string[]): Promise<number> {
     case 'account':
       return call('GET', `/accounts/${id(a)}`);
     case 'create-key':
-      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...caps });
+      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps });
     case 'keys':
       return call('GET', `/accounts/${id(a)}/keys`);
     case 'revoke':
       return call('POST', `/accounts/${id(a)}/keys/${id(b)}/revoke`);
     case 'caps':
-      return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/caps`, caps);
+      return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/caps`, p.caps);
     case 'credit':
       return call('POST', `/accounts/${id(a)}/credit`, { amount_usd: b, idempotency_key: c });
     case 'refund':
       return call('POST', `/accounts/${id(a)}/refund`, { request_id: b });
     case 'usage':
-      if (b) query.set('key_id', b);
-      return all ? callAll(`/accounts/${id(a)}/usage`) : call('GET', withQuery(`/accounts/${id(a)}/usage`));
+      if (b) p.query.set('key_id', b);
+      return p.all ? api.callAll(`/accounts/${id(a)}/usage`, p.query) : call('GET', withQuery(`/accounts/${id(a)}/usage`));
     case 'statement':
       return call('GET', withQuery(`/accounts/${id(a)}/statement`));
     case 'spend':
@@ -122,7 +145,19 @@ async function main(argv: string[]): Promise<number> {
     case 'audit':
       return call('GET', `/accounts/${id(a)}/audit`);
     default:
+      return undefined;
   }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const parsed = parseArgs(argv);
+  // Ids go into the path: required (a missing one is a usage error, not a call to ".../undefined") and encoded.
+  const needs = NEEDS[parsed.cmd ?? ''] ?? 0;
+  const ran =
+    parsed.rest.slice(0, needs).filter((v) => v !== '').length < needs
+      ? undefined
+      : run(parsed, adminCalls(process.env.TOLLGATE_ADMIN_URL ?? 'http://127.0.0.1:8081', process.env.TOLLGATE_ADMIN_TOKEN ?? ''));
+  if (ran !== undefined) return ran;
   process.stderr.write(`${USAGE}\n`);
   return 2;
 }

@@ -30,6 +30,7 @@ import type {
 import { SLOTS, slotOfTag } from './cluster-slots.js';
 import { utcMonth } from './month.js';
 import type { RedisKeys } from './redis-keys.js';
+import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
@@ -42,7 +43,14 @@ export interface RedisLedgerOptions {
   now: () => number;
   /** Every this many reaper passes the index of every slot is read (default FULL_SWEEP_EVERY). */
   fullSweepEvery?: number;
+  /** Settlements of one slot arriving within this many ms go as one script call (0: each alone). */
+  settleBatchMs?: number;
 }
+
+/** Settlements that arrive within this window share one script call per slot (group commit). */
+export const DEFAULT_SETTLE_BATCH_MS = 2;
+/** At most this many settlements per batch call. */
+const SETTLE_BATCH_MAX = 64;
 
 /** Every this many reaper passes, the index of every slot is read (catches a lost announcement). */
 const FULL_SWEEP_EVERY = 60;
@@ -63,6 +71,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private readonly redis: RedisClient;
   private readonly k: RedisKeys;
   private readonly scripts: ScriptRunner;
+  private readonly settlements: SettlementBatcher;
   private readonly opts: RedisLedgerOptions;
   private passes = 0;
   /** Accounts' money comes from the record: scripts refuse an account that was not seeded. */
@@ -92,6 +101,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     this.redis = opts.redis;
     this.k = opts.keys;
     this.scripts = new ScriptRunner(opts.redis);
+    this.settlements = new SettlementBatcher(this.scripts, { windowMs: opts.settleBatchMs ?? DEFAULT_SETTLE_BATCH_MS, maxBatch: SETTLE_BATCH_MAX });
   }
 
   preload(): Promise<void> {
@@ -241,8 +251,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const now = req.now ?? this.opts.now();
     const hold = this.holds.get(req.requestId);
     const seen = this.seeding ? Math.max(this.seen.get(a) ?? 0, hold?.seq ?? 0) : 0;
-    const r = await this.scripts.run<[number, number, number, number, string?, string?, number?, string?, number?]>(
-      'settle',
+    const r = await this.settlements.run(
+      slotOfTag(a),
       [
         this.k.account(a),
         this.k.key(a, req.keyId),

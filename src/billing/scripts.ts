@@ -6,8 +6,8 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { primaries, type RedisClient } from './redis-client.js';
 
-export type ScriptName = 'reserve' | 'settle' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account';
-const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account'];
+export type ScriptName = 'reserve' | 'settle' | 'settle-batch' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account';
+const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'settle-batch', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account'];
 
 interface LoadedScript {
   source: string;
@@ -26,7 +26,9 @@ function readLua(file: string): string {
 const COMMON = readLua('common.lua');
 
 function load(name: ScriptName): LoadedScript {
-  const source = `${COMMON}\n${readLua(`${name}.lua`)}`;
+  // The batch runs settle.lua's own body per settlement, so the two can never disagree.
+  const body = name === 'settle-batch' ? `local function settle_one(KEYS, ARGV)\n${readLua('settle.lua')}\nend\n${readLua('settle-batch.lua')}` : readLua(`${name}.lua`);
+  const source = `${COMMON}\n${body}`;
   return { source, sha: createHash('sha1').update(source).digest('hex') };
 }
 

@@ -44,7 +44,7 @@ export function adminHome(session: Session, data: { accounts: AccountLine[]; tic
   );
 }
 
-export function adminAccountPage(session: Session, data: { account: Account; balance: number; held: number; keys: ApiKeyRecord[]; topUps: TopUpView[]; flash?: string; error?: string }): Html {
+export function adminAccountPage(session: Session, data: { account: Account; balance: number; held: number; keys: ApiKeyRecord[]; topUps: TopUpView[]; labelOf: (t: TopUpView) => string; flash?: string; error?: string }): Html {
   const a = data.account;
   return layout(
     `Account ${a.name}`,
@@ -62,7 +62,7 @@ export function adminAccountPage(session: Session, data: { account: Account; bal
       data.topUps.length === 0
         ? html`<p class="note">None.</p>`
         : html`<table class="stack"><thead><tr><th>Started</th><th>Method</th><th class="num">Credit</th><th>State</th></tr></thead><tbody>${data.topUps.map(
-            (t) => html`<tr><td data-label="Started"><a href="/admin/top-ups/${t.id}">${when(t.createdAt)}</a></td><td data-label="Method">${t.provider}</td><td data-label="Credit" class="num">$${formatCents(t.creditCents)}</td><td data-label="State">${t.state}</td></tr>`,
+            (t) => html`<tr><td data-label="Started"><a href="/admin/top-ups/${t.id}">${when(t.createdAt)}</a></td><td data-label="Method">${data.labelOf(t)}</td><td data-label="Credit" class="num">$${formatCents(t.creditCents)}</td><td data-label="State">${t.state}</td></tr>`,
           )}</tbody></table>`
     }<p><a href="/admin">Back to admin</a></p>`,
   );

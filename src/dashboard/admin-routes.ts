@@ -92,7 +92,7 @@ function adminHelpers(deps: AdminDeps) {
     const account = await accountOf(id);
     send(
       ctx,
-      adminAccountPage(session, { account, ...(await accounts.balance(id)), keys: await accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], ...extra }),
+      adminAccountPage(session, { account, ...(await accounts.balance(id)), keys: await accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], labelOf: (t) => deps.topUps?.labelOf(t.provider) ?? t.provider, ...extra }),
       status,
     );
   };

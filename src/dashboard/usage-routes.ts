@@ -52,14 +52,21 @@ export function apiTicket(t: RefundTicket): Record<string, unknown> {
   };
 }
 
-export function usageRoutes(
-  router: Router<DashboardState>,
-  deps: { service: DashboardService; db: Database; tickets: RefundTickets; send: (ctx: Context, page: Html, status?: number) => void },
-): void {
-  const { service, db, tickets, send } = deps;
-  const who = (ctx: Ctx): Session => ctx.state.session as Session;
-  const keysOf = async (s: Session) => (await service.listKeys(s.user)).map((k) => ({ id: k.id, name: k.name }));
+type UsageDeps = { service: DashboardService; db: Database; tickets: RefundTickets; send: (ctx: Context, page: Html, status?: number) => void };
 
+const who = (ctx: Ctx): Session => ctx.state.session as Session;
+
+/** The usage and refund pages and their JSON twins. */
+export function usageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
+  usagePageRoutes(router, deps);
+  refundPageRoutes(router, deps);
+  usageApiRoutes(router, deps);
+}
+
+/** The Usage page (a bad filter is shown on the page, 400) and its CSV export. */
+function usagePageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
+  const { service, db, send } = deps;
+  const keysOf = async (s: Session) => (await service.listKeys(s.user)).map((k) => ({ id: k.id, name: k.name }));
   const renderUsage = async (c: Ctx, status = 200, error?: string): Promise<void> => {
     const s = who(c);
     const query = error === undefined ? usageQueryOf(c.query) : {};
@@ -86,6 +93,11 @@ export function usageRoutes(
   };
   router.get('/usage.csv', csv);
   router.get('/api/usage.csv', csv);
+}
+
+/** Asking for a request's refund (post-redirect-get), and the list of requests sent. */
+function refundPageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
+  const { db, tickets, send } = deps;
   router.get('/usage/:requestId/refund', async (ctx) => {
     const c = ctx as Ctx;
     const r = await findUsage(db, who(c).user.accountId, c.params.requestId ?? '');
@@ -115,7 +127,11 @@ export function usageRoutes(
     const opened = typeof c.query.opened === 'string' ? list.find((t) => t.id === c.query.opened) : undefined;
     send(c, refundsPage(s, list, opened === undefined ? undefined : `Sent to support: refund request for ${opened.requestId}.`));
   });
+}
 
+/** JSON: usage records, daily spend, refund tickets. */
+function usageApiRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
+  const { db, tickets } = deps;
   router.get('/api/usage', async (ctx) => {
     const c = ctx as Ctx;
     const page = await usagePage(db, who(c).user.accountId, usageQueryOf(c.query), 100);

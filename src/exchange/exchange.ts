@@ -4,11 +4,13 @@
 import { isModelRefusal, type RequestDetail } from '../billing/request-detail.js';
 import { credentialHeaders } from '../formats/index.js';
 import { respondBeforeSettling } from '../settle/respond-first.js';
+import { stampAnswerCost } from '../settle/answer-cost.js';
+import { chargeOf, usdNumber, type ChargeOf } from '../billing/answer-cost.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
 import { isRateLimitReason, type Ledger, type RequestStatus, type TokenUsage } from '../billing/ledger.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
-import { costMicros, formatUsd, recordableUsage } from '../billing/money.js';
+import { formatUsd, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
 import { GatewayError } from '../request/gateway-error.js';
@@ -204,6 +206,8 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   deps.observer.reservation(ctx, 'admitted');
   // Sent with the answer (headers set now go out with a stream's first bytes as with a whole reply).
   if (reservation.rateLimit !== undefined) ctx.set(rateLimitHeaders(plan.clientFormat, reservation.rateLimit));
+  // What the settlement will charge for a usage: the answer reports exactly this figure.
+  const charge = chargeOf(model.pricing, bound.amount);
 
   const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
   let outcome: RelayOutcome | undefined;
@@ -248,7 +252,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       servedBy = upstream;
       call.relayStarted(plan.stream);
       try {
-        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers) });
+        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers), costUsd: (usage) => usdNumber(charge(usage)) });
         if (cancellation.cutByShutdown) outcome.endedByShutdown = true;
         relayed = true;
       } catch (err) {
@@ -269,8 +273,14 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     cancellation.dispose();
     const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
     // Respond first, settle after: the client's last byte does not wait on the ledger (streams are ended by their relay).
-    if (relayed && !plan.stream) respondBeforeSettling(ctx);
-    await settle(ctx, deps, plan, final, started, servedBy, bound);
+    // A whole answer carries its charge, so its usage is settled on before it is sent.
+    let usage: TokenUsage | undefined;
+    if (relayed && !plan.stream) {
+      usage = await usageToSettle(deps, plan, final, ctx.state.requestId);
+      stampAnswerCost(ctx, final.answerUsage, charge(usage));
+      respondBeforeSettling(ctx);
+    }
+    await settle(ctx, deps, plan, final, started, servedBy, bound, usage ?? (await usageToSettle(deps, plan, final, ctx.state.requestId)), charge);
   }
 }
 
@@ -282,15 +292,10 @@ async function settle(
   started: number,
   servedBy: CatalogUpstream | undefined,
   bound: { inputTokenBound: number; outputTokens: number },
+  usage: TokenUsage,
+  charge: ChargeOf,
 ): Promise<void> {
   const key = ctx.state.key as NonNullable<GatewayContext['state']['key']>;
-  let usage: TokenUsage = { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
-  try {
-    usage = await settleUsage(plan, outcome);
-  } catch (err) {
-    deps.log('usage_estimate_failed', { requestId: ctx.state.requestId, error: String(err) });
-  }
-  usage = recordableUsage(usage);
   // More than the reservation allowed for: the upstream ignored the output limit or misreports. The
   // charge stays capped at the hold; the report is flagged for whoever looks after that upstream.
   if (usage.output > bound.outputTokens || usage.input > bound.inputTokenBound) {
@@ -304,7 +309,8 @@ async function settle(
       outputTokenLimit: bound.outputTokens,
     });
   }
-  const cost = costMicros(usage, plan.model.pricing);
+  // The charge the answer reported (the ledger caps at the hold itself; capping here changes nothing).
+  const cost = charge(usage);
   const request = {
     requestId: ctx.state.requestId,
     accountId: key.accountId,
@@ -324,6 +330,17 @@ async function settle(
     deps.observer.settled(ctx, plan.model, servedBy, usage, result.charged, outcome);
     ctx.state.outcome = { inputTokens: usage.input, outputTokens: usage.output, costMicros: result.charged, ...(ctx.state.outcome?.errorCode ? { errorCode: ctx.state.outcome.errorCode } : {}) };
   });
+}
+
+/** The usage a settlement records: the upstream's report, else the estimate, as the ledger takes it. Never throws. */
+async function usageToSettle(deps: ExchangeDeps, plan: ExchangePlan, outcome: RelayOutcome, requestId: string): Promise<TokenUsage> {
+  let usage: TokenUsage = { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  try {
+    usage = await settleUsage(plan, outcome);
+  } catch (err) {
+    deps.log('usage_estimate_failed', { requestId, error: String(err) });
+  }
+  return recordableUsage(usage);
 }
 
 /** What the usage record keeps of the exchange beyond money: the status the client got, how it ended, who served it. */

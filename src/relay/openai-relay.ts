@@ -1,7 +1,7 @@
 // OpenAI client, OpenAI-format upstream: the body goes through as it came (model renamed), and the
 // reply is relayed with a tap that reads usage. Chunks are forwarded as received, with only the id
 // and model rewritten in place; the usage chunk the gateway asked for is dropped again when the
-// client did not ask for it.
+// client did not ask for it, and gains the charge (`usage.cost`) when it did.
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { TokenUsage } from '../billing/ledger.js';
 import { isRecord, type JsonObject } from '../wire/json-shape.js';
@@ -11,6 +11,7 @@ import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from './client-stream.js';
 import { emptyOutcome, unredacted, type Relay } from './relay.js';
 import { pumpUpstreamEvents } from './upstream-events.js';
+import { insertUsageCost } from './usage-cost-text.js';
 
 export interface OpenAIRelayOptions {
   /** The id the client sees: contains the request id. */
@@ -35,6 +36,7 @@ export function openaiJsonRelay(opts: OpenAIRelayOptions): Relay {
       throw Object.assign(new Error('upstream sent a body that is not a JSON object'), { relayOutcome: out });
     }
     out.usage = billableUsage(usageFromOpenAI(json.usage));
+    if (isRecord(json.usage)) out.answerUsage = json.usage;
     if (Array.isArray(json.choices)) for (const c of json.choices) collectOpenAIChoice(c, out);
     if (typeof json.model === 'string') out.responseModel = json.model;
     json.id = opts.completionId;
@@ -58,7 +60,7 @@ export function inBandOpenAIError(message: string, type = 'server_error', code: 
 }
 
 export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
-  return async ({ ctx, response, cancellation, redact = unredacted }) => {
+  return async ({ ctx, response, cancellation, redact = unredacted, costUsd }) => {
     const out = emptyOutcome('completed');
     const client = new ClientEventStream(ctx.res, cancellation.writeTimeoutMs, cancellation.keepAliveMs);
     ctx.respond = false;
@@ -116,6 +118,11 @@ export function openaiStreamRelay(opts: OpenAIRelayOptions): Relay {
         chunk.id = opts.completionId;
         chunk.model = opts.clientModel;
         text = JSON.stringify(chunk);
+      }
+      // The usage chunk the client asked for carries the charge (its only change besides id and model).
+      if (usage !== undefined && costUsd !== undefined) {
+        Object.assign(chunk, { id: opts.completionId, model: opts.clientModel });
+        text = insertUsageCost(text, chunk, costUsd(usage));
       }
       pending.push(`data: ${text}\n\n`);
     };

@@ -3,6 +3,7 @@
 import type { Dispatcher } from 'undici';
 import type { RequestStatus, TokenUsage } from '../billing/ledger.js';
 import type { GatewayContext } from '../request/state.js';
+import type { JsonObject } from '../wire/json-shape.js';
 
 export interface RelayOutcome {
   /** Usage as the upstream reported it; undefined when it never arrived (cut streams). */
@@ -21,6 +22,11 @@ export interface RelayOutcome {
   responseModel?: string;
   /** The gateway's drain bound ended it (not the upstream's failure, whatever `status` says). */
   endedByShutdown?: boolean;
+  /**
+   * A whole (non-stream) answer's `usage` object in the body the relay set: the exchange writes the
+   * charge into it (`cost`) before the body is sent, once the usage to settle is known.
+   */
+  answerUsage?: JsonObject | undefined;
 }
 
 export interface RelayInput {
@@ -33,6 +39,11 @@ export interface RelayInput {
    * upstream's in-band error may echo them, in a form no pattern recognises. Default: unchanged.
    */
   redact?: (text: string) => string;
+  /**
+   * What settling a usage will charge, in USD as the answer's `usage.cost` carries it: a stream's final
+   * usage event reports it. Absent, streams carry no cost.
+   */
+  costUsd?: (usage: TokenUsage) => number;
 }
 
 export const unredacted = (text: string): string => text;

@@ -87,7 +87,7 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
     tools,
     forcedTool: forced,
     allowParallel: parallel,
-    reasoning: ctx.isReasoningModel(model) && (thinking === 'enabled' || thinking === 'adaptive'),
+    reasoning: ctx.isReasoningModel(model) && (thinking === 'enabled' || thinking === 'adaptive' || (ctx.anthropicThinksUnasked === true && thinking !== 'disabled')),
     replyTokens: replyTokens ?? ctx.replyTokens,
     reasoningTokens: ctx.reasoningTokens,
     maxTokens: cap,

@@ -226,6 +226,8 @@ export interface SimContext {
   /** The model name a reply reports for the requested one. */
   replyModel(model: string): string;
   thinkingSecret: Buffer;
+  /** Anthropic-format reasoning models think unless thinking is disabled (SimulatorOptions.anthropicThinksUnasked). */
+  anthropicThinksUnasked?: boolean;
   /** Unique sequence for response, tool-call and message ids. */
   nextId(): number;
   /** A scripted tool call (SimulatorOptions.toolScript). */

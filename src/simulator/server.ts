@@ -33,6 +33,11 @@ export interface SimulatorOptions {
    */
   reasoningModels?: Iterable<string>;
   /**
+   * Anthropic-format requests: reasoning models think unless the request disables thinking, as some
+   * Anthropic-compatible upstreams do (default: only when the request enables thinking, as Anthropic does).
+   */
+  anthropicThinksUnasked?: boolean;
+  /**
    * A scripted agent turn (OpenAI-format requests): when a request declares this tool, the model calls
    * it with these arguments, and answers the tool's result by quoting it. For demos and client tests
    * (the local run takes it from SIM_TOOL_SCRIPT, JSON {"tool": ..., "arguments": {...}}).
@@ -121,6 +126,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     isReasoningModel: (m: string) => (reasoningSet ? reasoningSet.has(m) : /reason|think/i.test(m)),
     replyModel: (m: string) => opts.reportedModels?.[m] ?? m,
     thinkingSecret: randomBytes(32),
+    anthropicThinksUnasked: opts.anthropicThinksUnasked === true,
     ...(opts.toolScript === undefined ? {} : { toolScript: opts.toolScript }),
     nextId: () => ++seq,
   };

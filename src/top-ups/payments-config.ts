@@ -1,62 +1,46 @@
-// Which payment providers a Tollgate offers, from its environment: real ones when their keys are set
-// (Kubernetes Secrets in the chart), or, for the local run, the test-mode fakes on loopback, clearly
-// labelled on every page they serve and in the start-up banner.
-import { randomBytes } from 'node:crypto';
-import { btcpayProvider } from './btcpay-provider.js';
-import { startFakeBtcpay } from './fakes/fake-btcpay.js';
-import { startFakeStripe } from './fakes/fake-stripe.js';
+// Which payment providers a Tollgate offers, from its environment: real ones when their settings are
+// set (Kubernetes Secrets in the chart), or, for the local run, the test-mode fakes on loopback, clearly
+// labelled on every page they serve and in the start-up banner. Both come from the registry
+// (providers/index.ts): each provider's module reads its own settings and starts its own fake.
+import { checkedRegistry, type Env, type ProviderModule, type TestModeProvider } from './provider-module.js';
 import type { PaymentProvider } from './provider.js';
-import { stripeProvider } from './stripe-provider.js';
-
-type Env = Record<string, string | undefined>;
-
-const set = (v: string | undefined): v is string => v !== undefined && v !== '';
+import { PROVIDERS } from './providers/index.js';
 
 /** The real providers configured in `env`; an incomplete configuration is an error at start, not at checkout. */
-export function paymentProvidersFromEnv(env: Env): PaymentProvider[] {
-  const providers: PaymentProvider[] = [];
-  if (set(env.STRIPE_SECRET_KEY) || set(env.STRIPE_WEBHOOK_SECRET)) {
-    if (!set(env.STRIPE_SECRET_KEY) || !set(env.STRIPE_WEBHOOK_SECRET)) throw new Error('Stripe needs both STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET');
-    providers.push(stripeProvider({ secretKey: env.STRIPE_SECRET_KEY, webhookSecret: env.STRIPE_WEBHOOK_SECRET, ...(set(env.STRIPE_API_BASE) ? { apiBase: env.STRIPE_API_BASE } : {}) }));
-  }
-  const btc = [env.BTCPAY_URL, env.BTCPAY_API_KEY, env.BTCPAY_STORE_ID, env.BTCPAY_WEBHOOK_SECRET];
-  if (btc.some(set)) {
-    if (!btc.every(set)) throw new Error('BTCPay needs BTCPAY_URL, BTCPAY_API_KEY, BTCPAY_STORE_ID and BTCPAY_WEBHOOK_SECRET');
-    providers.push(btcpayProvider({ url: env.BTCPAY_URL as string, apiKey: env.BTCPAY_API_KEY as string, storeId: env.BTCPAY_STORE_ID as string, webhookSecret: env.BTCPAY_WEBHOOK_SECRET as string }));
-  }
-  return providers;
+export function paymentProvidersFromEnv(env: Env, registry: readonly ProviderModule[] = PROVIDERS): PaymentProvider[] {
+  return checkedRegistry(registry).flatMap((m) => {
+    const p = m.fromEnv(env);
+    return p === undefined ? [] : [p];
+  });
 }
 
 export interface TestModePayments {
   providers: PaymentProvider[];
-  stripeUrl: string;
-  btcpayUrl: string;
-  /** Where the fakes send their webhooks: the dashboard's address, once it listens. */
+  /** Each fake's hosted pages, for the banner: "Stripe" at its address. */
+  fakes: Array<{ title: string; url: string }>;
+  /** Where the fakes send their webhooks: the dashboard's address (each to its provider's path), once it listens. */
   deliverTo(dashboardUrl: string): void;
   close(): Promise<void>;
 }
 
-/** Both fakes on loopback with fresh secrets, and providers (the real clients) pointed at them. */
-export async function startTestModePayments(host = '127.0.0.1'): Promise<TestModePayments> {
-  const stripeSecret = `whsec_${randomBytes(16).toString('hex')}`;
-  const btcpaySecret = randomBytes(16).toString('hex');
-  const btcpayKey = randomBytes(16).toString('hex');
-  const stripe = await startFakeStripe({ webhookSecret: stripeSecret, host });
-  const btcpay = await startFakeBtcpay({ apiKey: btcpayKey, storeId: 'test-store', webhookSecret: btcpaySecret, host });
+/** Every registered provider's fake on loopback with fresh secrets, and the real clients pointed at them. */
+export async function startTestModePayments(host = '127.0.0.1', registry: readonly ProviderModule[] = PROVIDERS): Promise<TestModePayments> {
+  const started: Array<{ module: ProviderModule; fake: TestModeProvider }> = [];
+  try {
+    for (const module of checkedRegistry(registry)) if (module.startTestMode !== undefined) started.push({ module, fake: await module.startTestMode(host) });
+  } catch (err) {
+    await Promise.all(started.map((s) => s.fake.close()));
+    throw err;
+  }
   return {
-    providers: [
-      stripeProvider({ secretKey: `sk_test_${randomBytes(12).toString('hex')}`, webhookSecret: stripeSecret, apiBase: stripe.url }),
-      btcpayProvider({ url: btcpay.url, apiKey: btcpayKey, storeId: 'test-store', webhookSecret: btcpaySecret }),
-    ],
-    stripeUrl: stripe.url,
-    btcpayUrl: btcpay.url,
+    providers: started.map((s) => s.fake.provider),
+    fakes: started.map((s) => ({ title: s.module.title, url: s.fake.url })),
     deliverTo(dashboardUrl) {
-      stripe.setWebhookUrl(`${dashboardUrl}/webhooks/stripe`);
-      btcpay.setWebhookUrl(`${dashboardUrl}/webhooks/btcpay`);
+      const base = dashboardUrl.replace(/\/$/, '');
+      for (const s of started) s.fake.deliverTo(`${base}${s.module.webhookPath}`);
     },
     close: async () => {
-      await stripe.close();
-      await btcpay.close();
+      for (const s of started) await s.fake.close();
     },
   };
 }

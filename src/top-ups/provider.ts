@@ -6,7 +6,8 @@
 // current truth (the refunded total, an invoice's state), never a step relative to an earlier event.
 import type { Cents } from './quote.js';
 
-export type ProviderName = 'stripe' | 'btcpay';
+/** A registered provider's name (providers/index.ts lists them): 'stripe', 'btcpay'. */
+export type ProviderName = string;
 
 /** What happened to a payment, in our terms. */
 export type PaymentFact =

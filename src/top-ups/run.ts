@@ -6,17 +6,22 @@ import type Koa from 'koa';
 import type { Database } from '../record/database.js';
 import { AutoTopUps, type AutoTopUpOptions } from './auto-top-up.js';
 import { paymentProvidersFromEnv, startTestModePayments, type TestModePayments } from './payments-config.js';
+import type { ProviderModule } from './provider-module.js';
 import type { SavedCards } from './provider.js';
+import { PROVIDERS } from './providers/index.js';
 import { TopUpService, type TopUpServiceOptions } from './service.js';
 import { topUpWebhooks } from './webhooks.js';
 
-export type PaymentsMode = { real: false; stripeUrl: string; btcpayUrl: string } | { real: true; providers: string[] };
+/** For the banner and the start-up log: the test-mode fakes' addresses, or the real providers configured. */
+export type PaymentsMode = { real: false; fakes: Array<{ title: string; url: string }> } | { real: true; providers: string[] };
 
 export interface TopUpsOptions {
   db: Database;
-  /** The record's hot-path step for committed movements (RecordedLedger.applyCommitted). */
-  applyCommitted: TopUpServiceOptions['applyCommitted'];
+  /** Where payments move money (given the record's hot-path step, RecordedLedger.applyCommitted). */
+  accounts: TopUpServiceOptions['accounts'];
   env: Record<string, string | undefined>;
+  /** The providers Tollgate knows (default: providers/index.ts); each reads its settings from `env`. */
+  registry?: readonly ProviderModule[];
   /** With no provider configured, offer the test-mode fakes (the local run), unless TOLLGATE_PAYMENTS=off. */
   testModePayments: boolean;
   /** Where the test-mode fakes listen (the dashboard's host). */
@@ -59,13 +64,14 @@ function every(ms: number, job: () => Promise<unknown>, what: string, onError: T
 
 /** Starts top-ups, or returns undefined when no provider is set up (nor test mode offered). */
 export async function startTopUps(opts: TopUpsOptions): Promise<RunningTopUps | undefined> {
-  const real = paymentProvidersFromEnv(opts.env);
+  const registry = opts.registry ?? PROVIDERS;
+  const real = paymentProvidersFromEnv(opts.env, registry);
   const testMode: TestModePayments | undefined =
-    real.length === 0 && opts.testModePayments && opts.env.TOLLGATE_PAYMENTS !== 'off' ? await startTestModePayments(opts.host) : undefined;
+    real.length === 0 && opts.testModePayments && opts.env.TOLLGATE_PAYMENTS !== 'off' ? await startTestModePayments(opts.host, registry) : undefined;
   const providers = testMode?.providers ?? real;
   if (providers.length === 0) return undefined;
   let publicUrl = opts.publicUrl ?? '';
-  const topUps = new TopUpService({ db: opts.db, providers, applyCommitted: opts.applyCommitted, publicUrl: () => publicUrl });
+  const topUps = new TopUpService({ db: opts.db, providers, registry, accounts: opts.accounts, publicUrl: () => publicUrl });
   const cardProvider = providers.find((p): p is typeof p & { savedCards: SavedCards } => p.savedCards !== undefined);
   const autoTopUps =
     cardProvider === undefined
@@ -83,7 +89,7 @@ export async function startTopUps(opts: TopUpsOptions): Promise<RunningTopUps | 
   return {
     topUps,
     autoTopUps,
-    payments: testMode !== undefined ? { real: false, stripeUrl: testMode.stripeUrl, btcpayUrl: testMode.btcpayUrl } : { real: true, providers: real.map((p) => p.name) },
+    payments: testMode !== undefined ? { real: false, fakes: testMode.fakes } : { real: true, providers: real.map((p) => p.name) },
     webhooks: topUpWebhooks(topUps),
     servedAt: (url) => {
       if (publicUrl === '') publicUrl = url;

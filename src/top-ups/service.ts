@@ -16,9 +16,11 @@
 // the credit is given back), and a dispute's outcome is final whichever event comes first.
 import { randomBytes } from 'node:crypto';
 import type { Database, Queryable } from '../record/database.js';
-import { recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
+import type { AccountService, CommittedMovement, PaymentMovement } from '../accounts/service.js';
 import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
+import { checkedRegistry, type ProviderModule } from './provider-module.js';
+import { PROVIDERS } from './providers/index.js';
 import { centsToMicros, describeInvalidTopUp, formatCents, quoteTopUp, type Cents, type TopUpQuote } from './quote.js';
 import { ClientError } from '../http/client-error.js';
 
@@ -55,9 +57,12 @@ export class TopUpError extends ClientError {
 
 export interface TopUpServiceOptions {
   db: Database;
+  /** The providers configured here (each must be in the registry). */
   providers: readonly PaymentProvider[];
-  /** The hot path's half of a committed movement (RecordedLedger.applyCommitted). */
-  applyCommitted: (m: MoneyMovement, recorded: RecordedMovement) => Promise<boolean>;
+  /** Every provider Tollgate knows (providers/index.ts): labels and webhook paths. */
+  registry?: readonly ProviderModule[];
+  /** Where a payment's money moves: credits, reversals, dispute holds and releases, in the event's transaction. */
+  accounts: AccountService;
   /** The dashboard's address as payers reach it: where the provider sends them back (read at each start). */
   publicUrl: string | (() => string);
   /** Runs right after an event's COMMIT, before the hot path and the answer (tests crash here). */
@@ -101,21 +106,31 @@ function view(r: TopUpRow): TopUpView {
 
 /** What one event did: movements to hand to the hot path after COMMIT. */
 interface Applied {
-  movements: Array<{ m: MoneyMovement; recorded: RecordedMovement }>;
+  movements: CommittedMovement[];
   /** The event named a payment no top-up has yet: it was parked under this payment id. */
   parkedPayment?: string;
 }
 
-/** What a transition may ask beyond the row: the provider the event came from. */
-interface TransitionContext {
+/** One event's work: the provider it came from, its transaction, and where the money it moves goes. */
+interface Step {
   provider: PaymentProvider;
+  accounts: AccountService;
+  tx: Queryable;
+  applied: Applied;
 }
 
 export class TopUpService {
   private readonly providers: Map<ProviderName, PaymentProvider>;
+  /** Every provider Tollgate knows, configured here or not: the webhook routes and the pages' labels. */
+  readonly registry: readonly ProviderModule[];
 
   constructor(private readonly opts: TopUpServiceOptions) {
+    if (!opts.accounts.movesPayments) throw new Error("top-ups need an account service given the record's hot-path step (applyCommitted)");
+    this.registry = checkedRegistry(opts.registry ?? PROVIDERS);
     this.providers = new Map(opts.providers.map((p) => [p.name, p]));
+    const unknown = opts.providers.find((p) => !this.registry.some((m) => m.name === p.name));
+    // It would have no webhook route: its payments would never be credited.
+    if (unknown !== undefined) throw new Error(`payment provider ${unknown.name} is not in the registry (top-ups/providers/index.ts)`);
   }
 
   /** The providers on offer, for the pages. */
@@ -123,9 +138,9 @@ export class TopUpService {
     return [...this.providers.values()];
   }
 
-  /** A top-up's method for pages: its provider's label ("Card"), or the name of one no longer offered. */
+  /** A top-up's method for pages: its provider's label ("Card"), or the name of one no longer registered. */
   labelOf(name: ProviderName): string {
-    return this.providers.get(name)?.label ?? name;
+    return this.providers.get(name)?.label ?? this.registry.find((m) => m.name === name)?.label ?? name;
   }
 
   provider(name: unknown): PaymentProvider {
@@ -216,14 +231,14 @@ export class TopUpService {
       }
       await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [provider.name, e.eventId, row.id]);
       const applied: Applied = { movements: [] };
-      await transition({ provider }, tx, row, e.fact, applied);
+      await transition({ provider, accounts: this.opts.accounts, tx, applied }, row, e.fact);
       return applied;
     });
     if (done === undefined) return false;
     this.opts.afterCommit?.();
-    for (const { m, recorded } of done.movements) {
+    for (const m of done.movements) {
       // Committed: a hot path that cannot take it now gets it from the movement sweeper.
-      await this.opts.applyCommitted(m, recorded).catch((err: unknown) => this.opts.onHotPathPending?.(err));
+      await this.opts.accounts.applyCommitted(m).catch((err: unknown) => this.opts.onHotPathPending?.(err));
     }
     // Parked: ask the provider which checkout made the payment, and record that payment now (which
     // applies what was parked). If it cannot say, the payment's own event or a re-check does it later.
@@ -307,10 +322,15 @@ async function event(tx: Queryable, topUpId: string, kind: string, amountCents: 
   await tx.query('INSERT INTO top_up_events (top_up_id, kind, amount_cents, detail) VALUES ($1, $2, $3, $4)', [topUpId, kind, amountCents, detail]);
 }
 
-async function move(tx: Queryable, applied: Applied, m: MoneyMovement): Promise<boolean> {
-  const recorded = await recordMovement(tx, m);
-  if (!recorded.duplicate) applied.movements.push({ m, recorded });
-  return !recorded.duplicate;
+/** A payment's money, in this event's transaction, through the account service: kept for the hot path after COMMIT. */
+async function credit(step: Step, m: PaymentMovement): Promise<void> {
+  const done = await step.accounts.creditWithin(step.tx, m);
+  if (done !== undefined) step.applied.movements.push(done);
+}
+
+async function debit(step: Step, m: PaymentMovement): Promise<void> {
+  const done = await step.accounts.debitWithin(step.tx, m);
+  if (done !== undefined) step.applied.movements.push(done);
 }
 
 /** Cents of a top-up's credit that refunds took back, and that disputes hold now (holds less releases). */
@@ -346,10 +366,11 @@ async function refundEntries(tx: Queryable, topUpId: string): Promise<number> {
  * longer covers is given back (unless a lost dispute took the credit). `refundedCents` is the
  * provider's total now, so any order of events ends at the same place.
  */
-async function settleRefunds(tx: Queryable, applied: Applied, row: TopUpRow, refundedCents: Cents): Promise<void> {
+async function settleRefunds(step: Step, row: TopUpRow, refundedCents: Cents): Promise<void> {
+  const { tx } = step;
   const id = row.id;
-  const credit = Number(row.credit_cents);
-  const target = Math.min(refundedCents, credit);
+  const creditCents = Number(row.credit_cents);
+  const target = Math.min(refundedCents, creditCents);
   await tx.query('UPDATE top_ups SET refunded_cents = $2, updated_at = now() WHERE id = $1', [id, refundedCents]);
   const { reversed, held } = await withdrawn(tx, id);
   // Keyed by the top-up and the entry's place among its refund entries (the row is locked): a
@@ -357,9 +378,9 @@ async function settleRefunds(tx: Queryable, applied: Applied, row: TopUpRow, ref
   const key = async (): Promise<string> => `refund:${id}:${(await refundEntries(tx, id)) + 1}`;
   if (target > reversed) {
     const owed = target - reversed;
-    const delta = Math.min(owed, credit - reversed - held);
+    const delta = Math.min(owed, creditCents - reversed - held);
     if (delta > 0) {
-      await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(delta), idempotencyKey: await key(), reference: id, memo: `refund of top-up ${id}` });
+      await debit(step, { accountId: row.account_id, kind: 'reversal', amount: centsToMicros(delta), idempotencyKey: await key(), reference: id, memo: `refund of top-up ${id}` });
       await event(tx, id, 'refunded', refundedCents, `${formatCents(delta)} USD of credit taken back`);
     }
     if (delta < owed) await event(tx, id, 'refund_deferred', refundedCents, `${formatCents(owed - Math.max(0, delta))} USD waits: a dispute holds it; taken back if the dispute is won`);
@@ -368,7 +389,7 @@ async function settleRefunds(tx: Queryable, applied: Applied, row: TopUpRow, ref
       await event(tx, id, 'refund_failed', refundedCents, 'a refund failed, but the lost dispute keeps the credit');
     } else {
       const back = reversed - target;
-      await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: centsToMicros(back), idempotencyKey: await key(), reference: id, memo: `refund of top-up ${id} failed: credit given back` });
+      await credit(step, { accountId: row.account_id, kind: 'reversal', amount: centsToMicros(back), idempotencyKey: await key(), reference: id, memo: `refund of top-up ${id} failed: credit given back` });
       await event(tx, id, 'refund_failed', refundedCents, `a refund failed or was cancelled: ${formatCents(back)} USD of credit is back on the balance`);
     }
   }
@@ -384,147 +405,178 @@ async function hasEvent(tx: Queryable, topUpId: string, kind: string): Promise<b
 }
 
 /** The refunded total now: the provider's own answer where it can give one, else the event's. */
-async function refundedNow(ctx: TransitionContext, row: TopUpRow, reported: Cents): Promise<Cents> {
-  if (row.payment_ref === null || ctx.provider.refundedCents === undefined) return reported;
-  return ctx.provider.refundedCents(row.payment_ref);
+async function refundedNow(step: Step, row: TopUpRow, reported: Cents): Promise<Cents> {
+  if (row.payment_ref === null || step.provider.refundedCents === undefined) return reported;
+  return step.provider.refundedCents(row.payment_ref);
 }
 
 /** Applies what was parked for the payment this top-up now has, in the order it arrived. */
-async function drainParked(ctx: TransitionContext, tx: Queryable, topUpId: string, paymentRef: string, applied: Applied): Promise<void> {
+async function drainParked(step: Step, topUpId: string, paymentRef: string): Promise<void> {
+  const { tx, provider } = step;
   const parked = await tx.query<{ event_id: string; fact: PaymentFact | string }>(
     'SELECT event_id, fact FROM parked_payment_events WHERE provider = $1 AND payment_ref = $2 ORDER BY received_at, event_id FOR UPDATE',
-    [ctx.provider.name, paymentRef],
+    [provider.name, paymentRef],
   );
   for (const p of parked.rows) {
     const fact = (typeof p.fact === 'string' ? JSON.parse(p.fact) : p.fact) as PaymentFact;
     const row = (await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1 FOR UPDATE`, [topUpId])).rows[0];
     if (row === undefined) return;
-    await transition(ctx, tx, row, fact, applied);
-    await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [ctx.provider.name, p.event_id, topUpId]);
-    await tx.query('DELETE FROM parked_payment_events WHERE provider = $1 AND event_id = $2', [ctx.provider.name, p.event_id]);
+    await transition(step, row, fact);
+    await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [provider.name, p.event_id, topUpId]);
+    await tx.query('DELETE FROM parked_payment_events WHERE provider = $1 AND event_id = $2', [provider.name, p.event_id]);
   }
 }
 
 const OPEN: ReadonlySet<TopUpState> = new Set(['quoted', 'pending', 'cancelled', 'failed', 'expired']);
 const PAID: ReadonlySet<TopUpState> = new Set(['credited', 'refunded', 'disputed']);
+const UNPAID: ReadonlySet<TopUpState> = new Set(['quoted', 'pending']);
 
-/** One fact applied to one locked top-up row; the movements it makes are added to `applied`. */
-async function transition(ctx: TransitionContext, tx: Queryable, row: TopUpRow, fact: PaymentFact, applied: Applied): Promise<void> {
-  const id = row.id;
-  const credit = Number(row.credit_cents);
-  const setState = (state: TopUpState, extra = ''): Promise<unknown> => tx.query(`UPDATE top_ups SET state = $2, updated_at = now()${extra} WHERE id = $1`, [id, state]);
+const setState = (tx: Queryable, id: string, state: TopUpState): Promise<unknown> => tx.query('UPDATE top_ups SET state = $2, updated_at = now() WHERE id = $1', [id, state]);
+
+/** One fact applied to one locked top-up row; the movements it makes are added to `step.applied`. */
+async function transition(step: Step, row: TopUpRow, fact: PaymentFact): Promise<void> {
   switch (fact.kind) {
-    case 'paid': {
-      if (!OPEN.has(row.state)) {
-        // Credited before its payment id was known: record it now, and apply what waited for it.
-        if (PAID.has(row.state) && row.payment_ref === null && fact.paymentRef !== undefined) {
-          await tx.query('UPDATE top_ups SET payment_ref = $2, updated_at = now() WHERE id = $1', [id, fact.paymentRef]);
-          await drainParked(ctx, tx, id, fact.paymentRef, applied);
-        }
-        return;
-      }
-      // The stored quote is credited only for exactly the quoted payment.
-      const problems: string[] = [];
-      if (fact.paidCents !== Number(row.total_cents)) problems.push(`paid ${formatCents(fact.paidCents)}, quoted ${formatCents(Number(row.total_cents))}`);
-      if (fact.currency !== row.currency) problems.push(`currency ${fact.currency || 'missing'}, quoted ${row.currency}`);
-      if (fact.mode !== undefined && fact.mode !== 'payment') problems.push(`checkout mode ${fact.mode}`);
-      if (problems.length > 0) {
-        await event(tx, id, 'payment_mismatch', fact.paidCents, `${problems.join('; ')}: not credited, support will look at it`);
-        return;
-      }
-      await move(tx, applied, { accountId: row.account_id, kind: 'top_up', amount: centsToMicros(credit), idempotencyKey: `top_up:${id}`, reference: id, memo: `top-up ${id}` });
-      await tx.query(`UPDATE top_ups SET state = 'credited', credited_at = now(), payment_ref = COALESCE($2, payment_ref), updated_at = now() WHERE id = $1`, [id, fact.paymentRef ?? null]);
-      await event(tx, id, 'paid', fact.paidCents, null);
-      await event(tx, id, 'credited', credit, null);
-      if (fact.overpaidCents !== undefined) await event(tx, id, 'overpaid', fact.overpaidCents, 'paid more than the invoice: the excess is not credited; support returns it');
-      const paymentRef = fact.paymentRef ?? row.payment_ref;
-      if (paymentRef !== null) await drainParked(ctx, tx, id, paymentRef, applied);
-      return;
-    }
+    case 'paid':
+      return applyPaid(step, row, fact);
     case 'processing':
-      if (row.state !== 'quoted' && row.state !== 'pending') return;
-      if (fact.paidCents === undefined) {
-        if (!(await hasEvent(tx, id, 'processing'))) await event(tx, id, 'processing', null, null);
-        return;
-      }
-      // Part of a crypto invoice arrived: said once per amount, so the holder knows to send the rest.
-      if ((await tx.query('SELECT 1 FROM top_up_events WHERE top_up_id = $1 AND kind = $2 AND amount_cents = $3', [id, 'partly_paid', fact.paidCents])).rows.length === 0) {
-        await event(tx, id, 'partly_paid', fact.paidCents, `${formatCents(fact.paidCents)} of ${formatCents(Number(row.total_cents))} USD has arrived; send the rest before the invoice expires`);
-      }
-      return;
+      return applyProcessing(step.tx, row, fact);
     case 'failed':
     case 'expired':
-      if (row.state === 'quoted' || row.state === 'pending') {
-        await setState(fact.kind);
-        await event(tx, id, fact.kind, null, fact.kind === 'failed' ? fact.reason : null);
-      }
-      return;
     case 'underpaid':
-      if (row.state === 'quoted' || row.state === 'pending') {
-        await setState('failed');
-        await event(tx, id, 'underpaid', fact.paidCents, `less than the ${formatCents(Number(row.total_cents))} USD invoiced arrived: nothing credited; support returns it`);
-      }
-      return;
-    case 'invalidated': {
-      if (row.state === 'quoted' || row.state === 'pending') {
-        await setState('failed');
-        const paid = fact.paidCents ?? 0;
-        await event(tx, id, 'invalidated', paid > 0 ? paid : null, `${fact.reason}: nothing credited${paid > 0 ? '; support returns what arrived' : ''}`);
-        return;
-      }
-      if (!PAID.has(row.state)) return;
-      // Credited, then voided (a double spend): whatever of the credit refunds and holds left is taken back.
-      const { reversed, held } = await withdrawn(tx, id);
-      const take = credit - reversed - held;
-      if (take > 0) await move(tx, applied, { accountId: row.account_id, kind: 'reversal', amount: -centsToMicros(take), idempotencyKey: `invalidated:${id}`, reference: id, memo: `top-up ${id} voided by the provider` });
-      await event(tx, id, 'reversed', take, `${fact.reason}: the payment no longer counts, ${formatCents(take)} USD of credit taken back`);
-      await setState('reversed');
-      return;
-    }
-    case 'refunded': {
-      if (!PAID.has(row.state)) return;
-      const refunded = await refundedNow(ctx, row, fact.refundedCents);
-      if (row.state === 'disputed') {
-        // A dispute holds what refunds left: a change of refunds waits for its outcome (won: settled
-        // then at the latest total; lost: the credit stays taken), so the order of events cannot matter.
-        await tx.query('UPDATE top_ups SET refunded_cents = $2, updated_at = now() WHERE id = $1', [id, refunded]);
-        const { reversed } = await withdrawn(tx, id);
-        if (Math.min(refunded, credit) !== reversed) await event(tx, id, 'refund_deferred', refunded, 'a dispute holds the credit: this refund is settled when the dispute closes (if it is won)');
-        return;
-      }
-      await settleRefunds(tx, applied, row, refunded);
-      return;
-    }
+      return applyUnpaid(step.tx, row, fact);
+    case 'invalidated':
+      return applyInvalidated(step, row, fact);
+    case 'refunded':
+      return applyRefunded(step, row, fact);
     case 'dispute_opened':
-    case 'dispute_closed': {
-      if (!PAID.has(row.state)) return;
-      const dispute = fact.disputeId;
-      // The first event of a dispute (opened, or closed arriving first) holds what is left of the credit.
-      let held = (await disputeEvent(tx, id, 'disputed', dispute))?.cents;
-      if (held === undefined) {
-        const before = await withdrawn(tx, id);
-        held = Math.max(0, credit - before.reversed - before.held);
-        if (held > 0) await move(tx, applied, { accountId: row.account_id, kind: 'dispute_hold', amount: -centsToMicros(held), idempotencyKey: `dispute_hold:${dispute}`, reference: id, memo: `dispute ${dispute}` });
-        await event(tx, id, 'disputed', held, `dispute ${dispute}: ${formatCents(held)} USD of the credit is held until it closes`);
-        await setState('disputed');
-      }
-      if (fact.kind === 'dispute_opened') return;
-      if ((await disputeEvent(tx, id, 'dispute_won', dispute)) !== undefined || (await disputeEvent(tx, id, 'dispute_lost', dispute)) !== undefined) return;
-      if (!fact.won) {
-        await event(tx, id, 'dispute_lost', held, `dispute ${dispute}: the held credit stays taken`);
-        return;
-      }
-      if (held > 0) await move(tx, applied, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(held), idempotencyKey: `dispute_release:${dispute}`, reference: id, memo: `dispute ${dispute} ${fact.inquiry === true ? 'was an inquiry' : 'won'}` });
-      await event(tx, id, 'dispute_won', held, `dispute ${dispute}: ${fact.inquiry === true ? 'an inquiry, closed without a chargeback' : 'won'}; the held credit is back on the balance`);
-      const after = await withdrawn(tx, id);
-      await setState(after.reversed > 0 ? 'refunded' : 'credited');
-      // A refund reported while the dispute held the credit is taken now (at the provider's latest total).
-      const latest = (await tx.query<{ refunded_cents: number | null }>('SELECT refunded_cents FROM top_ups WHERE id = $1', [id])).rows[0]?.refunded_cents;
-      if (latest !== null && latest !== undefined) {
-        const fresh = (await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1`, [id])).rows[0];
-        if (fresh !== undefined) await settleRefunds(tx, applied, fresh, Number(latest));
-      }
-      return;
+    case 'dispute_closed':
+      return applyDispute(step, row, fact);
+  }
+}
+
+/** Paid: the stored quote is credited, only for exactly the quoted payment; then what waited for the payment. */
+async function applyPaid(step: Step, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'paid' }>): Promise<void> {
+  const { tx } = step;
+  const id = row.id;
+  if (!OPEN.has(row.state)) {
+    // Credited before its payment id was known: record it now, and apply what waited for it.
+    if (PAID.has(row.state) && row.payment_ref === null && fact.paymentRef !== undefined) {
+      await tx.query('UPDATE top_ups SET payment_ref = $2, updated_at = now() WHERE id = $1', [id, fact.paymentRef]);
+      await drainParked(step, id, fact.paymentRef);
     }
+    return;
+  }
+  const problems: string[] = [];
+  if (fact.paidCents !== Number(row.total_cents)) problems.push(`paid ${formatCents(fact.paidCents)}, quoted ${formatCents(Number(row.total_cents))}`);
+  if (fact.currency !== row.currency) problems.push(`currency ${fact.currency || 'missing'}, quoted ${row.currency}`);
+  if (fact.mode !== undefined && fact.mode !== 'payment') problems.push(`checkout mode ${fact.mode}`);
+  if (problems.length > 0) {
+    await event(tx, id, 'payment_mismatch', fact.paidCents, `${problems.join('; ')}: not credited, support will look at it`);
+    return;
+  }
+  const creditCents = Number(row.credit_cents);
+  await credit(step, { accountId: row.account_id, kind: 'top_up', amount: centsToMicros(creditCents), idempotencyKey: `top_up:${id}`, reference: id, memo: `top-up ${id}` });
+  await tx.query(`UPDATE top_ups SET state = 'credited', credited_at = now(), payment_ref = COALESCE($2, payment_ref), updated_at = now() WHERE id = $1`, [id, fact.paymentRef ?? null]);
+  await event(tx, id, 'paid', fact.paidCents, null);
+  await event(tx, id, 'credited', creditCents, null);
+  if (fact.overpaidCents !== undefined) await event(tx, id, 'overpaid', fact.overpaidCents, 'paid more than the invoice: the excess is not credited; support returns it');
+  const paymentRef = fact.paymentRef ?? row.payment_ref;
+  if (paymentRef !== null) await drainParked(step, id, paymentRef);
+}
+
+/** Started, not final: noted once; part of a crypto invoice noted once per amount. */
+async function applyProcessing(tx: Queryable, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'processing' }>): Promise<void> {
+  const id = row.id;
+  if (!UNPAID.has(row.state)) return;
+  if (fact.paidCents === undefined) {
+    if (!(await hasEvent(tx, id, 'processing'))) await event(tx, id, 'processing', null, null);
+    return;
+  }
+  // Part of a crypto invoice arrived: said once per amount, so the holder knows to send the rest.
+  if ((await tx.query('SELECT 1 FROM top_up_events WHERE top_up_id = $1 AND kind = $2 AND amount_cents = $3', [id, 'partly_paid', fact.paidCents])).rows.length === 0) {
+    await event(tx, id, 'partly_paid', fact.paidCents, `${formatCents(fact.paidCents)} of ${formatCents(Number(row.total_cents))} USD has arrived; send the rest before the invoice expires`);
+  }
+}
+
+/** Failed, expired or under-paid before any credit: only the state changes, nothing is credited. */
+async function applyUnpaid(tx: Queryable, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'failed' | 'expired' | 'underpaid' }>): Promise<void> {
+  if (!UNPAID.has(row.state)) return;
+  if (fact.kind === 'underpaid') {
+    await setState(tx, row.id, 'failed');
+    await event(tx, row.id, 'underpaid', fact.paidCents, `less than the ${formatCents(Number(row.total_cents))} USD invoiced arrived: nothing credited; support returns it`);
+    return;
+  }
+  await setState(tx, row.id, fact.kind);
+  await event(tx, row.id, fact.kind, null, fact.kind === 'failed' ? fact.reason : null);
+}
+
+/** Voided by the provider: before a credit it just fails; after one, what is left of the credit is taken back. */
+async function applyInvalidated(step: Step, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'invalidated' }>): Promise<void> {
+  const { tx } = step;
+  const id = row.id;
+  if (UNPAID.has(row.state)) {
+    await setState(tx, id, 'failed');
+    const paid = fact.paidCents ?? 0;
+    await event(tx, id, 'invalidated', paid > 0 ? paid : null, `${fact.reason}: nothing credited${paid > 0 ? '; support returns what arrived' : ''}`);
+    return;
+  }
+  if (!PAID.has(row.state)) return;
+  // Credited, then voided (a double spend): whatever of the credit refunds and holds left is taken back.
+  const { reversed, held } = await withdrawn(tx, id);
+  const take = Number(row.credit_cents) - reversed - held;
+  if (take > 0) await debit(step, { accountId: row.account_id, kind: 'reversal', amount: centsToMicros(take), idempotencyKey: `invalidated:${id}`, reference: id, memo: `top-up ${id} voided by the provider` });
+  await event(tx, id, 'reversed', take, `${fact.reason}: the payment no longer counts, ${formatCents(take)} USD of credit taken back`);
+  await setState(tx, id, 'reversed');
+}
+
+/** The refunded total changed: settled now, or, while a dispute holds the credit, when it closes. */
+async function applyRefunded(step: Step, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'refunded' }>): Promise<void> {
+  if (!PAID.has(row.state)) return;
+  const refunded = await refundedNow(step, row, fact.refundedCents);
+  if (row.state !== 'disputed') return settleRefunds(step, row, refunded);
+  // A dispute holds what refunds left: a change of refunds waits for its outcome (won: settled then at
+  // the latest total; lost: the credit stays taken), so the order of events cannot matter.
+  await step.tx.query('UPDATE top_ups SET refunded_cents = $2, updated_at = now() WHERE id = $1', [row.id, refunded]);
+  const { reversed } = await withdrawn(step.tx, row.id);
+  if (Math.min(refunded, Number(row.credit_cents)) !== reversed) await event(step.tx, row.id, 'refund_deferred', refunded, 'a dispute holds the credit: this refund is settled when the dispute closes (if it is won)');
+}
+
+/** A dispute's first event (opened, or closed arriving first) holds what is left of the credit; its outcome is final. */
+async function applyDispute(step: Step, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'dispute_opened' | 'dispute_closed' }>): Promise<void> {
+  const { tx } = step;
+  const id = row.id;
+  if (!PAID.has(row.state)) return;
+  const dispute = fact.disputeId;
+  let held = (await disputeEvent(tx, id, 'disputed', dispute))?.cents;
+  if (held === undefined) {
+    const before = await withdrawn(tx, id);
+    held = Math.max(0, Number(row.credit_cents) - before.reversed - before.held);
+    if (held > 0) await debit(step, { accountId: row.account_id, kind: 'dispute_hold', amount: centsToMicros(held), idempotencyKey: `dispute_hold:${dispute}`, reference: id, memo: `dispute ${dispute}` });
+    await event(tx, id, 'disputed', held, `dispute ${dispute}: ${formatCents(held)} USD of the credit is held until it closes`);
+    await setState(tx, id, 'disputed');
+  }
+  if (fact.kind === 'dispute_opened') return;
+  if ((await disputeEvent(tx, id, 'dispute_won', dispute)) !== undefined || (await disputeEvent(tx, id, 'dispute_lost', dispute)) !== undefined) return;
+  if (!fact.won) {
+    await event(tx, id, 'dispute_lost', held, `dispute ${dispute}: the held credit stays taken`);
+    return;
+  }
+  await releaseDispute(step, row, fact, held);
+}
+
+/** A dispute won (or an inquiry closed): the hold is released, and a refund that waited for it is taken now. */
+async function releaseDispute(step: Step, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'dispute_closed' }>, held: Cents): Promise<void> {
+  const { tx } = step;
+  const id = row.id;
+  const dispute = fact.disputeId;
+  if (held > 0) await credit(step, { accountId: row.account_id, kind: 'dispute_release', amount: centsToMicros(held), idempotencyKey: `dispute_release:${dispute}`, reference: id, memo: `dispute ${dispute} ${fact.inquiry === true ? 'was an inquiry' : 'won'}` });
+  await event(tx, id, 'dispute_won', held, `dispute ${dispute}: ${fact.inquiry === true ? 'an inquiry, closed without a chargeback' : 'won'}; the held credit is back on the balance`);
+  const after = await withdrawn(tx, id);
+  await setState(tx, id, after.reversed > 0 ? 'refunded' : 'credited');
+  // A refund reported while the dispute held the credit is taken now (at the provider's latest total).
+  const latest = (await tx.query<{ refunded_cents: number | null }>('SELECT refunded_cents FROM top_ups WHERE id = $1', [id])).rows[0]?.refunded_cents;
+  if (latest !== null && latest !== undefined) {
+    const fresh = (await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE id = $1`, [id])).rows[0];
+    if (fresh !== undefined) await settleRefunds(step, fresh, Number(latest));
   }
 }

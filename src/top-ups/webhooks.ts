@@ -1,5 +1,6 @@
-// The providers' webhook endpoints: POST /webhooks/stripe and /webhooks/btcpay. The raw bytes are read
-// and handed to the provider's check before anything is parsed; the answer is 2xx only once the event
+// The providers' webhook endpoints, one per registered provider at the path its module declares
+// (POST /webhooks/stripe, /webhooks/btcpay). The raw bytes are read and handed to the provider's check
+// (its verifyWebhook) before anything is parsed; the answer is 2xx only once the event
 // is committed (or known already), 400 for what is not provably the provider's (it is not sent again),
 // and 500 for a failure of ours, so the provider retries.
 import type Koa from 'koa';
@@ -8,11 +9,11 @@ import type { ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
 import type { TopUpService } from './service.js';
 
-const PATHS: Record<string, ProviderName> = { '/webhooks/stripe': 'stripe', '/webhooks/btcpay': 'btcpay' };
-
+/** The routes of the registry the service was built with: a registered provider that is not configured answers 400. */
 export function topUpWebhooks(service: TopUpService, log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Koa.Middleware {
+  const paths = new Map<string, ProviderName>(service.registry.map((m) => [m.webhookPath, m.name]));
   return async (ctx, next) => {
-    const provider = PATHS[ctx.path];
+    const provider = paths.get(ctx.path);
     if (provider === undefined) return next();
     if (ctx.method !== 'POST') {
       ctx.status = 405;

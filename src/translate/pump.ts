@@ -26,6 +26,18 @@ export function billFrom(out: RelayOutcome, usage: NormalizedUsage, json: unknow
   upstreamFormat(upstream.format).collectGenerated(json, out);
 }
 
+/**
+ * The charge of a stream's final usage as its last event reports it (USD), or undefined when the usage
+ * cannot be billed by (the exchange estimates then, after the stream) or no cost was asked for.
+ */
+export function streamCost({ costUsd }: Parameters<Relay>[0]): ((usage: NormalizedUsage) => number | undefined) | undefined {
+  if (costUsd === undefined) return undefined;
+  return (usage) => {
+    const billable = billableUsage(usage);
+    return billable === undefined ? undefined : costUsd(billable);
+  };
+}
+
 /** A translated stream from the upstream to the client, with the bookkeeping billing needs. */
 export async function pumpTranslated(
   translator: StreamTranslator,

@@ -27,6 +27,8 @@ export interface StreamTranslationContext extends TranslationContext {
   includeUsage: boolean;
   /** Input tokens to put in Anthropic's message_start before the upstream reports real usage. */
   inputTokenEstimate: number;
+  /** The charge of the final usage in USD, for the final usage event (undefined: none is reported). */
+  costUsd?: ((usage: NormalizedUsage) => number | undefined) | undefined;
 }
 
 /** The internal request in the upstream's format; with `outputLimit`, that is its only output limit. */
@@ -76,6 +78,6 @@ export function createStreamTranslator(from: UpstreamFormatName, to: ClientForma
     inputTokenEstimate: ctx.inputTokenEstimate,
     currentUsage: () => (holder.translator?.usageReported ? holder.translator.usage : undefined),
   });
-  holder.translator = new StreamTranslator(upstreamFormat(from).streamDecoder(), encoder, client.finishReason, ctx.showReasoning === false);
+  holder.translator = new StreamTranslator(upstreamFormat(from).streamDecoder(), encoder, client.finishReason, ctx.showReasoning === false, ctx.costUsd);
   return holder.translator;
 }

@@ -5,9 +5,9 @@
 import { clientFormat, upstreamFormat, type ClientFormatName, type UpstreamFormatName } from '../formats/index.js';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { Relay } from '../relay/relay.js';
-import type { InternalRequest, JsonObject } from './representation/index.js';
+import { isRecord, type InternalRequest, type JsonObject } from './representation/index.js';
 import { serialised, type FormatPair } from './pair.js';
-import { billFrom, pumpTranslated, upstreamReply } from './pump.js';
+import { billFrom, pumpTranslated, streamCost, upstreamReply } from './pump.js';
 import { createStreamTranslator, encodeRequest, translateResponse, type TranslationContext } from './translation.js';
 
 export interface CrossFormatRequest {
@@ -50,6 +50,7 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
           out.finishReason = translated.finishReason;
           const id = clientFormat(client).replyId(req.requestId);
           if (id !== undefined) translated.body.id = id;
+          if (isRecord(translated.body.usage)) out.answerUsage = translated.body.usage;
           ctx.status = 200;
           ctx.type = 'application/json';
           ctx.body = translated.body;
@@ -58,7 +59,7 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
       }
       return async (args) => {
         const inputTokenEstimate = clientFormat(client).opensWithInputTokens ? await req.estimateInputTokens() : 0;
-        const translator = createStreamTranslator(upstream.format, client, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate });
+        const translator = createStreamTranslator(upstream.format, client, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate, costUsd: streamCost(args) });
         return pumpTranslated(translator, '', args);
       };
     },

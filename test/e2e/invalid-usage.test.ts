@@ -6,7 +6,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { costMicros } from '../../src/billing/money.js';
+import { costMicros, formatUsd } from '../../src/billing/money.js';
+import { usdNumber } from '../../src/billing/answer-cost.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 
@@ -53,6 +54,8 @@ for (const format of ['openai', 'anthropic'] as const) {
       await new Promise((r) => upstream.server.close(r));
     });
 
+    /** The answer, and the cost it reported (usage.cost) when its body has a usage object. */
+    const reportedCost = new Map<Response, unknown>();
     async function call(): Promise<Response> {
       const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
         method: 'POST',
@@ -60,7 +63,8 @@ for (const format of ['openai', 'anthropic'] as const) {
         body: JSON.stringify({ model: 'outlaw-1-xploded', max_tokens: 500, messages: [{ role: 'user', content: 'hi' }] }),
       });
       expect(res.status).toBe(200);
-      await res.text();
+      const body = (await res.json()) as { usage?: { cost?: unknown } };
+      reportedCost.set(res, body.usage?.cost);
       return res;
     }
 
@@ -72,6 +76,9 @@ for (const format of ['openai', 'anthropic'] as const) {
         expect(rec).toBeDefined();
         charged = rec?.cost ?? -1;
       });
+      // The answer reported the very charge: estimated or clamped to the hold alike (issue 32, item 2).
+      expect(res.headers.get('x-tollgate-cost-usd')).toBe(formatUsd(charged));
+      expect(reportedCost.get(res)).toBe(usdNumber(charged));
       const audit = await h.backend.ledger.audit(h.accountId);
       expect(audit.difference).toBe(0);
       expect(audit.holdsOutstanding).toBe(0);

@@ -1,10 +1,13 @@
 // A client speaking the upstream's own format: the upstream gets the client's bytes, layout, escapes
 // and unknown fields included, with only the model, the output limit and (OpenAI streams) the usage
 // option replaced where they stood. A body that must change inside (a thinking block an Anthropic
-// server would reject) is serialised anew instead.
+// server would reject) is serialised anew instead. The reply comes back as the upstream wrote it, with
+// one addition: its usage carries the charge (`cost`, USD), inserted in the usage chunk's own text.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usdNumber } from '../../src/billing/answer-cost.js';
+import { formatUsd } from '../../src/billing/money.js';
 import { countTokens } from '../../src/wire/token-count.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 
@@ -79,6 +82,21 @@ for (const format of ['openai', 'anthropic'] as const) {
       return received[0] as string;
     }
 
+    it('answers with the upstream reply, its usage gaining only the charge (cost, USD) and the cost header', async () => {
+      const res = await fetch(`${h.baseUrl}/v1/${format === 'openai' ? 'chat/completions' : 'messages'}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: MODEL, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const reply = (await res.json()) as { usage: Record<string, unknown> };
+      await h.settled();
+      const record = (await h.backend.ledger.listUsage(h.accountId, { limit: 100 })).find((u) => u.requestId === res.headers.get('x-request-id'));
+      expect(record?.cost).toBeGreaterThan(0);
+      const upstreamUsage = format === 'openai' ? { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } : { input_tokens: 9, output_tokens: 1 };
+      expect(reply.usage).toEqual({ ...upstreamUsage, cost: usdNumber(record?.cost ?? -1) });
+      expect(res.headers.get('x-tollgate-cost-usd')).toBe(formatUsd(record?.cost ?? -1));
+    });
+
     it('sends the client bytes with the model and output limit replaced where they stood', async () => {
       const limitField = format === 'openai' ? 'max_completion_tokens' : 'max_tokens';
       // Pretty-printed, an escape JSON.stringify would not write, a field no decoder knows.
@@ -102,7 +120,7 @@ for (const format of ['openai', 'anthropic'] as const) {
           const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
             method: 'POST',
             headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
+            body: JSON.stringify({ model: MODEL, stream: true, stream_options: { include_usage: usage }, messages: [{ role: 'user', content: 'hi' }], max_tokens: 64 }),
           });
           const body = await res.text();
           expect(res.status, body).toBe(200);
@@ -115,6 +133,14 @@ for (const format of ['openai', 'anthropic'] as const) {
             .map((l) => JSON.parse(l.slice(6)) as { id: string; model: string; choices: Array<{ delta?: { content?: string } }> });
           for (const c of chunks) expect([c.id, c.model]).toEqual([`chatcmpl-${id ?? ''}`, MODEL]);
           const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+          // The usage chunk is the upstream's text with id and model rewritten and one member added:
+          // the charge, `"cost":<USD>`, at the end of its usage object. Nothing else changes.
+          const usageLines = body.split('\n').filter((l) => l.startsWith('data: {') && l.includes('"usage"'));
+          if (usage) {
+            expect(usageLines).toEqual([
+              `data: ${JSON.stringify({ id: `chatcmpl-${id ?? ''}`, created: 1, model: MODEL, object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10, cost: usdNumber(record?.cost ?? -1) } })}`,
+            ]);
+          }
           return { text, output: record?.usage.output ?? -1 };
         };
         try {

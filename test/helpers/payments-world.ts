@@ -5,20 +5,21 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import { until } from '../e2e/e2e-support.js';
 import type { Redis } from 'ioredis';
+import { AccountService } from '../../src/accounts/service.js';
 import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import type { Database } from '../../src/record/database.js';
 import { recordedBackend } from '../../src/record/recorded-backend.js';
 import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
-import { btcpayProvider } from '../../src/top-ups/btcpay-provider.js';
+import { btcpayProvider } from '../../src/top-ups/providers/btcpay.js';
 import { startFakeBtcpay, type FakeBtcpay } from '../../src/top-ups/fakes/fake-btcpay.js';
 import { startFakeStripe, type FakeStripe } from '../../src/top-ups/fakes/fake-stripe.js';
 import { TopUpService } from '../../src/top-ups/service.js';
 import { topUpWebhooks } from '../../src/top-ups/webhooks.js';
 import { AutoTopUps } from '../../src/top-ups/auto-top-up.js';
 import type { PaymentProvider, SavedCards } from '../../src/top-ups/provider.js';
-import { stripeProvider } from '../../src/top-ups/stripe-provider.js';
+import { stripeProvider } from '../../src/top-ups/providers/stripe.js';
 import { freePort } from './redis-server.js';
 
 export interface PaymentsWorld {
@@ -53,7 +54,7 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
   const topUps = new TopUpService({
     db: opts.db,
     providers: [card, btcpayProvider({ url: btcpay.url, apiKey: 'btcpay-test-key', storeId: 'store-test', webhookSecret: BTCPAY_WEBHOOK_SECRET })],
-    applyCommitted: (m, r) => ledger.applyCommitted(m, r),
+    accounts: new AccountService({ accounts: backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }),
     publicUrl: url,
     afterCommit: () => {
       if (!crash) return;

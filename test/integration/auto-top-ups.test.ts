@@ -8,6 +8,7 @@
 // Stripe signs them into the dashboard.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountService } from '../../src/accounts/service.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
@@ -16,7 +17,7 @@ import { startFakeStripe, type FakeStripe } from '../../src/top-ups/fakes/fake-s
 import type { PaymentProvider, SavedCards } from '../../src/top-ups/provider.js';
 import { TopUpService } from '../../src/top-ups/service.js';
 import { topUpWebhooks } from '../../src/top-ups/webhooks.js';
-import { stripeProvider } from '../../src/top-ups/stripe-provider.js';
+import { stripeProvider } from '../../src/top-ups/providers/stripe.js';
 import { until } from '../e2e/e2e-support.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -39,7 +40,7 @@ beforeAll(async () => {
   const url = `http://127.0.0.1:${port}`;
   const provider = stripeProvider({ secretKey: 'sk_test_auto', webhookSecret: SECRET, apiBase: stripe.url });
   const ledger = h.backend.ledger as RecordedLedger;
-  const topUps = new TopUpService({ db: testDb.db, providers: [provider], applyCommitted: (m, r) => ledger.applyCommitted(m, r), publicUrl: url });
+  const topUps = new TopUpService({ db: testDb.db, providers: [provider], accounts: new AccountService({ accounts: h.backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }), publicUrl: url });
   auto = new AutoTopUps({
     db: testDb.db,
     provider: provider as PaymentProvider & { savedCards: SavedCards },

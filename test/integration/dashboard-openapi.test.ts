@@ -7,6 +7,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import OpenAI from 'openai';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccountService } from '../../src/accounts/service.js';
 import { createDashboardApp } from '../../src/dashboard/app.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
@@ -72,7 +73,7 @@ beforeAll(async () => {
   payments = await startTestModePayments();
   const ledger = harness.backend.ledger as RecordedLedger;
   let url = '';
-  topUps = new TopUpService({ db: tdb.db, providers: payments.providers, applyCommitted: (m, r) => ledger.applyCommitted(m, r), publicUrl: () => url });
+  topUps = new TopUpService({ db: tdb.db, providers: payments.providers, accounts: new AccountService({ accounts: harness.backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }), publicUrl: () => url });
   service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger, signUp: true, sessionTtlMs: 3_600_000, onRevoke: () => harness.gateway.authenticator.forget() });
   const books = reconcileSources(tdb.db, harness.backend, undefined, undefined);
   dash = await startDashboard({ service, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), reconcile: () => reconcile(books) }, 0, '127.0.0.1');

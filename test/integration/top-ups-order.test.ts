@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { topUpPage } from '../../src/dashboard/balance-pages.js';
 import type { Session } from '../../src/dashboard/service.js';
-import { paidByMethods } from '../../src/top-ups/btcpay-provider.js';
+import { paidByMethods } from '../../src/top-ups/providers/btcpay.js';
 import type { Delivery } from '../../src/top-ups/fakes/fake-http.js';
 import { expectBalance, payerAccount, startPaymentsWorld, stripeTopUp, type PaymentsWorld } from '../helpers/payments-world.js';
 import { useTestDatabase } from '../helpers/test-database.js';

@@ -167,7 +167,7 @@ function decodeToolChoice(tc: unknown, req: InternalRequest): void {
   if (tc.disable_parallel_tool_use === true) req.parallelToolCalls = false;
 }
 
-function decodeThinking(thinking: unknown, outputConfig: unknown): ReasoningRequest | undefined {
+export function decodeThinking(thinking: unknown, outputConfig: unknown): ReasoningRequest | undefined {
   const effortRaw = isRecord(outputConfig) ? str(outputConfig.effort) : undefined;
   const effort = effortRaw && EFFORTS.has(effortRaw) ? (effortRaw as ReasoningEffort) : undefined;
   if (!isRecord(thinking)) return effort ? { mode: 'enabled', effort } : undefined;

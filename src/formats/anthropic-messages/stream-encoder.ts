@@ -8,6 +8,7 @@ import type { NormalizedUsage, StreamEncoder, StreamEnd, StreamErrorKind, Stream
 import { finishToAnthropic } from './finish.js';
 import { gatewaySignature } from './thinking-signature.js';
 import { usageToAnthropic } from './usage.js';
+import { withCost } from '../../wire/usage-cost.js';
 
 export interface AnthropicStreamEncoderOptions {
   id: string;
@@ -78,7 +79,7 @@ export class AnthropicStreamEncoder implements StreamEncoder {
       type: 'message_delta',
       delta: { stop_reason: finishToAnthropic(end.finish), stop_sequence: end.finish === 'stop_sequence' ? end.stopSequence : null },
       // Without reported usage, input counts are unknown: leave message_start's estimate standing.
-      usage: end.usageReported ? usage : { output_tokens: usage.output_tokens },
+      usage: withCost(end.usageReported ? usage : { output_tokens: usage.output_tokens }, end.costUsd),
     });
     return out + this.event('message_stop', { type: 'message_stop' });
   }

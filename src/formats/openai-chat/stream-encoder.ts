@@ -6,6 +6,7 @@
 import type { StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent } from '../../translate/representation/index.js';
 import { finishToOpenAI } from './finish.js';
 import { usageToOpenAI } from './usage.js';
+import { withCost } from '../../wire/usage-cost.js';
 
 export interface OpenAIStreamEncoderOptions {
   id: string;
@@ -56,7 +57,7 @@ export class OpenAIStreamEncoder implements StreamEncoder {
     this.toolsWithoutArgs.clear();
     out += this.chunk({}, finishToOpenAI(end.finish));
     if (this.opts.includeUsage) {
-      out += this.data({ ...this.head(), choices: [], usage: usageToOpenAI(end.usage) });
+      out += this.data({ ...this.head(), choices: [], usage: withCost(usageToOpenAI(end.usage), end.costUsd) });
     }
     return `${out}data: [DONE]\n\n`;
   }

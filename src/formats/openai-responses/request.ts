@@ -55,6 +55,11 @@ export interface DecodedResponsesRequest {
   wantSummary: boolean;
   /** `include` has reasoning.encrypted_content. */
   wantEncryptedReasoning: boolean;
+  /**
+   * The response has reasoning items: the request set `reasoning` (an effort other than none, or a
+   * summary) or `include` asks for reasoning.encrypted_content. Without, reasoning is billed, not sent.
+   */
+  wantReasoning: boolean;
   /** The client's input items, normalised (ids kept), as stored for input_items and item references. */
   inputItems: JsonObject[];
 }
@@ -274,6 +279,7 @@ export function decodeResponsesRequest(body: unknown, ctx: ResponsesDecodeContex
     previousResponseId: str(body.previous_response_id) ?? null,
     wantSummary: summary !== null,
     wantEncryptedReasoning: include.includes('reasoning.encrypted_content'),
+    wantReasoning: (effort !== undefined && effort !== 'none') || summary !== null || include.includes('reasoning.encrypted_content'),
     inputItems,
   };
   const req = out.internal;

@@ -7,6 +7,7 @@
 import type { FinishReason, InternalResponse, JsonObject, NormalizedUsage, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent, ThinkingPart, ToolCallPart } from '../../translate/representation/index.js';
 import type { DecodedResponsesRequest } from './request.js';
 import { sealEnvelope } from './reasoning-envelope.js';
+import { withCost } from '../../wire/usage-cost.js';
 
 export interface ResponsesEncodeContext {
   id: string;
@@ -110,7 +111,8 @@ export function encodeResponsesResponse(r: InternalResponse, ctx: ResponsesEncod
   const thinking = r.content.filter((p): p is ThinkingPart => p.type === 'thinking');
   if (thinking.length > 0) {
     const item = reasoningItem(ctx, `rs_${base(ctx)}`, thinking, thinking.filter((p) => p.redacted !== true).map((p) => p.text).join('\n'), 'completed');
-    client.push(item.client);
+    // Sent only when asked for; kept in the stored context either way, for a follow-up's upstream.
+    if (ctx.request.wantReasoning) client.push(item.client);
     stored.push(item.stored);
   }
   const text = r.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])).join('');
@@ -132,7 +134,12 @@ export function encodeResponsesResponse(r: InternalResponse, ctx: ResponsesEncod
 }
 
 interface OpenItem {
+  /** Its output_index, counting the items the client is sent (-1 for a hidden one). */
   index: number;
+  /** Its place among all items, hidden ones included: its place in the stored output. */
+  slot: number;
+  /** Reasoning the request did not ask for: stored, never sent. */
+  hidden: boolean;
   kind: 'reasoning' | 'message' | 'call';
   id: string;
   text: string;
@@ -146,6 +153,8 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private seq = 0;
   private started = false;
   private readonly items: OpenItem[] = [];
+  /** Items the client has been sent (output_index of the next one). */
+  private sentItems = 0;
   private readonly clientOutput: JsonObject[] = [];
   private readonly storedOutput: JsonObject[] = [];
   private reasoning: OpenItem | undefined;
@@ -169,8 +178,10 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   private open(kind: OpenItem['kind'], id: string, extra: Partial<OpenItem> = {}): { item: OpenItem; text: string } {
-    const item: OpenItem = { index: this.items.length, kind, id, text: '', done: false, ...extra };
+    const hidden = kind === 'reasoning' && !this.ctx.request.wantReasoning;
+    const item: OpenItem = { index: hidden ? -1 : this.sentItems++, slot: this.items.length, hidden, kind, id, text: '', done: false, ...extra };
     this.items.push(item);
+    if (hidden) return { item, text: '' };
     let added: JsonObject;
     if (kind === 'reasoning') added = { id, type: 'reasoning', summary: [] };
     else if (kind === 'message') added = messageItem(id, '', 'in_progress');
@@ -196,6 +207,10 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       client = r.client;
       stored = r.stored;
       if (this.reasoning === item) this.reasoning = undefined;
+      if (item.hidden) {
+        this.storedOutput[item.slot] = stored;
+        return out;
+      }
     } else if (item.kind === 'message') {
       out += this.event('response.output_text.done', { item_id: item.id, output_index: item.index, content_index: 0, text: item.text, logprobs: [] });
       out += this.event('response.content_part.done', { item_id: item.id, output_index: item.index, content_index: 0, part: { type: 'output_text', text: item.text, annotations: [], logprobs: [] } });
@@ -208,7 +223,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       client = stored = callItem(this.ctx, item.id, { ...call, args }, 'completed');
     }
     this.clientOutput[item.index] = client;
-    this.storedOutput[item.index] = stored;
+    this.storedOutput[item.slot] = stored;
     return out + this.event('response.output_item.done', { output_index: item.index, item: client });
   }
 
@@ -278,14 +293,14 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   close(end: StreamEnd): string {
     let out = this.begin();
     // Never an empty output on success.
-    if (this.items.length === 0) {
+    if (this.sentItems === 0) {
       const o = this.open('message', `msg_${base(this.ctx)}_0`);
       this.message = o.item;
       out += o.text;
     }
     for (const item of this.items) out += this.closeItem(item);
     const { status, incomplete } = statusOf(end.finish);
-    const body = envelope(this.ctx, { status, output: [...this.clientOutput], usage: responsesUsage(end.usage), incomplete, completedAt: Math.floor(Date.now() / 1000) });
+    const body = envelope(this.ctx, { status, output: [...this.clientOutput], usage: withCost(responsesUsage(end.usage), end.costUsd), incomplete, completedAt: Math.floor(Date.now() / 1000) });
     this.final = { body, storedOutput: [...this.storedOutput] };
     return out + this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: body });
   }

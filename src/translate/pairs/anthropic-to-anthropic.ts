@@ -1,7 +1,7 @@
 // Anthropic client, Anthropic-format upstream: the client's bytes with the upstream's model name and
 // the reserved output limit, its own anthropic-version and beta flags; the reply relayed as it comes.
 import { upstreamFormat, type ClientProtocolHeaders } from '../../formats/index.js';
-import { stripGatewayThinking } from '../../formats/anthropic-messages/index.js';
+import { stripGatewayThinking, thinkingRequested } from '../../formats/anthropic-messages/index.js';
 import { anthropicJsonRelay, anthropicStreamRelay } from '../../relay/anthropic-relay.js';
 import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
 import type { ClientBody } from '../../request/client-body.js';
@@ -10,7 +10,9 @@ import { serialised, type FormatPair, type PairRequest } from '../pair.js';
 
 export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders; clientBody?: ClientBody | undefined }): FormatPair {
   const { decoded, clientBody } = req;
-  const relay = decoded.stream ? anthropicStreamRelay({ clientModel: req.model.id }) : anthropicJsonRelay({ clientModel: req.model.id });
+  // Thinking blocks only when the request enabled thinking, as Anthropic's own API answers.
+  const relayOptions = { clientModel: req.model.id, showThinking: thinkingRequested(decoded.body) };
+  const relay = decoded.stream ? anthropicStreamRelay(relayOptions) : anthropicJsonRelay(relayOptions);
   // Thinking blocks we signed (or unsigned ones) came from an OpenAI-format upstream; a real Anthropic
   // server rejects them, so they are removed, and that body is serialised anew. Genuine signed blocks
   // pass untouched, and without any the client's bytes are edited in place.

@@ -8,6 +8,8 @@ export interface StreamEnd {
   usage: NormalizedUsage;
   /** False when the upstream never reported usage (then input counts are unknown). */
   usageReported: boolean;
+  /** What the request is charged, in USD, for the final usage event's `usage.cost` (absent: not known). */
+  costUsd?: number;
 }
 
 export interface StreamEncoder {

@@ -35,6 +35,8 @@ export class StreamTranslator {
     private readonly spellFinish: (r: FinishReason) => string,
     /** The client did not ask for reasoning: it is counted (and billed) but not sent. */
     private readonly hideReasoning = false,
+    /** The charge of the final usage in USD, which the final usage event reports (undefined: not known). */
+    private readonly costUsd?: ((usage: NormalizedUsage) => number | undefined) | undefined,
   ) {}
 
   /** SSE text to write for one upstream event; "" when there is nothing to send. */
@@ -53,11 +55,13 @@ export class StreamTranslator {
     if (this.ended) return '';
     this.ended = true;
     this.endState = 'completed';
+    const cost = this.reportedUsage === undefined ? undefined : this.costUsd?.(this.reportedUsage);
     return this.encoder.close({
       finish: effectiveFinish(this.upstreamFinish, this.toolCalled),
       stopSequence: this.stopSequence,
       usage: this.usage,
       usageReported: this.reportedUsage !== undefined,
+      ...(cost === undefined ? {} : { costUsd: cost }),
     });
   }
 

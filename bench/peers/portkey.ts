@@ -1,19 +1,22 @@
-// The peer: Portkey's open-source gateway, installed on demand from the npm registry into bench/.peer
-// (ignored by git) at a pinned version, run in its own process on a loopback port and pointed at the
-// simulator per request (provider and custom host headers), so it proxies exactly what the others do.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+// Portkey's open-source gateway, installed on demand from the npm registry into bench/.peer (ignored by
+// git) at a pinned version, run in its own process on a loopback port and pointed at the simulator per
+// request (provider and custom host headers), so it proxies exactly what the others do.
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { freePort } from '../test/helpers/redis-server.js';
-import { directShape, requestShape, type BenchFormat, type RequestShape } from './load.js';
+import { freePort } from '../../test/helpers/redis-server.js';
+import type { Installed, PeerSetup } from './peer.js';
+import { TARGET_NAMES } from '../report.js';
+import { startPeerProcess } from './process.js';
+import { directShape, requestShape, type BenchFormat, type RequestShape } from '../load.js';
 
-export const PEER_PACKAGE = '@portkey-ai/gateway';
+const PEER_PACKAGE = '@portkey-ai/gateway';
 /** The version the issue measured. */
-export const PEER_VERSION = '1.15.2';
+const PEER_VERSION = '1.15.2';
 /** Its streaming breaks with newer releases of these; pinned as npm overrides. */
 const OVERRIDES = { '@hono/node-server': '1.13.5', hono: '4.9.7' } as const;
 
-const DIR = new URL('./.peer/', import.meta.url).pathname;
+const DIR = new URL('../.peer/', import.meta.url).pathname;
 const ENTRY = `${DIR}node_modules/${PEER_PACKAGE}/build/start-server.js`;
 
 const run = promisify(execFile);
@@ -27,10 +30,10 @@ function installedVersion(pkg: string): string | undefined {
 }
 
 /** Installs the peer unless the pinned versions are already there; the reason when it cannot. */
-export async function installPeer(log: (m: string) => void): Promise<{ ok: true } | { ok: false; reason: string }> {
+async function installPortkey(log: (m: string) => void): Promise<Installed> {
   const pinned = (): boolean =>
     installedVersion(PEER_PACKAGE) === PEER_VERSION && Object.entries(OVERRIDES).every(([p, v]) => installedVersion(p) === v);
-  if (pinned() && existsSync(ENTRY)) return { ok: true };
+  if (pinned() && existsSync(ENTRY)) return { ok: true, version: PEER_VERSION };
   mkdirSync(DIR, { recursive: true });
   const manifest = { name: 'tollgate-bench-peer', private: true, dependencies: { [PEER_PACKAGE]: PEER_VERSION }, overrides: OVERRIDES };
   writeFileSync(`${DIR}package.json`, `${JSON.stringify(manifest, null, 2)}\n`);
@@ -50,7 +53,7 @@ export async function installPeer(log: (m: string) => void): Promise<{ ok: true 
     const why = e.killed ? 'timed out after 60 s' : lines.slice(0, 4).join('; ') || e.message.split('\n')[0];
     return { ok: false, reason: `npm install ${PEER_PACKAGE}@${PEER_VERSION} failed: ${why}` };
   }
-  return pinned() ? { ok: true } : { ok: false, reason: `npm installed other versions than ${PEER_VERSION} with the pinned overrides` };
+  return pinned() ? { ok: true, version: PEER_VERSION } : { ok: false, reason: `npm installed other versions than ${PEER_VERSION} with the pinned overrides` };
 }
 
 /**
@@ -66,68 +69,37 @@ net.Server.prototype.listen = function (...args) {
 };
 `)}`;
 
-export interface Peer {
-  url: string;
-  pid: number;
-  stop(): Promise<void>;
-  kill(): void;
-}
-
-export async function startPeer(): Promise<Peer> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', LOOPBACK_PRELOAD, ENTRY, `--port=${port}`, '--headless'], {
-    cwd: DIR,
-    // production: no request log UI or log stream, as a deployment would run it.
-    env: { ...process.env, NODE_ENV: 'production' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    stderr = (stderr + c.toString()).slice(-2000);
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the peer exited with code ${child.exitCode}: ${stderr.trim()}`);
-    try {
-      const res = await fetch(`${url}/`, { signal: AbortSignal.timeout(1000) });
-      await res.arrayBuffer();
-      break;
-    } catch {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw new Error(`the peer did not listen within 30 s: ${stderr.trim()}`);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  const kill = (): void => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  };
-  return {
-    url,
-    pid: child.pid ?? 0,
-    kill,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      const timer = setTimeout(kill, 3_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
-}
-
 /**
  * The bench request as Portkey takes it: the provider of the format and the simulator as its custom
  * host (both formats' base URL is `<origin>/v1` for Portkey), with the simulator's model name since
  * Portkey forwards the model as given.
  */
-export function peerShape(format: BenchFormat, simulatorUrl: string, stream = false): RequestShape {
+function portkeyShape(format: BenchFormat, simulatorUrl: string, stream: boolean): RequestShape {
   const shape = directShape(requestShape(format, 'sk-bench-peer', stream));
   return {
     ...shape,
     headers: { ...shape.headers, 'x-portkey-provider': format, 'x-portkey-custom-host': `${simulatorUrl}/v1` },
   };
 }
+
+export const portkey: PeerSetup = {
+  id: 'portkey',
+  name: TARGET_NAMES.portkey,
+  configuration: `${PEER_PACKAGE}@${PEER_VERSION} from npm (overrides @hono/node-server 1.13.5, hono 4.9.7), NODE_ENV=production, headless; no budget (it keeps none without its hosted control plane)`,
+  install: installPortkey,
+  async start(ctx) {
+    const port = await freePort();
+    const running = await startPeerProcess({
+      name: TARGET_NAMES.portkey,
+      command: process.execPath,
+      args: ['--import', LOOPBACK_PRELOAD, ENTRY, `--port=${port}`, '--headless'],
+      cwd: DIR,
+      // production: no request log UI or log stream, as a deployment would run it.
+      env: { ...process.env, NODE_ENV: 'production' },
+      url: `http://127.0.0.1:${port}`,
+      readyPath: '/',
+      readySec: 30,
+    });
+    return { ...running, shape: (format, stream) => portkeyShape(format, ctx.upstream, stream) };
+  },
+};

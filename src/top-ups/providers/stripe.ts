@@ -6,9 +6,15 @@
 // events are signals: the refunded total is read back from Stripe's refunds (a refund can fail after
 // charge.refunded reported it, and events come in any order); a dispute's outcome is final, and only
 // `lost` keeps the credit (an inquiry closed as warning_closed moved no money).
+import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
-import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent } from './provider.js';
-import { WebhookRejected } from './provider.js';
+import { startFakeStripe } from '../fakes/fake-stripe.js';
+import { envSettings, type ProviderModule } from '../provider-module.js';
+import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent, SavedCards } from '../provider.js';
+import { WebhookRejected } from '../provider.js';
+
+const NAME = 'stripe';
+const LABEL = 'Card';
 
 export interface StripeSettings {
   secretKey: string;
@@ -85,20 +91,21 @@ function toProviderEvent(e: Stripe.Event): ProviderEvent | undefined {
   return undefined;
 }
 
-export function stripeProvider(settings: StripeSettings): PaymentProvider {
+/** The official client, pointed at `apiBase` when set (the test-mode fake). */
+function stripeClient(settings: StripeSettings): Stripe {
   const base = new URL(settings.apiBase ?? 'https://api.stripe.com');
-  const stripe = new Stripe(settings.secretKey, {
+  return new Stripe(settings.secretKey, {
     host: base.hostname,
     port: base.port === '' ? (base.protocol === 'http:' ? 80 : 443) : Number(base.port),
     protocol: base.protocol === 'http:' ? 'http' : 'https',
     maxNetworkRetries: 2,
     telemetry: false,
   });
-  const tolerance = settings.toleranceSeconds ?? 300;
+}
+
+/** Starting a Checkout Session for a quote, and closing one the payer left. */
+function checkouts(stripe: Stripe): Pick<PaymentProvider, 'startCheckout' | 'cancelCheckout'> {
   return {
-    name: 'stripe',
-    label: 'Card',
-    checkoutOrigin: settings.apiBase === undefined ? 'https://checkout.stripe.com' : base.origin,
     async startCheckout(req: CheckoutRequest) {
       const line = (name: string, cents: number) => ({ quantity: 1, price_data: { currency: 'usd', unit_amount: cents, product_data: { name } } });
       const session = await stripe.checkout.sessions.create(
@@ -115,88 +122,6 @@ export function stripeProvider(settings: StripeSettings): PaymentProvider {
       if (session.url === null || session.url === undefined) throw new Error('Stripe returned a checkout session without a URL');
       return { checkoutRef: session.id, checkoutUrl: session.url };
     },
-    async verifyWebhook(rawBody, header) {
-      const signature = header('stripe-signature');
-      if (signature === undefined) throw new WebhookRejected('missing Stripe-Signature header');
-      let event: Stripe.Event;
-      try {
-        event = stripe.webhooks.constructEvent(rawBody, signature, settings.webhookSecret, tolerance);
-      } catch (err) {
-        throw new WebhookRejected(`Stripe signature check failed: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      const mine = toProviderEvent(event);
-      return mine === undefined ? [] : [mine];
-    },
-    async currentFact(checkoutRef) {
-      const s = await stripe.checkout.sessions.retrieve(checkoutRef);
-      return sessionFact(s, s.status === 'expired' ? 'checkout.session.expired' : 'checkout.session.completed');
-    },
-    async recentEvents(since) {
-      const found: ProviderEvent[] = [];
-      for await (const e of stripe.events.list({ created: { gte: since }, types: [...HANDLED], limit: 100 })) {
-        const mine = toProviderEvent(e);
-        if (mine !== undefined) found.push(mine);
-      }
-      // Listed newest first.
-      return found.reverse();
-    },
-    async refundedCents(paymentRef) {
-      let cents = 0;
-      for await (const r of stripe.refunds.list({ payment_intent: paymentRef, limit: 100 })) if (r.status !== 'failed' && r.status !== 'canceled') cents += r.amount;
-      return cents;
-    },
-    async checkoutOfPayment(paymentRef) {
-      const found = await stripe.checkout.sessions.list({ payment_intent: paymentRef, limit: 1 });
-      return found.data[0]?.id;
-    },
-    savedCards: {
-      async startCardSetup(req) {
-        const customerRef =
-          req.customerRef ?? (await stripe.customers.create({ metadata: { account_id: req.accountId } }, { idempotencyKey: `tollgate-customer-${req.accountId}` })).id;
-        const session = await stripe.checkout.sessions.create({
-          mode: 'setup',
-          currency: 'usd',
-          customer: customerRef,
-          success_url: req.successUrl,
-          cancel_url: req.cancelUrl,
-          metadata: { account_id: req.accountId, purpose: 'automatic top-ups' },
-        });
-        if (session.url === null || session.url === undefined) throw new Error('Stripe returned a setup session without a URL');
-        return { customerRef, checkoutRef: session.id, checkoutUrl: session.url };
-      },
-      async savedCard(checkoutRef) {
-        const s = await stripe.checkout.sessions.retrieve(checkoutRef, { expand: ['setup_intent'] });
-        if (s.status !== 'complete') return undefined;
-        const intent = typeof s.setup_intent === 'string' ? await stripe.setupIntents.retrieve(s.setup_intent) : s.setup_intent;
-        const pm = idOf(intent?.payment_method);
-        const customer = idOf(s.customer);
-        if (pm === undefined || customer === undefined) return undefined;
-        const method = await stripe.paymentMethods.retrieve(pm);
-        return { customerRef: customer, paymentMethodRef: pm, label: method.card === undefined || method.card === null ? 'saved card' : `${method.card.brand} ending ${method.card.last4}` };
-      },
-      async chargeSavedCard(req) {
-        try {
-          const pi = await stripe.paymentIntents.create(
-            {
-              amount: req.totalCents,
-              currency: 'usd',
-              customer: req.card.customerRef,
-              payment_method: req.card.paymentMethodRef,
-              off_session: true,
-              confirm: true,
-              description: 'Tollgate automatic top-up',
-              metadata: { top_up_id: req.topUpId, account_id: req.accountId, tollgate_auto: '1' },
-            },
-            { idempotencyKey: `tollgate-auto-top-up-${req.topUpId}` },
-          );
-          return { ok: true, paymentRef: pi.id };
-        } catch (err) {
-          // A decline, or a bank that wants the holder present (authentication_required): no charge.
-          if (err instanceof Stripe.errors.StripeCardError) return { ok: false, reason: err.message, needsAuthentication: err.code === 'authentication_required' };
-          throw err;
-        }
-      },
-    },
     async cancelCheckout(checkoutRef) {
       const s = await stripe.checkout.sessions.retrieve(checkoutRef);
       if (s.status === 'expired') return true;
@@ -212,3 +137,139 @@ export function stripeProvider(settings: StripeSettings): PaymentProvider {
     },
   };
 }
+
+/** Events: a webhook checked by the client's constructEvent, and the recent ones listed (the catch-up). */
+function events(stripe: Stripe, settings: StripeSettings): Pick<PaymentProvider, 'verifyWebhook' | 'recentEvents'> {
+  const tolerance = settings.toleranceSeconds ?? 300;
+  return {
+    async verifyWebhook(rawBody, header) {
+      const signature = header('stripe-signature');
+      if (signature === undefined) throw new WebhookRejected('missing Stripe-Signature header');
+      let event: Stripe.Event;
+      try {
+        event = stripe.webhooks.constructEvent(rawBody, signature, settings.webhookSecret, tolerance);
+      } catch (err) {
+        throw new WebhookRejected(`Stripe signature check failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      const mine = toProviderEvent(event);
+      return mine === undefined ? [] : [mine];
+    },
+    async recentEvents(since) {
+      const found: ProviderEvent[] = [];
+      for await (const e of stripe.events.list({ created: { gte: since }, types: [...HANDLED], limit: 100 })) {
+        const mine = toProviderEvent(e);
+        if (mine !== undefined) found.push(mine);
+      }
+      // Listed newest first.
+      return found.reverse();
+    },
+  };
+}
+
+/** A payment's state now, as Stripe says it: the session, its refunded total, the session of a payment. */
+function paymentState(stripe: Stripe): Pick<PaymentProvider, 'currentFact' | 'refundedCents' | 'checkoutOfPayment'> {
+  return {
+    async currentFact(checkoutRef) {
+      const s = await stripe.checkout.sessions.retrieve(checkoutRef);
+      return sessionFact(s, s.status === 'expired' ? 'checkout.session.expired' : 'checkout.session.completed');
+    },
+    async refundedCents(paymentRef) {
+      let cents = 0;
+      for await (const r of stripe.refunds.list({ payment_intent: paymentRef, limit: 100 })) if (r.status !== 'failed' && r.status !== 'canceled') cents += r.amount;
+      return cents;
+    },
+    async checkoutOfPayment(paymentRef) {
+      const found = await stripe.checkout.sessions.list({ payment_intent: paymentRef, limit: 1 });
+      return found.data[0]?.id;
+    },
+  };
+}
+
+/** A card saved through Checkout in setup mode, and charged off-session (automatic top-ups). */
+function savedCards(stripe: Stripe): SavedCards {
+  return {
+    async startCardSetup(req) {
+      const customerRef =
+        req.customerRef ?? (await stripe.customers.create({ metadata: { account_id: req.accountId } }, { idempotencyKey: `tollgate-customer-${req.accountId}` })).id;
+      const session = await stripe.checkout.sessions.create({
+        mode: 'setup',
+        currency: 'usd',
+        customer: customerRef,
+        success_url: req.successUrl,
+        cancel_url: req.cancelUrl,
+        metadata: { account_id: req.accountId, purpose: 'automatic top-ups' },
+      });
+      if (session.url === null || session.url === undefined) throw new Error('Stripe returned a setup session without a URL');
+      return { customerRef, checkoutRef: session.id, checkoutUrl: session.url };
+    },
+    async savedCard(checkoutRef) {
+      const s = await stripe.checkout.sessions.retrieve(checkoutRef, { expand: ['setup_intent'] });
+      if (s.status !== 'complete') return undefined;
+      const intent = typeof s.setup_intent === 'string' ? await stripe.setupIntents.retrieve(s.setup_intent) : s.setup_intent;
+      const pm = idOf(intent?.payment_method);
+      const customer = idOf(s.customer);
+      if (pm === undefined || customer === undefined) return undefined;
+      const method = await stripe.paymentMethods.retrieve(pm);
+      return { customerRef: customer, paymentMethodRef: pm, label: method.card === undefined || method.card === null ? 'saved card' : `${method.card.brand} ending ${method.card.last4}` };
+    },
+    async chargeSavedCard(req) {
+      try {
+        const pi = await stripe.paymentIntents.create(
+          {
+            amount: req.totalCents,
+            currency: 'usd',
+            customer: req.card.customerRef,
+            payment_method: req.card.paymentMethodRef,
+            off_session: true,
+            confirm: true,
+            description: 'Tollgate automatic top-up',
+            metadata: { top_up_id: req.topUpId, account_id: req.accountId, tollgate_auto: '1' },
+          },
+          { idempotencyKey: `tollgate-auto-top-up-${req.topUpId}` },
+        );
+        return { ok: true, paymentRef: pi.id };
+      } catch (err) {
+        // A decline, or a bank that wants the holder present (authentication_required): no charge.
+        if (err instanceof Stripe.errors.StripeCardError) return { ok: false, reason: err.message, needsAuthentication: err.code === 'authentication_required' };
+        throw err;
+      }
+    },
+  };
+}
+
+export function stripeProvider(settings: StripeSettings): PaymentProvider {
+  const stripe = stripeClient(settings);
+  return {
+    name: NAME,
+    label: LABEL,
+    checkoutOrigin: settings.apiBase === undefined ? 'https://checkout.stripe.com' : new URL(settings.apiBase).origin,
+    ...checkouts(stripe),
+    ...events(stripe, settings),
+    ...paymentState(stripe),
+    savedCards: savedCards(stripe),
+  };
+}
+
+/** Stripe in the registry: STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET (STRIPE_API_BASE for a test double). */
+export const stripeModule: ProviderModule = {
+  name: NAME,
+  label: LABEL,
+  title: 'Stripe',
+  webhookPath: '/webhooks/stripe',
+  fromEnv(env) {
+    const s = envSettings(env, 'Stripe', ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET']);
+    if (s === undefined) return undefined;
+    const apiBase = env.STRIPE_API_BASE;
+    return stripeProvider({ secretKey: s.STRIPE_SECRET_KEY, webhookSecret: s.STRIPE_WEBHOOK_SECRET, ...(apiBase === undefined || apiBase === '' ? {} : { apiBase }) });
+  },
+  async startTestMode(host) {
+    const webhookSecret = `whsec_${randomBytes(16).toString('hex')}`;
+    const fake = await startFakeStripe({ webhookSecret, host });
+    return {
+      provider: stripeProvider({ secretKey: `sk_test_${randomBytes(12).toString('hex')}`, webhookSecret, apiBase: fake.url }),
+      url: fake.url,
+      deliverTo: (webhookUrl) => fake.setWebhookUrl(webhookUrl),
+      close: () => fake.close(),
+    };
+  },
+};

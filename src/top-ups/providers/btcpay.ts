@@ -8,11 +8,16 @@
 // from `totalPaid`, which Greenfield reports as the total over all methods in each method's currency.
 // An invoice that turns Invalid after it was Settled (a double-spent payment) takes the credit back.
 // Redeliveries share the original delivery's id, so a replay is a no-op.
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { centsToDecimal, sumOfProductsToCents, usdToCents } from './decimal.js';
-import { GreenfieldClient, type GreenfieldInvoice, type GreenfieldPaymentMethod } from './greenfield-client.js';
-import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent } from './provider.js';
-import { WebhookRejected } from './provider.js';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { startFakeBtcpay } from '../fakes/fake-btcpay.js';
+import { envSettings, type ProviderModule } from '../provider-module.js';
+import { centsToDecimal, sumOfProductsToCents, usdToCents } from '../decimal.js';
+import { GreenfieldClient, type GreenfieldInvoice, type GreenfieldPaymentMethod } from '../greenfield-client.js';
+import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent } from '../provider.js';
+import { WebhookRejected } from '../provider.js';
+
+const NAME = 'btcpay';
+const LABEL = 'Crypto';
 
 export interface BtcpaySettings {
   url: string;
@@ -58,8 +63,8 @@ export function btcpayProvider(settings: BtcpaySettings): PaymentProvider {
   }
 
   return {
-    name: 'btcpay',
-    label: 'Crypto',
+    name: NAME,
+    label: LABEL,
     checkoutOrigin: new URL(settings.url).origin,
     async startCheckout(req: CheckoutRequest) {
       const invoice = await client.createInvoice({
@@ -104,3 +109,26 @@ export function btcpayProvider(settings: BtcpaySettings): PaymentProvider {
     },
   };
 }
+
+/** BTCPay Server in the registry: BTCPAY_URL, BTCPAY_API_KEY, BTCPAY_STORE_ID and BTCPAY_WEBHOOK_SECRET. */
+export const btcpayModule: ProviderModule = {
+  name: NAME,
+  label: LABEL,
+  title: 'BTCPay',
+  webhookPath: '/webhooks/btcpay',
+  fromEnv(env) {
+    const s = envSettings(env, 'BTCPay', ['BTCPAY_URL', 'BTCPAY_API_KEY', 'BTCPAY_STORE_ID', 'BTCPAY_WEBHOOK_SECRET']);
+    return s === undefined ? undefined : btcpayProvider({ url: s.BTCPAY_URL, apiKey: s.BTCPAY_API_KEY, storeId: s.BTCPAY_STORE_ID, webhookSecret: s.BTCPAY_WEBHOOK_SECRET });
+  },
+  async startTestMode(host) {
+    const webhookSecret = randomBytes(16).toString('hex');
+    const apiKey = randomBytes(16).toString('hex');
+    const fake = await startFakeBtcpay({ apiKey, storeId: 'test-store', webhookSecret, host });
+    return {
+      provider: btcpayProvider({ url: fake.url, apiKey, storeId: 'test-store', webhookSecret }),
+      url: fake.url,
+      deliverTo: (webhookUrl) => fake.setWebhookUrl(webhookUrl),
+      close: () => fake.close(),
+    };
+  },
+};
