@@ -178,11 +178,12 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   }
 
   /**
-   * One round trip: the reserve script writes the hold and the account's entry in its slot's reaper
-   * index together (deadline and month from Redis's clock, not this pod's), and the slot is announced
-   * in the reaper's set of slots by a plain SADD issued in the same tick (auto-pipelined into the same
-   * write, as the old separate index ZADD was). If that SADD is lost, or races the reaper clearing an
-   * empty slot, the periodic full sweep still finds the hold: reaped a few minutes late, never lost.
+   * One round trip, one command: the reserve script writes the hold and the account's entry in its
+   * slot's reaper index together (deadline and month from Redis's clock, not this pod's). Only when that
+   * entry made the slot's index non-empty is the slot named in the reaper's set of slots, by a plain
+   * SADD after the reply (that set is one key, in one cluster slot, so no script of an account can write
+   * it). If that SADD is lost, or races the reaper clearing an empty slot, or the set lost the slot some
+   * other way, the periodic full sweep still finds the hold: reaped a few minutes late, never lost.
    */
   reserve(req: ReservationRequest): Promise<ReservationOutcome> {
     return this.reserveAt(req, 1);
@@ -210,11 +211,10 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(req.rateLimitTokens ?? 0),
       String(req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS),
     ];
-    const reply = this.scripts.run<Array<number | string>>('reserve', keys, args);
-    this.announceSlot(a);
-    const r = await reply;
+    const r = await this.scripts.run<Array<number | string>>('reserve', keys, args);
     if (r[0] === 1) {
-      const rateLimit = rateLimitStateOf(r, 3);
+      if (r[3] === 1) this.announceSlot(a);
+      const rateLimit = rateLimitStateOf(r, 4);
       const limited = rateLimit === undefined ? {} : { rateLimit };
       if (!r[1]) return { admitted: true, ...limited };
       const generation = String(r[1]);

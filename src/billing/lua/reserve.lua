@@ -8,7 +8,9 @@
 --       `seq` of the account this gateway has been answered with (see common.lua), 8 the tokens the
 --       request counts against a token limit (its worst case: input bound + output limit), 9 the rate
 --       limits' window (ms, 60000 for per-minute limits)
--- Returns {1, generation, seq, rate...} admitted, {0, reason, needed, available, availableOverall, rate...}
+-- Returns {1, generation, seq, announce, rate...} admitted, where announce is 1 when this hold made its
+-- slot's reaper index non-empty (the gateway then names the slot to the reaper; otherwise it is named
+-- already, and the request costs no command beyond this script and its settlement), {0, reason, needed, available, availableOverall, rate...}
 -- refused, where rate is the key's rate-limit state after the decision (see rateState below); a refusal
 -- by a rate limit has reason 'rate_limit_requests', 'rate_limit_tokens' or 'rate_limit_concurrency'
 -- (needed and available then count requests or tokens, not money);
@@ -36,7 +38,7 @@ end
 local gen = a[3] or ''
 
 -- A retried reserve of a request already held is admitted once.
-if redis.call('EXISTS', KEYS[3]) == 1 then return {1, gen, num(a[5])} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return {1, gen, num(a[5]), 0} end
 
 local k = redis.call('HMGET', KEYS[2], 'id', 'revokedAt', 'lifetimeCap', 'monthlyCap',
   'lifetimeSpent', 'lifetimeHeld', 'ms:' .. month, 'mh:' .. month, 'rpm', 'tpm', 'conc', 'rlWin', 'rlReq', 'rlTok')
@@ -113,7 +115,9 @@ redis.call('HSET', KEYS[3], 'amount', s(amount), 'keyId', k[1], 'month', month, 
 -- What the token window counted, so the settlement gives back the unused part in the same window.
 if tpm then redis.call('HSET', KEYS[3], 'rlWin', s(win), 'rlTok', s(tokens)) end
 redis.call('ZADD', KEYS[4], s(deadline), ARGV[3])
+local announce = 0
+if redis.call('ZCARD', KEYS[5]) == 0 then announce = 1 end
 redis.call('ZADD', KEYS[5], 'LT', s(deadline), ARGV[4])
-local r = {1, gen, redis.call('HINCRBY', KEYS[1], 'seq', 1)}
+local r = {1, gen, redis.call('HINCRBY', KEYS[1], 'seq', 1), announce}
 for _, v in ipairs(rateState()) do r[#r + 1] = v end
 return r
