@@ -68,14 +68,16 @@ const perRequest = (n: number, requests: number): number => Math.round((n / requ
  * Counts what `requests` sequential gateway requests (run by `drive`) cost in Redis. Counted by Redis
  * itself, not guessed: nothing else may use this Redis meanwhile (the other targets are idle).
  */
-export async function countRedisPerRequest(redisUrl: string, requests: number, drive: () => Promise<void>): Promise<RedisPerRequest> {
+/** `drive` may return the number of requests it made (a timed load), which then replaces `requests`. */
+export async function countRedisPerRequest(redisUrl: string, requests: number, drive: () => Promise<number | void>): Promise<RedisPerRequest> {
   const counter = new Redis(redisUrl);
   const monitor = await watchCommands(redisUrl);
   try {
     await quiet(counter);
     const before = await redisCommandCount(counter);
     monitor.reset();
-    await drive();
+    const made = await drive();
+    if (typeof made === 'number') requests = made;
     // The last answers reach the client before their settlements; let those land before counting.
     await new Promise((r) => setTimeout(r, 100));
     const after = await redisCommandCount(counter);
