@@ -8,6 +8,8 @@ const USAGE = `usage: npm run admin -- <command>
   keys <accountId>
   revoke <accountId> <keyId>
   caps <accountId> <keyId> [--lifetime-cap USD] [--monthly-cap USD]   (omit both to clear)
+  rate-limits <accountId> <keyId> [--rpm N] [--tpm N] [--concurrency N]   a key's own limits (omitted: cleared)
+  default-rate-limits <accountId> [--rpm N] [--tpm N] [--concurrency N]   the account's default for its keys
   credit <accountId> <USD> <idempotencyKey>
   refund <accountId> <requestId>
   usage <accountId> [keyId] [--key ID] [--model M] [--status S] [--from T] [--to T] [--cursor C] [--limit N] [--all]
@@ -18,7 +20,7 @@ const USAGE = `usage: npm run admin -- <command>
   audit <accountId>`;
 
 /** Positional arguments each command needs. */
-const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
+const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
 
 /** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
 const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
@@ -36,6 +38,8 @@ interface Parsed {
   rest: string[];
   /** --lifetime-cap and --monthly-cap as the admin API's body fields. */
   caps: { lifetime_cap_usd?: string; monthly_cap_usd?: string };
+  /** --rpm, --tpm and --concurrency as the admin API's body fields (numbers; the API refuses bad ones). */
+  limits: Record<string, number | string>;
   /** The listing commands' flags as a query string. */
   query: URLSearchParams;
   /** --all: every page of the usage listing. */
@@ -48,6 +52,12 @@ function parseArgs(argv: string[]): Parsed {
   const lifetime = flag(args, '--lifetime-cap');
   const monthly = flag(args, '--monthly-cap');
   const caps = { ...(lifetime ? { lifetime_cap_usd: lifetime } : {}), ...(monthly ? { monthly_cap_usd: monthly } : {}) };
+  const limits: Record<string, number | string> = {};
+  for (const [name, field] of [['--rpm', 'requests_per_minute'], ['--tpm', 'tokens_per_minute'], ['--concurrency', 'concurrent_requests']] as const) {
+    const v = flag(args, name);
+    // A number when it reads as one, else as typed, so the API's own message says what is wrong with it.
+    if (v !== undefined) limits[field] = /^\d+$/.test(v) ? Number(v) : v;
+  }
   const query = new URLSearchParams();
   for (const [name, param] of Object.entries(QUERY_FLAGS)) {
     const v = flag(args, name);
@@ -56,7 +66,7 @@ function parseArgs(argv: string[]): Parsed {
   const all = args.includes('--all');
   if (all) args.splice(args.indexOf('--all'), 1);
   const [cmd, ...rest] = args;
-  return { cmd, rest, caps, query, all };
+  return { cmd, rest, caps, limits, query, all };
 }
 
 /** A response body as it came, pretty-printed when it is JSON. */
@@ -131,6 +141,10 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
       return call('POST', `/accounts/${id(a)}/keys/${id(b)}/revoke`);
     case 'caps':
       return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/caps`, p.caps);
+    case 'rate-limits':
+      return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/rate-limits`, p.limits);
+    case 'default-rate-limits':
+      return call('PUT', `/accounts/${id(a)}/rate-limits`, p.limits);
     case 'credit':
       return call('POST', `/accounts/${id(a)}/credit`, { amount_usd: b, idempotency_key: c });
     case 'refund':

@@ -555,6 +555,14 @@ describe('the CLI', () => {
     const key = await cli(['create-key', id, 'ci', '--lifetime-cap', '20', '--monthly-cap', '5']);
     expect(key.code).toBe(0);
     expect((JSON.parse(key.stdout) as { record: Json }).record).toMatchObject({ name: 'ci', lifetimeCap: 20_000_000, monthlyCap: 5_000_000 });
+    const keyId = ((JSON.parse(key.stdout) as { record: Json }).record as { id: string }).id;
+    const limited = await cli(['rate-limits', id, keyId, '--rpm', '30', '--concurrency', '2']);
+    expect([limited.code, JSON.parse(limited.stdout)]).toEqual([0, { updated: true, rate_limits: { requests_per_minute: 30, tokens_per_minute: null, concurrent_requests: 2 } }]);
+    const defaults = await cli(['default-rate-limits', id, '--tpm', '100000']);
+    expect([defaults.code, JSON.parse(defaults.stdout)]).toEqual([0, { updated: true, default_rate_limits: { requests_per_minute: null, tokens_per_minute: 100000, concurrent_requests: null } }]);
+    const badLimit = await cli(['rate-limits', id, keyId, '--rpm', 'lots']);
+    expect(badLimit.code).toBe(1);
+    expect(JSON.parse(badLimit.stdout)).toMatchObject({ error: { message: expect.stringMatching(/requests_per_minute/) } });
 
     const missing = await cli(['revoke', id]);
     expect(missing.code).toBe(2);
