@@ -9,5 +9,13 @@ import type { NormalizedUsage } from '../translate/representation/index.js';
  */
 export function billableUsage(u: NormalizedUsage): TokenUsage | undefined {
   if (u.unbillable === true) return undefined;
-  return { input: u.input, output: u.output, cachedInput: Math.min(u.cachedInput, u.input), reasoning: Math.min(u.reasoning, u.output) };
+  // Each cache class keeps its own count; costMicros cuts parts that overrun `input`, so none is priced twice.
+  return {
+    input: u.input,
+    output: u.output,
+    cachedInput: Math.min(u.cacheRead, u.input),
+    cacheWrite5m: Math.min(u.cacheWrite5m, u.input),
+    cacheWrite1h: Math.min(u.cacheWrite1h, u.input),
+    reasoning: Math.min(u.reasoning, u.output),
+  };
 }
