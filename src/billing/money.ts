@@ -36,9 +36,13 @@ function tokenCount(n: number): bigint {
 export function recordableUsage(usage: TokenUsage): TokenUsage {
   const c = (n: number | undefined): number => Number(tokenCount(n ?? 0));
   const recorded: TokenUsage = { input: c(usage.input), output: c(usage.output), cachedInput: c(usage.cachedInput), reasoning: c(usage.reasoning) };
-  if (usage.cacheWrite5m !== undefined) recorded.cacheWrite5m = c(usage.cacheWrite5m);
-  if (usage.cacheWrite1h !== undefined) recorded.cacheWrite1h = c(usage.cacheWrite1h);
-  return recorded;
+  // Cache writes only when there were some: absent is 0 (cacheWrites), and records read back the same way.
+  return { ...recorded, ...cacheWrites(c(usage.cacheWrite5m), c(usage.cacheWrite1h)) };
+}
+
+/** The cache-write members of a TokenUsage: each only when not 0 (absent means 0). */
+export function cacheWrites(cacheWrite5m: number, cacheWrite1h: number): Pick<TokenUsage, 'cacheWrite5m' | 'cacheWrite1h'> {
+  return { ...(cacheWrite5m > 0 ? { cacheWrite5m } : {}), ...(cacheWrite1h > 0 ? { cacheWrite1h } : {}) };
 }
 
 /** The input tokens of each price class; together exactly `input`. */

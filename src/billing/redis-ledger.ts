@@ -259,6 +259,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         this.journaling ? '1' : '',
         String(seen),
         this.journaling ? encodeRequestDetail(req.detail) : '',
+        String(req.usage.cacheWrite5m ?? 0),
+        String(req.usage.cacheWrite1h ?? 0),
       ],
     );
     if (r[0] === -1) {
