@@ -6,8 +6,8 @@
 //   in that order) ends a cacheable prefix. The longest prefix seen before is read from the cache; each
 //   later breakpoint's new part is written, for 1 hour when its `cache_control.ttl` is "1h", else for 5
 //   minutes. (No minimum prefix length, unlike the real API: tests stay small.)
-// - OpenAI: automatic, when the request carries `prompt_cache_key`: a prompt whose every message but the
-//   last was seen before (under that key) reads that prefix from the cache. OpenAI reports no writes.
+// - OpenAI: automatic, when the request carries `prompt_cache_key`: the longest run of leading messages
+//   a prompt under that key had before is read from the cache. OpenAI reports no writes.
 // - Gemini's implicit cache is the Gemini handler's own (gemini.ts).
 import { createHash } from 'node:crypto';
 import { anthropicInputTokens, openaiInputTokens } from './input-tokens.js';
@@ -92,11 +92,17 @@ export class PromptCache {
     if (scripted !== undefined) return scripted;
     if (!this.emulate || typeof body.prompt_cache_key !== 'string') return NO_CACHE;
     const messages = list(body.messages);
-    const prefix = { tools: body.tools, messages: messages.slice(0, -1) };
-    const k = key(`${model}\0${body.prompt_cache_key}`, prefix);
-    const read = this.seen.has(k) ? openaiInputTokens(prefix) : 0;
-    // What a later turn may read: this whole prompt.
-    this.seen.add(key(`${model}\0${body.prompt_cache_key}`, { tools: body.tools, messages }));
+    const cacheKey = (n: number): string => key(`${model}\0${body.prompt_cache_key}`, { tools: body.tools, messages: messages.slice(0, n) });
+    // The longest run of leading messages (never the whole prompt) seen before under this key is read.
+    let read = 0;
+    for (let n = messages.length - 1; n >= 1; n--) {
+      if (this.seen.has(cacheKey(n))) {
+        read = openaiInputTokens({ tools: body.tools, messages: messages.slice(0, n) });
+        break;
+      }
+    }
+    // What a later prompt may read: each run of this one's leading messages.
+    for (let n = 1; n <= messages.length; n++) this.seen.add(cacheKey(n));
     return { read: Math.min(read, inputTokens), write5m: 0, write1h: 0 };
   }
 
