@@ -11,8 +11,11 @@
 // - Gemini's implicit cache is the Gemini handler's own (gemini.ts).
 import { createHash } from 'node:crypto';
 import { anthropicInputTokens, openaiInputTokens } from './input-tokens.js';
-import type { Json, SimFormat } from './exchange.js';
 import { isRecord } from '../wire/json-shape.js';
+
+// Its own names for a body and a format (exchange.ts holds the simulator's context, which holds this).
+type Json = { [k: string]: unknown };
+type SimFormat = 'openai' | 'anthropic' | 'gemini';
 
 /** Prompt tokens by cache class; each a part of the prompt, apart from the others. */
 export interface CacheReport {
