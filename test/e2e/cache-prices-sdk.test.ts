@@ -9,6 +9,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiUsage } from '../../src/dashboard/usage-routes.js';
 import { usageCsvStream } from '../../src/dashboard/usage-view.js';
+import { statementPage } from '../../src/record/statement.js';
 import { findUsage } from '../../src/record/usage-query.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -76,6 +77,9 @@ describe('an Anthropic client and upstream: cache_control writes for 5 minutes a
     // Billed at the plain input price, the writes would have cost less: the operator's loss this closes.
     expect(rec.cost).toBeGreaterThan(cost({ uncached: up.inputTokens, read: 0, write5m: 0, write1h: 0, output: u.output_tokens }));
     expect(apiUsage(rec)).toMatchObject({ input_tokens: up.inputTokens, cached_input_tokens: 0, cache_write_5m_tokens: up.cacheWrite5mTokens, cache_write_1h_tokens: up.cacheWrite1hTokens, cost_micro_usd: expected });
+    // The statement's charge of this one request names it, with the tokens its amount was computed from.
+    const line = (await statementPage(testDb.db, { accountId: h.accountId })).lines.find((l) => l.requestId === rec.requestId);
+    expect(line).toMatchObject({ kind: 'usage', amount: -expected, tokens: { input: up.inputTokens, output: u.output_tokens, cacheRead: 0, cacheWrite5m: up.cacheWrite5mTokens, cacheWrite1h: up.cacheWrite1hTokens } });
   });
 
   it('the next turn reads the hour-long system prompt from the cache (streamed), and the CSV row shows the split', async () => {

@@ -33,7 +33,11 @@ const pricing = EXAMPLE_MODELS.find((m) => m.id === MODEL)?.pricing;
 const prices = { input: usdPerMillionToMicros(pricing?.input ?? '0'), output: usdPerMillionToMicros(pricing?.output ?? '0'), display: { input: '', output: '' } };
 
 beforeAll(async () => {
-  harness = await startHarness({ record: tdb.db });
+  // A prompt that says CACHE-SPLIT is reported by the upstream as partly read from and written to a cache.
+  harness = await startHarness({
+    record: tdb.db,
+    simulator: { cacheReport: ({ body, inputTokens }) => (JSON.stringify(body).includes('CACHE-SPLIT') ? { read: 3, write5m: 4, write1h: Math.min(5, inputTokens - 7) } : undefined) },
+  });
   // Every holder here signs up from 127.0.0.1: a wide sign-up budget (the throttles have their own tests).
   const wide = new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 });
   service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide }, onRevoke: () => harness.gateway.authenticator.forget() });
@@ -139,6 +143,26 @@ describe('Usage', () => {
     expect((await h.client.api('GET', '/api/usage?status=nope')).status).toBe(400);
     expect((await h.client.api('GET', '/api/usage?from=yesterday')).status).toBe(400);
     expect((await h.client.api('GET', '/api/usage?cursor=garbage')).status).toBe(400);
+  });
+});
+
+describe('Usage by cache class', () => {
+  it('the Usage page, the JSON API and the CSV show cache reads and 5-minute and 1-hour writes apart', async () => {
+    const h = await holder('cache@example.com');
+    const res = await h.openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'CACHE-SPLIT: a long shared prefix, then a question.' }], max_tokens: 20 }).withResponse();
+    const requestId = res.response.headers.get('x-request-id') ?? '';
+    const u = res.data.usage!;
+    expect(u.prompt_tokens_details).toMatchObject({ cached_tokens: 3, cache_write_tokens: 9, cache_creation: { ephemeral_5m_input_tokens: 4, ephemeral_1h_input_tokens: 5 } });
+    const row = await recorded(h, requestId);
+    expect(row).toMatchObject({ input_tokens: u.prompt_tokens, cached_input_tokens: 3, cache_write_5m_tokens: 4, cache_write_1h_tokens: 5 });
+    const page = (await h.client.req('GET', `/usage?request_id=${requestId}`)).text;
+    expect(page).toContain('cache read 3 · cache write 5m 4 · cache write 1h 5');
+    const csv = (await h.client.req('GET', `/usage.csv?request_id=${requestId}`)).text.trim().split('\r\n');
+    const header = csv[0]!.split(',');
+    const cells = csv[1]!.split(',');
+    expect(cells[header.indexOf('cached_input_tokens')]).toBe('3');
+    expect(cells[header.indexOf('cache_write_5m_tokens')]).toBe('4');
+    expect(cells[header.indexOf('cache_write_1h_tokens')]).toBe('5');
   });
 });
 
