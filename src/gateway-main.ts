@@ -84,6 +84,7 @@ async function main(): Promise<void> {
           env: process.env,
           ...(topUps === undefined ? {} : { topUps }),
           ...(books === undefined ? {} : { reconcile: () => reconcile(books) }),
+          models: () => catalog.current(),
           onError: onJobError,
         });
   if (dashboard !== undefined) topUps?.servedAt(dashboard.url);

@@ -62,6 +62,7 @@ async function main(): Promise<void> {
     onRevoke: () => gateway.authenticator.forget(),
     ...(topUps === undefined ? {} : { topUps }),
     reconcile: () => reconcile(books),
+    models: () => catalog.current(),
   });
   topUps?.servedAt(dashboard.url);
   const payments = topUps?.payments;

@@ -41,7 +41,7 @@ beforeAll(async () => {
   // Every holder here signs up from 127.0.0.1: a wide sign-up budget (the throttles have their own tests).
   const wide = new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 });
   service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide }, onRevoke: () => harness.gateway.authenticator.forget() });
-  dash = await startDashboard({ service, secureCookie: false, supportEmail: 'support@example.com' }, 0, '127.0.0.1');
+  dash = await startDashboard({ service, secureCookie: false, supportEmail: 'support@example.com', models: () => harness.catalog.current() }, 0, '127.0.0.1');
   const operators = await harness.backend.accounts.createAccount('operators');
   await service.upsertUser('root@example.com', 'an admin password', operators.id, 'admin');
 });
@@ -163,6 +163,18 @@ describe('Usage by cache class', () => {
     expect(cells[header.indexOf('cached_input_tokens')]).toBe('3');
     expect(cells[header.indexOf('cache_write_5m_tokens')]).toBe('4');
     expect(cells[header.indexOf('cache_write_1h_tokens')]).toBe('5');
+  });
+
+  it('the Models page lists every model with its cache prices, or says a class costs the input price', async () => {
+    const h = await holder('models@example.com', 0);
+    const page = (await h.client.req('GET', '/models')).text;
+    const row = (id: string): string => page.slice(page.indexOf(`<code>${id}</code>`), page.indexOf('</tr>', page.indexOf(`<code>${id}</code>`)));
+    // mimo-v2.6-flash-xploded: $1.00 input, $0.10 read, $1.25 5-minute write, $2.00 1-hour write.
+    expect(row('mimo-v2.6-flash-xploded')).toMatch(/\$1\.00<\/td><td class="num">\$3\.00<\/td>\s*<td class="num">\$0\.10<\/td><td class="num">\$1\.25<\/td><td class="num">\$2\.00<\/td>/);
+    expect(row('outlaw-1-xploded')).toContain('as input');
+    const api = (await h.client.api('GET', '/api/models')).json() as { models: Array<{ id: string; pricing: Record<string, string | null> }> };
+    expect(api.models.map((m) => m.id)).toEqual(EXAMPLE_MODELS.map((m) => m.id));
+    expect(api.models.find((m) => m.id === 'mimo-v2.6-flash-xploded')?.pricing).toEqual({ input: '1.00', output: '3.00', cache_read: '0.10', cache_write_5m: '1.25', cache_write_1h: '2.00', reasoning: null });
   });
 });
 
