@@ -31,7 +31,7 @@ function pricingMember(p: PricingDisplay): string {
     ['cache_write_1h', p.cacheWrite1h],
     ['reasoning', p.reasoning],
   ];
-  const members = prices.filter(([, price]) => price !== undefined).map(([name, price]) => `"${name}":${priceLiteral(price as string)}`);
+  const members = prices.flatMap(([name, price]) => (price === undefined ? [] : [`"${name}":${priceLiteral(price)}`]));
   return `"pricing":{${members.join(',')},"currency":"USD","unit":"per 1M tokens"}`;
 }
 
