@@ -7,7 +7,7 @@ import { backendFromConfig } from './backend-from-config.js';
 import type { Backend } from './billing/backends.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
-import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
+import type { CatalogSnapshot, CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import { readConfig } from './config.js';
 import { RecordResponsesStore } from './responses/store.js';
 import { startGateway } from './gateway.js';
@@ -41,7 +41,7 @@ async function openCatalog(catalogFile: string, logger: TollgateLogger): Promise
  */
 async function serveDashboardAndTopUps(
   served: { record: Database; recorded: RecordedBackend },
-  deps: { backend: Backend; forgetKeys: () => void; reconcile?: () => Promise<ReconciliationReport>; logger: TollgateLogger },
+  deps: { backend: Backend; forgetKeys: () => void; reconcile?: () => Promise<ReconciliationReport>; models: () => CatalogSnapshot; logger: TollgateLogger },
 ) {
   const onJobError = (what: string, err: unknown): void => deps.logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`);
   const dashboardRun = await import('./dashboard/run.js');
@@ -65,6 +65,7 @@ async function serveDashboardAndTopUps(
     env: process.env,
     ...(topUps === undefined ? {} : { topUps }),
     ...(deps.reconcile === undefined ? {} : { reconcile: deps.reconcile }),
+    models: deps.models,
     onError: onJobError,
   });
   topUps?.servedAt(dashboard.url);
@@ -95,7 +96,9 @@ async function main(): Promise<void> {
         });
   const served = record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === '' ? undefined : { record, recorded };
   const { dashboard, topUps } =
-    served === undefined ? {} : await serveDashboardAndTopUps(served, { backend, forgetKeys: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }), logger });
+    served === undefined
+      ? {}
+      : await serveDashboardAndTopUps(served, { backend, forgetKeys: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }), models: () => catalog.current(), logger });
   const admin =
     config.adminToken === ''
       ? undefined

@@ -63,6 +63,7 @@ async function main(): Promise<void> {
     onRevoke: () => gateway.authenticator.forget(),
     ...(topUps === undefined ? {} : { topUps }),
     reconcile: () => reconcile(books),
+    models: () => catalog.current(),
   });
   topUps?.servedAt(dashboard.url);
   const payments = topUps?.payments;
@@ -97,7 +98,14 @@ async function main(): Promise<void> {
 async function startSimulatedUpstream(catalogFile: string): Promise<{ simulator: Simulator; catalog: Awaited<ReturnType<typeof createFileCatalogSource>> }> {
   const reasoningModels = new Set<string>();
   const toolScript = simToolScript(process.env.SIM_TOOL_SCRIPT);
-  const simulator = await startSimulator({ port: Number(process.env.SIM_PORT ?? 0), log: false, reasoningModels, ...(toolScript === undefined ? {} : { toolScript }) });
+  const simulator = await startSimulator({
+    port: Number(process.env.SIM_PORT ?? 0),
+    log: false,
+    reasoningModels,
+    ...(toolScript === undefined ? {} : { toolScript }),
+    // Prompt caching as the upstreams report it (cache_control, prompt_cache_key), to see cache prices at work.
+    promptCache: process.env.SIM_PROMPT_CACHE === '1',
+  });
   process.env.TOLLGATE_SIMULATOR_URL ??= simulator.url;
   const catalog = await createFileCatalogSource(catalogFile, {
     onError: (errors) => {

@@ -1,5 +1,6 @@
 // Pieces both ledgers share: argument checks, the usage-stream trim rule, record decoding.
 import type { RequestStatus, ReservationRequest, SettlementRequest, UsageRecord } from './ledger.js';
+import { cacheWrites } from './money.js';
 
 /** A credit's idempotency key was already used for a different amount: neither amount is applied again. */
 export class CreditConflictError extends Error {
@@ -50,6 +51,7 @@ export function usageFromFields(accountId: string, f: Record<string, string>): U
       output: Number(f.out ?? 0),
       cachedInput: Number(f.cin ?? 0),
       reasoning: Number(f.rsn ?? 0),
+      ...cacheWrites(Number(f.cw5 ?? 0), Number(f.cw1 ?? 0)),
     },
     cost: Number(f.cost ?? 0),
     status: (f.st ?? 'completed') as RequestStatus,

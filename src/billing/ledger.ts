@@ -84,10 +84,15 @@ export type ReservationOutcome =
     };
 
 export interface TokenUsage {
+  /** Every prompt token: uncached, read from a prompt cache and written to one. */
   input: number;
   output: number;
-  /** Input tokens served from a prompt cache (a subset of `input`). */
+  /** Input tokens read from a prompt cache (a subset of `input`). */
   cachedInput: number;
+  /** Input tokens written to a prompt cache kept 5 minutes (a subset of `input`, apart from the others); absent is 0. */
+  cacheWrite5m?: number;
+  /** Input tokens written to a prompt cache kept 1 hour (a subset of `input`, apart from the others); absent is 0. */
+  cacheWrite1h?: number;
   /** Output tokens spent reasoning (a subset of `output`). */
   reasoning: number;
 }

@@ -34,27 +34,65 @@ function tokenCount(n: number): bigint {
 
 /** Usage as the ledger records it: whole, non-negative, exact counts (an absurd report is clamped). */
 export function recordableUsage(usage: TokenUsage): TokenUsage {
-  const c = (n: number): number => Number(tokenCount(n));
-  return { input: c(usage.input), output: c(usage.output), cachedInput: c(usage.cachedInput), reasoning: c(usage.reasoning) };
+  const c = (n: number | undefined): number => Number(tokenCount(n ?? 0));
+  const recorded: TokenUsage = { input: c(usage.input), output: c(usage.output), cachedInput: c(usage.cachedInput), reasoning: c(usage.reasoning) };
+  // Cache writes only when there were some: absent is 0 (cacheWrites), and records read back the same way.
+  return { ...recorded, ...cacheWrites(c(usage.cacheWrite5m), c(usage.cacheWrite1h)) };
+}
+
+/** The cache-write members of a TokenUsage: each only when not 0 (absent means 0). */
+export function cacheWrites(cacheWrite5m: number, cacheWrite1h: number): Pick<TokenUsage, 'cacheWrite5m' | 'cacheWrite1h'> {
+  return { ...(cacheWrite5m > 0 ? { cacheWrite5m } : {}), ...(cacheWrite1h > 0 ? { cacheWrite1h } : {}) };
+}
+
+/** The input tokens of each price class; together exactly `input`. */
+export interface InputClasses {
+  uncached: bigint;
+  cacheRead: bigint;
+  cacheWrite5m: bigint;
+  cacheWrite1h: bigint;
 }
 
 /**
- * What a request cost. `cachedInput` is part of `input` and `reasoning` part of `output`, so each token is
- * priced once: cached input at the cached price (else the input price), reasoning at the reasoning price
- * (else the output price). A subset larger than its whole (a buggy upstream) is clamped to the whole.
+ * Splits `input` into its price classes. Cache reads and both kinds of cache write are parts of `input`
+ * and apart from each other, so each token falls in exactly one class; parts that add up to more than the
+ * whole (a buggy upstream) are cut, in the order read, 5-minute write, 1-hour write.
+ */
+export function inputClasses(usage: TokenUsage): InputClasses {
+  let left = tokenCount(usage.input);
+  const take = (n: number | undefined): bigint => {
+    const part = tokenCount(n ?? 0);
+    const taken = part > left ? left : part;
+    left -= taken;
+    return taken;
+  };
+  const cacheRead = take(usage.cachedInput);
+  const cacheWrite5m = take(usage.cacheWrite5m);
+  const cacheWrite1h = take(usage.cacheWrite1h);
+  return { uncached: left, cacheRead, cacheWrite5m, cacheWrite1h };
+}
+
+/**
+ * What a request cost. Every token is priced once, by its class: uncached input at `input`, cache reads
+ * at `cacheRead`, 5-minute and 1-hour cache writes at `cacheWrite5m` and `cacheWrite1h` (each absent price
+ * is `input`'s), plain output at `output` and reasoning (part of `output`) at `reasoning` (else `output`'s).
+ * The sum is exact and rounded up once, to the micro-USD.
  */
 export function costMicros(usage: TokenUsage, pricing: ModelPricing): Micros {
-  const input = tokenCount(usage.input);
+  const input = inputClasses(usage);
   const output = tokenCount(usage.output);
-  let cached = tokenCount(usage.cachedInput);
   let reasoning = tokenCount(usage.reasoning);
-  if (cached > input) cached = input;
   if (reasoning > output) reasoning = output;
   const pIn = BigInt(pricing.input);
+  const price = (p: Micros | undefined, otherwise: bigint): bigint => (p === undefined ? otherwise : BigInt(p));
   const pOut = BigInt(pricing.output);
-  const pCached = BigInt(pricing.cachedInput ?? pricing.input);
-  const pReasoning = BigInt(pricing.reasoning ?? pricing.output);
-  const scaled = (input - cached) * pIn + cached * pCached + (output - reasoning) * pOut + reasoning * pReasoning;
+  const scaled =
+    input.uncached * pIn +
+    input.cacheRead * price(pricing.cacheRead, pIn) +
+    input.cacheWrite5m * price(pricing.cacheWrite5m, pIn) +
+    input.cacheWrite1h * price(pricing.cacheWrite1h, pIn) +
+    (output - reasoning) * pOut +
+    reasoning * price(pricing.reasoning, pOut);
   const cost = ceilDiv(scaled, TOKENS_PER_PRICE_UNIT);
   // Clamped, not refused: the ledger charges min(cost, held), so any figure past the hold is the same.
   return Number(cost > MAX_MICROS ? MAX_MICROS : cost);

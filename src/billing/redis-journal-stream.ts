@@ -1,6 +1,7 @@
 // The Redis half of the journal: each account's stream (appended by the settle script under the
 // account's hash tag, so it works on a Redis Cluster) is read by sweeps and trimmed only of entries
 // PostgreSQL has committed.
+import { cacheWrites } from './money.js';
 import { decodeRequestDetail } from './request-detail.js';
 import type { RedisClient } from './redis-client.js';
 import type { JournalEntry } from '../record/journal.js';
@@ -18,7 +19,7 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
     accountId,
     keyId: f.key ?? '',
     model: f.model ?? '',
-    usage: { input: n(f.in), output: n(f.out), cachedInput: n(f.cin), reasoning: n(f.rsn) },
+    usage: { input: n(f.in), output: n(f.out), cachedInput: n(f.cin), reasoning: n(f.rsn), ...cacheWrites(n(f.cw5), n(f.cw1)) },
     cost: n(f.cost),
     reserved: n(f.res),
     status: (f.st ?? 'completed') as RequestStatus,

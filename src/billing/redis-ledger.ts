@@ -286,6 +286,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(seen),
         this.journaling ? encodeRequestDetail(req.detail) : '',
         String(rateLimitedTokens(req.usage)),
+        String(req.usage.cacheWrite5m ?? 0),
+        String(req.usage.cacheWrite1h ?? 0),
       ],
     );
     if (r[0] === -1) {

@@ -3,7 +3,7 @@
 import { upstreamFormat } from '../formats/index.js';
 import { findDuplicateModelIds } from './manifest.js';
 import { usdPerMillionToMicros } from './price.js';
-import type { CatalogModel, CatalogSnapshot, CatalogUpstream, ModelPricing, UpstreamTimeouts } from './snapshot.js';
+import type { CatalogModel, CatalogSnapshot, CatalogUpstream, ModelPricing, PricingDisplay, UpstreamTimeouts } from './snapshot.js';
 import type { ModelCatalogSpec, ModelSpec, UpstreamSpec } from './types.js';
 
 export interface CatalogInput {
@@ -32,19 +32,18 @@ function unixSeconds(created: string | undefined, where: string): number {
 }
 
 function buildPricing(p: ModelSpec['pricing']): ModelPricing {
-  const display = Object.freeze({
-    input: p.input,
-    output: p.output,
-    ...(p.cachedInput !== undefined ? { cachedInput: p.cachedInput } : {}),
-    ...(p.reasoning !== undefined ? { reasoning: p.reasoning } : {}),
-  });
-  return Object.freeze({
-    input: usdPerMillionToMicros(p.input),
-    output: usdPerMillionToMicros(p.output),
-    ...(p.cachedInput !== undefined ? { cachedInput: usdPerMillionToMicros(p.cachedInput) } : {}),
-    ...(p.reasoning !== undefined ? { reasoning: usdPerMillionToMicros(p.reasoning) } : {}),
-    display,
-  });
+  // `cachedInput` is the older name of `cacheRead` (the CRD refuses both at once): one price from here on.
+  const cacheRead = p.cacheRead ?? p.cachedInput;
+  const optional = { cacheRead, cacheWrite5m: p.cacheWrite5m, cacheWrite1h: p.cacheWrite1h, reasoning: p.reasoning };
+  const display: PricingDisplay = { input: p.input, output: p.output };
+  const pricing: Omit<ModelPricing, 'display'> = { input: usdPerMillionToMicros(p.input), output: usdPerMillionToMicros(p.output) };
+  for (const name of ['cacheRead', 'cacheWrite5m', 'cacheWrite1h', 'reasoning'] as const) {
+    const price = optional[name];
+    if (price === undefined) continue;
+    display[name] = price;
+    pricing[name] = usdPerMillionToMicros(price);
+  }
+  return Object.freeze({ ...pricing, display: Object.freeze(display) });
 }
 
 function buildUpstream(u: UpstreamSpec, healthy: boolean): CatalogUpstream {

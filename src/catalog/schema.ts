@@ -240,6 +240,16 @@ export const CEL_CHECKS: readonly CelCheck[] = [
       }));
     },
   },
+  {
+    at: 'spec.models[]',
+    // CEL: !has(self.pricing.cachedInput) || !has(self.pricing.cacheRead)
+    rule: '!has(self.pricing.cachedInput) || !has(self.pricing.cacheRead)',
+    check(model, path) {
+      // Two names for one price: which one a gateway bills by must never be a guess.
+      if (model.pricing.cachedInput === undefined || model.pricing.cacheRead === undefined) return [];
+      return [{ path: `${path}/pricing/cachedInput`, message: ruleMessage(this.rule) }];
+    },
+  },
 ];
 
 /** Runs the CEL-equivalent checks on a spec that already passed the OpenAPI schema. */

@@ -12,12 +12,26 @@ export type Micros = number;
 export interface ModelPricing {
   input: Micros;
   output: Micros;
-  /** Price of cached input tokens, when the catalog gives one; else cached tokens cost `input`. */
-  cachedInput?: Micros;
+  /** Price of input tokens read from a prompt cache (the catalog's `cacheRead`, or its older `cachedInput`); else `input`. */
+  cacheRead?: Micros;
+  /** Price of input tokens written to a 5-minute prompt cache; else `input`. */
+  cacheWrite5m?: Micros;
+  /** Price of input tokens written to a 1-hour prompt cache; else `input`. */
+  cacheWrite1h?: Micros;
   /** Price of reasoning tokens, when the catalog gives one; else they cost `output`. */
   reasoning?: Micros;
   /** The catalog's original decimal strings (USD per 1M tokens), for display in /v1/models. */
-  display: { input: string; output: string; cachedInput?: string; reasoning?: string };
+  display: PricingDisplay;
+}
+
+/** A model's prices as the catalog wrote them (decimal USD per 1M tokens); `cachedInput` is folded into `cacheRead`. */
+export interface PricingDisplay {
+  input: string;
+  output: string;
+  cacheRead?: string;
+  cacheWrite5m?: string;
+  cacheWrite1h?: string;
+  reasoning?: string;
 }
 
 export interface SecretReference {

@@ -25,8 +25,20 @@ export interface ModelSpec {
   displayName: string;
   kind: ModelKind;
   context: { tokens: number; display: string };
-  /** Decimal strings, USD per 1M tokens. */
-  pricing: { input: string; output: string; cachedInput?: string; reasoning?: string };
+  /**
+   * Decimal strings, USD per 1M tokens. `cacheRead` prices prompt-cache reads, `cacheWrite5m` and
+   * `cacheWrite1h` prompt-cache writes by how long the cache is kept; each absent one costs `input`.
+   * `cachedInput` is the older name of `cacheRead` (accepted; a catalog gives one of the two).
+   */
+  pricing: {
+    input: string;
+    output: string;
+    cacheRead?: string;
+    cachedInput?: string;
+    cacheWrite5m?: string;
+    cacheWrite1h?: string;
+    reasoning?: string;
+  };
   capabilities: { tools: boolean; vision: boolean; reasoning: boolean };
   abliterated: boolean;
   defaultMaxOutputTokens: number;

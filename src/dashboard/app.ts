@@ -3,6 +3,7 @@
 // session travels in ctx.state (state.ts).
 import Router from '@koa/router';
 import Koa from 'koa';
+import type { CatalogSnapshot } from '../catalog/snapshot.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import type { AutoTopUps } from '../top-ups/auto-top-up.js';
 import type { TopUpService } from '../top-ups/service.js';
@@ -10,6 +11,7 @@ import { accountRoutes } from './account-routes.js';
 import { adminRoutes } from './admin-routes.js';
 import { balanceRoutes } from './balance-routes.js';
 import { keyApi, keyPages } from './key-routes.js';
+import { modelRoutes } from './model-routes.js';
 import { answerErrors, loadSessionAndBody, notFound, refuseCrossSite, requireSession, scriptAsset, securityHeaders } from './middleware.js';
 import { recoveryRoutes, signInRoutes } from './open-routes.js';
 import { RefundTickets } from './refund-tickets.js';
@@ -43,6 +45,8 @@ export interface DashboardAppOptions {
   supportEmail?: string;
   /** Compares the record and the hot path (the admin page's reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
+  /** The catalog the gateway serves (the Models page); absent: the page says there is none to show. */
+  models?: () => CatalogSnapshot;
   /**
    * This server's own address as configured to listen (set by startDashboard once it listens): the base
    * of mailed links when publicUrl is unset. Never the request's Host header, which a sender controls.
@@ -66,6 +70,7 @@ function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typ
   balanceRoutes(guarded, { service, topUps: opts.topUps, autoTopUps: opts.autoTopUps, send });
   const tickets = new RefundTickets({ db: service.db, accounts: service.accounts, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
   usageRoutes(guarded, { service, db: service.db, tickets, send });
+  modelRoutes(guarded, { models: opts.models, send });
   adminRoutes(guarded, {
     accounts: service.accounts,
     requireTotp: service.adminRequiresTotp,

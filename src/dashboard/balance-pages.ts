@@ -3,7 +3,7 @@
 // state, and the statement of record with a running balance.
 import type { AutoTopUpSettings } from '../top-ups/auto-top-up.js';
 import { formatUsd } from '../billing/money.js';
-import type { StatementLine, StatementPage } from '../record/statement.js';
+import type { StatementLine, StatementPage, StatementTokens } from '../record/statement.js';
 import type { TopUpQuote } from '../top-ups/quote.js';
 import { formatCents } from '../top-ups/quote.js';
 import type { TopUpView } from '../top-ups/service.js';
@@ -69,9 +69,18 @@ function topUpRows(topUps: TopUpView[], labelOf: MethodLabel): Html {
   )}</tbody></table>`;
 }
 
+/** A usage charge's tokens by price class, the cache classes only when there were some. */
+function statementTokens(t: StatementTokens): Html {
+  const cache: string[] = [];
+  if (t.cacheRead > 0) cache.push(`cache read ${t.cacheRead}`);
+  if (t.cacheWrite5m > 0) cache.push(`cache write 5m ${t.cacheWrite5m}`);
+  if (t.cacheWrite1h > 0) cache.push(`cache write 1h ${t.cacheWrite1h}`);
+  return html`<br><small class="tokens">${t.input} in${cache.length === 0 ? '' : ` (${cache.join(' · ')})`} / ${t.output} out</small>`;
+}
+
 /** A request's id; for a usage posting of many requests, how many, linked to the usage page. */
 function statementDetail(l: StatementLine): Html | string {
-  if (l.requestId !== null) return html` <code>${l.requestId}</code>`;
+  if (l.requestId !== null) return html` <code>${l.requestId}</code>${l.tokens === undefined ? '' : statementTokens(l.tokens)}`;
   if (l.kind === 'usage' && l.memo !== null) return html` · <a href="/usage">${l.memo}</a>`;
   return '';
 }

@@ -152,7 +152,27 @@ function balanceApiRoutes(router: Router<DashboardState>, service: DashboardServ
     const limit = query(c, 'limit');
     const page = await service.statement(who(c).user, query(c, 'cursor'), limit === undefined ? 50 : Number(limit));
     c.body = {
-      entries: page.lines.map((l) => ({ entry_id: l.entryId, kind: l.kind, amount_micro_usd: l.amount, balance_after_micro_usd: l.balanceAfter, request_id: l.requestId, reference: l.reference, memo: l.memo, created_at: new Date(l.createdAt).toISOString() })),
+      entries: page.lines.map((l) => ({
+        entry_id: l.entryId,
+        kind: l.kind,
+        amount_micro_usd: l.amount,
+        balance_after_micro_usd: l.balanceAfter,
+        request_id: l.requestId,
+        reference: l.reference,
+        memo: l.memo,
+        created_at: new Date(l.createdAt).toISOString(),
+        ...(l.tokens === undefined
+          ? {}
+          : {
+              tokens: {
+                input_tokens: l.tokens.input,
+                output_tokens: l.tokens.output,
+                cached_input_tokens: l.tokens.cacheRead,
+                cache_write_5m_tokens: l.tokens.cacheWrite5m,
+                cache_write_1h_tokens: l.tokens.cacheWrite1h,
+              },
+            }),
+      })),
       next_cursor: page.nextCursor ?? null,
     };
   });

@@ -47,7 +47,7 @@ export function layout(title: string, session: Session | undefined, body: Html):
 <header><strong>Tollgate</strong>${
     session === undefined
       ? ''
-      : html`<nav aria-label="Main"><a href="/keys">Keys</a> <a href="/usage">Usage</a> <a href="/balance">Balance</a> <a href="/refunds">Refunds</a>${session.user.role === 'admin' ? html` <a href="/admin">Admin</a>` : ''} <a href="/account/two-factor">Security</a></nav><span>${session.user.email}</span>
+      : html`<nav aria-label="Main"><a href="/keys">Keys</a> <a href="/usage">Usage</a> <a href="/models">Models</a> <a href="/balance">Balance</a> <a href="/refunds">Refunds</a>${session.user.role === 'admin' ? html` <a href="/admin">Admin</a>` : ''} <a href="/account/two-factor">Security</a></nav><span>${session.user.email}</span>
 <form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out</button></form>
 <form class="inline" method="post" action="/sign-out-everywhere"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out everywhere</button></form>`
   }</header><main>${body}</main></body></html>`;

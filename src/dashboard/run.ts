@@ -2,6 +2,7 @@
 // mail outbox and the periodic jobs (alerts, session purge). Top-ups are started by the process entry
 // point (top-ups/run.ts) and handed in: the dashboard serves their pages and their webhook routes.
 import type { Backend } from '../billing/backends.js';
+import type { CatalogSnapshot } from '../catalog/snapshot.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { RunningTopUps } from '../top-ups/run.js';
 import { readDashboardConfig } from './config.js';
@@ -31,6 +32,8 @@ export interface RunDashboardOptions {
   /** Where mail goes without SMTP_URL (the local run's log). */
   logMail?: (line: string) => void;
   onError?: (what: string, err: unknown) => void;
+  /** The catalog the gateway serves, for the Models page. */
+  models?: () => CatalogSnapshot;
 }
 
 /** Mails every dashboard user of an account, in the caller's transaction (top-ups' notices). */
@@ -68,6 +71,7 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
       ...(topUps?.autoTopUps === undefined ? {} : { autoTopUps: topUps.autoTopUps }),
       ...(config.publicUrl === undefined ? {} : { publicUrl: config.publicUrl }),
       ...(opts.reconcile === undefined ? {} : { reconcile: opts.reconcile }),
+      ...(opts.models === undefined ? {} : { models: opts.models }),
     },
     config.port,
     config.host,

@@ -55,6 +55,19 @@ function spendCharts(days: DailyKeySpend[], keyNames: Map<string, string>): Html
   })}`;
 }
 
+/**
+ * Tokens in / out, and under them the input's prompt-cache classes when there were any: each is priced on
+ * its own, so the holder sees what the cost was computed from.
+ */
+function tokensCell(r: RecordedUsage): Html {
+  const u = r.usage;
+  const classes: string[] = [];
+  if (u.cachedInput > 0) classes.push(`cache read ${u.cachedInput}`);
+  if ((u.cacheWrite5m ?? 0) > 0) classes.push(`cache write 5m ${u.cacheWrite5m}`);
+  if ((u.cacheWrite1h ?? 0) > 0) classes.push(`cache write 1h ${u.cacheWrite1h}`);
+  return classes.length === 0 ? html`${u.input} / ${u.output}` : html`${u.input} / ${u.output}<br><small class="cache">${classes.join(' · ')}</small>`;
+}
+
 export function usagePageHtml(
   session: Session,
   data: { records: RecordedUsage[]; nextCursor?: string; query: UsageQuery; keys: Array<{ id: string; name: string }>; days: DailyKeySpend[]; error?: string },
@@ -65,7 +78,7 @@ export function usagePageHtml(
   for (const [k, v] of Object.entries({ key: q.keyId, model: q.model, status: q.status, from: q.from, to: q.to })) if (v !== undefined) params.set(k, v);
   const rows = data.records.map(
     (r) => html`<tr><td>${when(r.finishedAt)}</td><td><code class="rid">${r.requestId}</code></td><td>${keyNames.get(r.keyId) ?? r.keyId}</td><td>${r.model}</td>
-<td class="num">${r.usage.input} / ${r.usage.output}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${finishCell(r)}</td>
+<td class="num">${tokensCell(r)}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${finishCell(r)}</td>
 <td>${r.cost > 0 && !r.refunded ? html`<a href="/usage/${r.requestId}/refund">Request a refund</a>` : ''}</td></tr>`,
   );
   return layout(

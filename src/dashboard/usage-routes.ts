@@ -28,6 +28,8 @@ export function apiUsage(r: RecordedUsage): Record<string, unknown> {
     input_tokens: r.usage.input,
     output_tokens: r.usage.output,
     cached_input_tokens: r.usage.cachedInput,
+    cache_write_5m_tokens: r.usage.cacheWrite5m ?? 0,
+    cache_write_1h_tokens: r.usage.cacheWrite1h ?? 0,
     reasoning_tokens: r.usage.reasoning,
     cost_micro_usd: r.cost,
     reserved_micro_usd: r.reserved,

@@ -83,7 +83,8 @@ const csvCell = (v: string | number | boolean | null): string => {
   return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
 };
 
-const CSV_HEADER = 'finished_at,request_id,key_id,key_name,model,status,finish_reason,refusal_reason,input_tokens,output_tokens,cached_input_tokens,reasoning_tokens,cost_micro_usd,cost_usd,refunded,upstream,http_status,latency_ms,ttft_ms,model_refused';
+// Columns added later go at the end, so a reader that takes columns by position keeps working.
+const CSV_HEADER = 'finished_at,request_id,key_id,key_name,model,status,finish_reason,refusal_reason,input_tokens,output_tokens,cached_input_tokens,reasoning_tokens,cost_micro_usd,cost_usd,refunded,upstream,http_status,latency_ms,ttft_ms,model_refused,cache_write_5m_tokens,cache_write_1h_tokens';
 
 /**
  * Every matching record as CSV (all pages), newest first, with a total row, as a stream: a page of
@@ -102,13 +103,13 @@ export async function usageCsvStream(db: Database, accountId: string, q: UsageQu
       let chunk = '';
       for (const r of page.records) {
         total += r.cost;
-        chunk += `${[new Date(r.finishedAt).toISOString(), r.requestId, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.status, r.finishReason, r.refusalReason, r.usage.input, r.usage.output, r.usage.cachedInput, r.usage.reasoning, r.cost, formatUsd(r.cost), r.refunded, r.upstream, r.httpStatus, r.latencyMs, r.ttftMs, r.modelRefused].map(csvCell).join(',')}\r\n`;
+        chunk += `${[new Date(r.finishedAt).toISOString(), r.requestId, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.status, r.finishReason, r.refusalReason, r.usage.input, r.usage.output, r.usage.cachedInput, r.usage.reasoning, r.cost, formatUsd(r.cost), r.refunded, r.upstream, r.httpStatus, r.latencyMs, r.ttftMs, r.modelRefused, r.usage.cacheWrite5m ?? 0, r.usage.cacheWrite1h ?? 0].map(csvCell).join(',')}\r\n`;
       }
       if (chunk !== '') yield chunk;
       if (page.nextCursor === undefined) break;
       page = await read(page.nextCursor);
     }
-    yield `${['total', '', '', '', '', '', '', '', '', '', '', '', total, formatUsd(total), '', '', '', '', '', ''].map(csvCell).join(',')}\r\n`;
+    yield `${['total', '', '', '', '', '', '', '', '', '', '', '', total, formatUsd(total), '', '', '', '', '', '', '', ''].map(csvCell).join(',')}\r\n`;
   }
   // Bytes, not objects, with a small buffer: a page is not read until the one before has been taken.
   return Readable.from(lines(), { objectMode: false, highWaterMark: 16 * 1024 });

@@ -70,7 +70,15 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
             span.recordResponse({
               // What the upstream said answered; its catalog name when it did not say.
               responseModel: outcome.responseModel ?? upstream.upstreamModel,
-              ...(outcome.usage ? { inputTokens: outcome.usage.input, outputTokens: outcome.usage.output, cachedInputTokens: outcome.usage.cachedInput, reasoningTokens: outcome.usage.reasoning } : {}),
+              ...(outcome.usage
+                ? {
+                    inputTokens: outcome.usage.input,
+                    outputTokens: outcome.usage.output,
+                    cachedInputTokens: outcome.usage.cachedInput,
+                    cacheCreationInputTokens: (outcome.usage.cacheWrite5m ?? 0) + (outcome.usage.cacheWrite1h ?? 0),
+                    reasoningTokens: outcome.usage.reasoning,
+                  }
+                : {}),
               ...(outcome.finishReason ? { finishReasons: [outcome.finishReason] } : {}),
               ...(ttft === undefined ? {} : { timeToFirstTokenMs: ttft }),
             });

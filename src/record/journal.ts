@@ -95,14 +95,14 @@ function bigintElement(n: number): string {
 }
 
 /**
- * The batch as one array literal per column (`{"a","b"}`, `{1,2}`), the commit's fifteen parameters.
+ * The batch as one array literal per column (`{"a","b"}`, `{1,2}`), the commit's parameters.
  * PostgreSQL reads array literals for about 1 µs per record less than the JSON document this replaced
  * (json_to_recordset builds a hash of every object's members), and building them here costs the gateway
  * less than JSON.stringify of the rows did.
  */
 export function journalColumns(entries: readonly JournalEntry[]): string[] {
   let r = '', a = '', k = '', m = '', i = '', o = '', ci = '', rs = '', c = '', res = '', st = '', mo = '', t = '', lat = '', rr = '';
-  let hs = '', fr = '', up = '', mr = '', tf = '';
+  let hs = '', fr = '', up = '', mr = '', tf = '', w5 = '', w1 = '';
   for (let n = 0; n < entries.length; n++) {
     const e = entries[n] as JournalEntry;
     const sep = n === 0 ? '' : ',';
@@ -114,6 +114,8 @@ export function journalColumns(entries: readonly JournalEntry[]): string[] {
     o += sep + bigintElement(e.usage.output);
     ci += sep + bigintElement(e.usage.cachedInput);
     rs += sep + bigintElement(e.usage.reasoning);
+    w5 += sep + bigintElement(e.usage.cacheWrite5m ?? 0);
+    w1 += sep + bigintElement(e.usage.cacheWrite1h ?? 0);
     c += sep + bigintElement(e.cost);
     res += sep + bigintElement(e.reserved);
     st += sep + textElement(e.status);
@@ -129,7 +131,7 @@ export function journalColumns(entries: readonly JournalEntry[]): string[] {
     mr += sep + (d?.modelRefused === true ? 't' : 'f');
     tf += sep + (d?.ttftMs === undefined ? 'NULL' : bigintElement(d.ttftMs));
   }
-  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf].map((col) => `{${col}}`);
+  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, w5, w1].map((col) => `{${col}}`);
 }
 
 // The merge's usage insert: the batch travels as one array literal per column (journalColumns), as
@@ -140,14 +142,15 @@ const MERGE_SQL = `
 WITH batch AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
                        $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::text[],
-                       $16::integer[], $17::text[], $18::text[], $19::boolean[], $20::integer[])
-                  WITH ORDINALITY AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, ord)
+                       $16::integer[], $17::text[], $18::text[], $19::boolean[], $20::integer[], $21::bigint[], $22::bigint[])
+                  WITH ORDINALITY AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, w5, w1, ord)
 ), rec AS (
   INSERT INTO usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens,
                              reasoning_tokens, cost, reserved, status, billing_month, started_at, finished_at,
-                             http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms)
+                             http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms,
+                             cache_write_5m_tokens, cache_write_1h_tokens)
   SELECT r, a, k, m, i, o, ci, rs, c, res, st, mo, to_timestamp((t - lat)::double precision / 1000),
-         to_timestamp(t::double precision / 1000), hs, rr, fr, up, mr, tf
+         to_timestamp(t::double precision / 1000), hs, rr, fr, up, mr, tf, w5, w1
     FROM batch ORDER BY ord
   ON CONFLICT (request_id) DO NOTHING
   RETURNING request_id, account_id, cost
@@ -167,14 +170,14 @@ function copyField(s: string): string {
   return COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIALS, (c) => COPY_ESCAPE[c] ?? c) : s;
 }
 
-/** The row's last six fields: HTTP status, refusal reason, finish reason, upstream, model refused, time to first token. */
+/** Six fields of the row: HTTP status, refusal reason, finish reason, upstream, model refused, time to first token. */
 function copyDetail(e: JournalEntry): string {
-  if (e.refusal !== undefined) return `402\t${copyField(e.refusal)}\t\\N\t\\N\tf\t\\N\n`;
+  if (e.refusal !== undefined) return `402\t${copyField(e.refusal)}\t\\N\t\\N\tf\t\\N`;
   const d = e.detail;
-  if (d === undefined) return '\\N\t\\N\t\\N\t\\N\tf\t\\N\n';
+  if (d === undefined) return '\\N\t\\N\t\\N\t\\N\tf\t\\N';
   return (
     `${d.httpStatus === undefined ? '\\N' : safeInteger(d.httpStatus)}\t\\N\t${d.finishReason === undefined ? '\\N' : copyField(d.finishReason)}\t` +
-    `${d.upstream === undefined ? '\\N' : copyField(d.upstream)}\t${d.modelRefused === true ? 't' : 'f'}\t${d.ttftMs === undefined ? '\\N' : safeInteger(d.ttftMs)}\n`
+    `${d.upstream === undefined ? '\\N' : copyField(d.upstream)}\t${d.modelRefused === true ? 't' : 'f'}\t${d.ttftMs === undefined ? '\\N' : safeInteger(d.ttftMs)}`
   );
 }
 
@@ -257,7 +260,7 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
       `${copyField(e.requestId)}\t${copyField(e.accountId)}\t${copyField(e.keyId)}\t${copyField(e.model)}\t` +
       `${safeInteger(e.usage.input)}\t${safeInteger(e.usage.output)}\t${safeInteger(e.usage.cachedInput)}\t${safeInteger(e.usage.reasoning)}\t` +
       `${cost}\t${safeInteger(e.reserved)}\t${copyField(e.status)}\t${copyField(e.month)}\t${startedAt(started)}\t${finishedAt(finished)}\t` +
-      copyDetail(e);
+      `${copyDetail(e)}\t${safeInteger(e.usage.cacheWrite5m ?? 0)}\t${safeInteger(e.usage.cacheWrite1h ?? 0)}\n`;
   }
   const accounts = [...shares.keys()].sort(byText);
   const postings: Posting[] = [];
@@ -274,7 +277,8 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
 
 const USAGE_COPY_TARGET =
   'usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, ' +
-  'cost, reserved, status, billing_month, started_at, finished_at, http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms)';
+  'cost, reserved, status, billing_month, started_at, finished_at, http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms, ' +
+  'cache_write_5m_tokens, cache_write_1h_tokens)';
 
 // One statement after the usage records: a placeholder row for any account of the batch the record
 // has not seen (created in Redis before PostgreSQL was the record), so its usage and its posting always

@@ -4,6 +4,7 @@
 // the cursor is the last row's (finished_at, request_id), so page 1,000 costs what page 1 does.
 import type { Micros, RefusalReason, RequestStatus, UsageRecord } from '../billing/ledger.js';
 import type { Queryable, SqlValue } from './database.js';
+import { cacheWrites } from '../billing/money.js';
 
 export const REQUEST_STATUSES: readonly RequestStatus[] = ['completed', 'client_cancelled', 'upstream_failed', 'refused'];
 export const DEFAULT_PAGE_SIZE = 100;
@@ -103,6 +104,8 @@ interface UsageRow {
   input_tokens: number;
   output_tokens: number;
   cached_input_tokens: number;
+  cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number;
   reasoning_tokens: number;
   cost: number;
   reserved: number;
@@ -128,7 +131,13 @@ function toRecord(r: UsageRow): RecordedUsage {
     accountId: r.account_id,
     keyId: r.key_id,
     model: r.model,
-    usage: { input: r.input_tokens, output: r.output_tokens, cachedInput: r.cached_input_tokens, reasoning: r.reasoning_tokens },
+    usage: {
+      input: r.input_tokens,
+      output: r.output_tokens,
+      cachedInput: r.cached_input_tokens,
+      reasoning: r.reasoning_tokens,
+      ...cacheWrites(r.cache_write_5m_tokens, r.cache_write_1h_tokens),
+    },
     cost: r.cost,
     status: r.status as RequestStatus,
     latencyMs: Math.max(0, finishedAt - startedAt),
@@ -153,7 +162,7 @@ const micros = (column: string): string => `(extract(epoch FROM ${column}) * 100
 const fromMicros = (param: string): string => `(timestamptz 'epoch' + ${param}::bigint * interval '1 microsecond')`;
 
 const USAGE_COLUMNS = `request_id, account_id, key_id, model, upstream, input_tokens, output_tokens, cached_input_tokens,
-  reasoning_tokens, cost, reserved, status, http_status, finish_reason, refusal_reason, model_refused, ttft_ms, billing_month,
+  cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, cost, reserved, status, http_status, finish_reason, refusal_reason, model_refused, ttft_ms, billing_month,
   ${micros('started_at')} AS started_us, ${micros('finished_at')} AS finished_us, ${micros('refunded_at')} AS refunded_us`;
 
 /** One page of an account's usage, newest first. */

@@ -52,6 +52,16 @@ function maxOutputPrice(model: CatalogModel): bigint {
   return BigInt(Math.max(output, reasoning ?? 0));
 }
 
+/**
+ * The highest price any input token can carry: a prompt may be written to a cache (dearer than plain input
+ * at Anthropic: 1.25x for 5 minutes, 2x for an hour), and a cache-read price above the others (a mispriced
+ * catalog) still bounds. Every price the catalog sets counts.
+ */
+export function maxInputPrice(model: CatalogModel): bigint {
+  const { input, cacheRead, cacheWrite5m, cacheWrite1h } = model.pricing;
+  return BigInt(Math.max(input, cacheRead ?? 0, cacheWrite5m ?? 0, cacheWrite1h ?? 0));
+}
+
 export function inputTokenBound(fp: RequestFootprint, model: CatalogModel): number {
   const raw =
     count(fp.textBytes, 'textBytes') +
@@ -70,16 +80,16 @@ export function reservedOutputTokens(maxOutputTokens: number | undefined, model:
 export function worstCase(fp: RequestFootprint, model: CatalogModel): WorstCase {
   const inBound = inputTokenBound(fp, model);
   const outputTokens = reservedOutputTokens(fp.maxOutputTokens, model);
-  const scaled = BigInt(inBound) * BigInt(model.pricing.input) + BigInt(outputTokens) * maxOutputPrice(model);
+  const scaled = BigInt(inBound) * maxInputPrice(model) + BigInt(outputTokens) * maxOutputPrice(model);
   return { amount: toMicros(ceilDiv(scaled, TOKENS_PER_PRICE_UNIT)), inputTokenBound: inBound, outputTokens };
 }
 
 /**
  * The largest output limit whose worst case fits `available` (so the gateway can say "lower max_tokens to N"):
- * ceil((in·p_in + o·p_out)/1e6) <= A  <=>  in·p_in + o·p_out <= A·1e6 for integers. 0 when not even the input fits.
+ * ceil((in·p_in + o·p_out)/1e6) <= A (p_in the highest input-side price)  <=>  in·p_in + o·p_out <= A·1e6 for integers. 0 when not even the input fits.
  */
 export function largestAffordableMaxTokens(available: Micros, inputTokens: number, model: CatalogModel): number {
-  const budget = BigInt(count(available, 'available')) * TOKENS_PER_PRICE_UNIT - BigInt(count(inputTokens, 'inputTokenBound')) * BigInt(model.pricing.input);
+  const budget = BigInt(count(available, 'available')) * TOKENS_PER_PRICE_UNIT - BigInt(count(inputTokens, 'inputTokenBound')) * maxInputPrice(model);
   if (budget < 0n) return 0;
   const pOut = maxOutputPrice(model);
   if (pOut === 0n) return model.contextWindow;

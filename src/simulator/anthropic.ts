@@ -97,7 +97,20 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
   const id = `msg_sim${ctx.nextId()}`;
   const thinkingText = plan.reasoning.join('');
   const signature = plan.reasoning.length > 0 ? signThinking(ctx.thinkingSecret, thinkingText) : '';
-  const usage = { input_tokens: inputTokens, output_tokens: plan.outputTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  const cache = ctx.promptCache.anthropic(model, body, inputTokens);
+  ex.record.cachedInputTokens = cache.read;
+  ex.record.cacheWrite5mTokens = cache.write5m;
+  ex.record.cacheWrite1hTokens = cache.write1h;
+  // input_tokens are the prompt tokens neither read from nor written to the cache; the split of the
+  // writes by lifetime is reported only when there are writes to split, so usage stays as it was without caching.
+  const writes = cache.write5m + cache.write1h;
+  const usage: Json = {
+    input_tokens: inputTokens - cache.read - writes,
+    output_tokens: plan.outputTokens,
+    cache_creation_input_tokens: writes,
+    cache_read_input_tokens: cache.read,
+    ...(writes > 0 ? { cache_creation: { ephemeral_5m_input_tokens: cache.write5m, ephemeral_1h_input_tokens: cache.write1h } } : {}),
+  };
 
   if (body.stream === true) return stream(ex, plan, id, ctx.replyModel(model), signature, usage);
   await ex.pause(ex.firstTokenDelayMs + ex.tokenDelayMs * Math.max(0, plan.outputTokens - 1));

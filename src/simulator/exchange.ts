@@ -1,5 +1,6 @@
 // One request/response in flight: the log record, error bodies in each wire format, and an SSE writer
 // that applies stream faults, pacing and client-abort detection in one place.
+import type { PromptCache } from './prompt-cache.js';
 import type { ToolScript } from './reply.js';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultSpec } from './faults.js';
@@ -21,8 +22,12 @@ export interface SimulatedRequest {
   /** HTTP status sent (0 while none). */
   status: number;
   inputTokens: number;
-  /** Of `inputTokens`, those reported as read from a cache (Gemini's implicit cache). */
+  /** Of `inputTokens`, those reported as read from a prompt cache. */
   cachedInputTokens: number;
+  /** Of `inputTokens`, those reported as written to a prompt cache kept 5 minutes (Anthropic format and scripts). */
+  cacheWrite5mTokens: number;
+  /** Of `inputTokens`, those reported as written to a prompt cache kept 1 hour. */
+  cacheWrite1hTokens: number;
   /** Output tokens actually written to the socket (streams: per chunk, so an abort stops the count). */
   outputTokensSent: number;
   /** The client went away before the reply finished. */
@@ -232,6 +237,8 @@ export interface SimContext {
   nextId(): number;
   /** A scripted tool call (SimulatorOptions.toolScript). */
   toolScript?: ToolScript;
+  /** What of a prompt is reported as read from or written to a prompt cache (prompt-cache.ts). */
+  promptCache: PromptCache;
 }
 
 export type Json = { [k: string]: unknown };

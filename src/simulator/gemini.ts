@@ -88,7 +88,7 @@ export async function handleGenerateContent(ex: Exchange, body: Json, model: str
   });
   // Implicit caching: the same system instruction and first turn seen before serve half the prompt from cache.
   const prefix = createHash('sha256').update(JSON.stringify([model, body.systemInstruction ?? null, contents[0] ?? null])).digest('hex');
-  const cached = seenPrompts.has(prefix) ? Math.floor(inputTokens / 2) : 0;
+  const cached = ctx.promptCache.gemini(model, body, inputTokens)?.read ?? (seenPrompts.has(prefix) ? Math.floor(inputTokens / 2) : 0);
   seenPrompts.add(prefix);
   ex.record.cachedInputTokens = cached;
   const thoughts = plan.reasoning.length;

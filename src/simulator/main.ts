@@ -1,5 +1,6 @@
 // Standalone simulator for the local run: SIM_PORT (default 8099), SIM_FIRST_TOKEN_DELAY_MS, SIM_TOKEN_DELAY_MS,
-// optional SIM_API_KEY (required credential) and SIM_REASONING_MODELS (comma-separated).
+// optional SIM_API_KEY (required credential), SIM_REASONING_MODELS (comma-separated) and SIM_PROMPT_CACHE=1
+// (report prompt caching: prompt-cache.ts).
 import { startSimulator } from './server.js';
 
 function envInt(name: string, fallback: number): number {
@@ -16,6 +17,7 @@ const sim = await startSimulator({
   firstTokenDelayMs: envInt('SIM_FIRST_TOKEN_DELAY_MS', 0),
   tokenDelayMs: envInt('SIM_TOKEN_DELAY_MS', 0),
   log: false,
+  promptCache: process.env.SIM_PROMPT_CACHE === '1',
   ...(process.env.SIM_API_KEY ? { apiKey: process.env.SIM_API_KEY } : {}),
   ...(reasoning ? { reasoningModels: reasoning.split(',').map((s) => s.trim()).filter(Boolean) } : {}),
 });

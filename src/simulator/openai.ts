@@ -77,11 +77,20 @@ export async function handleChatCompletions(ex: Exchange, body: Json, ctx: SimCo
   });
   const id = `chatcmpl-sim${ctx.nextId()}`;
   const created = Math.floor(Date.now() / 1000);
+  const cache = ctx.promptCache.openai(model, body, inputTokens);
+  const writes = cache.write5m + cache.write1h;
+  ex.record.cachedInputTokens = cache.read;
+  ex.record.cacheWrite5mTokens = cache.write5m;
+  ex.record.cacheWrite1hTokens = cache.write1h;
   const usage = {
     prompt_tokens: inputTokens,
     completion_tokens: plan.outputTokens,
     total_tokens: inputTokens + plan.outputTokens,
-    prompt_tokens_details: { cached_tokens: 0 },
+    // Reads as OpenAI reports them; writes (only a script reports any) as OpenRouter-style upstreams do.
+    prompt_tokens_details: {
+      cached_tokens: cache.read,
+      ...(writes > 0 ? { cache_write_tokens: writes, cache_creation: { ephemeral_5m_input_tokens: cache.write5m, ephemeral_1h_input_tokens: cache.write1h } } : {}),
+    },
     completion_tokens_details: { reasoning_tokens: plan.reasoning.length },
   };
 

@@ -10,9 +10,11 @@ import { isRecord } from '../wire/json-shape.js';
 import { FaultBook, parseFault, type FaultSpec } from './faults.js';
 import { handleGenerateContent } from './gemini.js';
 import { handleChatCompletions } from './openai.js';
+import { PromptCache, type CacheReportScript } from './prompt-cache.js';
 
 export type { SimulatedRequest } from './exchange.js';
 export type { FaultSpec } from './faults.js';
+export type { CacheReport, CacheReportScript } from './prompt-cache.js';
 
 export interface SimulatorOptions {
   /** Port on 127.0.0.1; 0 (default) picks a free one. */
@@ -50,6 +52,13 @@ export interface SimulatorOptions {
   reportedModels?: Record<string, string>;
   /** Names listed by GET /v1/models (default ["sim-chat", "sim-reasoner"]). */
   models?: string[];
+  /**
+   * Emulate prompt caching (prompt-cache.ts): Anthropic `cache_control` breakpoints are written, then read;
+   * OpenAI prompts with a `prompt_cache_key` read the prefix seen before. Off by default.
+   */
+  promptCache?: boolean;
+  /** A test's cache report for each completion (the emulation's, or none, where it returns undefined). */
+  cacheReport?: CacheReportScript;
   /** When set, requests must carry `Authorization: Bearer <apiKey>`, `x-api-key` or `x-goog-api-key: <apiKey>` (else 401). */
   apiKey?: string;
 }
@@ -128,6 +137,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
     thinkingSecret: randomBytes(32),
     anthropicThinksUnasked: opts.anthropicThinksUnasked === true,
     ...(opts.toolScript === undefined ? {} : { toolScript: opts.toolScript }),
+    promptCache: new PromptCache(opts.promptCache === true, opts.cacheReport),
     nextId: () => ++seq,
   };
 
@@ -201,6 +211,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       status: 0,
       inputTokens: 0,
       cachedInputTokens: 0,
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
       outputTokensSent: 0,
       aborted: false,
       finished: false,

@@ -112,6 +112,8 @@ interface ModelEntry {
   tokensInput: CounterChild;
   tokensOutput: CounterChild;
   tokensCached: CounterChild;
+  tokensCacheWrite5m: CounterChild;
+  tokensCacheWrite1h: CounterChild;
   tokensReasoning: CounterChild;
   cost: CounterChild;
   upstreams: Map<string, UpstreamEntry>;
@@ -169,7 +171,7 @@ export class GatewayMetrics {
   );
   private readonly tokensTotal: BoundCounter = new BoundCounter(
     `${METRIC_PREFIX}tokens_total`,
-    'Tokens metered, by model and kind (input, output, cached, reasoning; cached ⊂ input, reasoning ⊂ output).',
+    'Tokens metered, by model and kind (input, output, cached, cache_write_5m, cache_write_1h, reasoning; the cache kinds ⊂ input, reasoning ⊂ output).',
     ['model', 'kind'],
     this.registry,
   );
@@ -420,6 +422,10 @@ export class GatewayMetrics {
     if (usage.input > 0) m.tokensInput.inc(usage.input);
     if (usage.output > 0) m.tokensOutput.inc(usage.output);
     if (usage.cachedInput > 0) m.tokensCached.inc(usage.cachedInput);
+    const write5m = usage.cacheWrite5m ?? 0;
+    const write1h = usage.cacheWrite1h ?? 0;
+    if (write5m > 0) m.tokensCacheWrite5m.inc(write5m);
+    if (write1h > 0) m.tokensCacheWrite1h.inc(write1h);
     if (usage.reasoning > 0) m.tokensReasoning.inc(usage.reasoning);
   }
 
@@ -596,6 +602,8 @@ export class GatewayMetrics {
       tokensInput: this.tokensTotal.bind(label, 'input'),
       tokensOutput: this.tokensTotal.bind(label, 'output'),
       tokensCached: this.tokensTotal.bind(label, 'cached'),
+      tokensCacheWrite5m: this.tokensTotal.bind(label, 'cache_write_5m'),
+      tokensCacheWrite1h: this.tokensTotal.bind(label, 'cache_write_1h'),
       tokensReasoning: this.tokensTotal.bind(label, 'reasoning'),
       cost: this.costTotal.bind(label),
       upstreams: new Map(upstreams.map((u) => [u, this.buildUpstream(label, u)])),

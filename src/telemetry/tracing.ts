@@ -48,6 +48,7 @@ export const ATTR = {
   usageInputTokens: 'gen_ai.usage.input_tokens',
   usageOutputTokens: 'gen_ai.usage.output_tokens',
   usageCacheReadInputTokens: 'gen_ai.usage.cache_read.input_tokens',
+  usageCacheCreationInputTokens: 'gen_ai.usage.cache_creation.input_tokens',
   usageReasoningOutputTokens: 'gen_ai.usage.reasoning.output_tokens',
   systemInstructions: 'gen_ai.system_instructions',
   inputMessages: 'gen_ai.input.messages',
@@ -133,6 +134,8 @@ export interface UpstreamResponse {
   inputTokens?: number;
   outputTokens?: number;
   cachedInputTokens?: number;
+  /** Prompt tokens written to a cache, whatever its lifetime. */
+  cacheCreationInputTokens?: number;
   reasoningTokens?: number;
   finishReasons?: readonly string[];
   timeToFirstTokenMs?: number;
@@ -345,6 +348,7 @@ class LiveUpstreamSpan implements UpstreamSpan {
     if (r.inputTokens !== undefined) s.setAttribute(ATTR.usageInputTokens, r.inputTokens);
     if (r.outputTokens !== undefined) s.setAttribute(ATTR.usageOutputTokens, r.outputTokens);
     if (r.cachedInputTokens !== undefined) s.setAttribute(ATTR.usageCacheReadInputTokens, r.cachedInputTokens);
+    if (r.cacheCreationInputTokens !== undefined) s.setAttribute(ATTR.usageCacheCreationInputTokens, r.cacheCreationInputTokens);
     if (r.reasoningTokens !== undefined) s.setAttribute(ATTR.usageReasoningOutputTokens, r.reasoningTokens);
     if (r.finishReasons !== undefined) s.setAttribute(ATTR.responseFinishReasons, r.finishReasons as AttributeValue);
     if (r.timeToFirstTokenMs !== undefined) s.setAttribute(ATTR.responseTimeToFirstChunk, r.timeToFirstTokenMs / 1000);

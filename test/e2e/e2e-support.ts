@@ -30,7 +30,10 @@ export function simulatorCost(h: Harness, r: SimulatedRequest): number {
   const id = (r.model ?? '').replace(/^sim-/, '');
   const model = h.catalog.current().byId.get(id);
   if (model === undefined) throw new Error(`no catalog model for simulator model ${String(r.model)}`);
-  return costMicros({ input: r.inputTokens, output: r.outputTokensSent, cachedInput: r.cachedInputTokens, reasoning: 0 }, model.pricing);
+  return costMicros(
+    { input: r.inputTokens, output: r.outputTokensSent, cachedInput: r.cachedInputTokens, cacheWrite5m: r.cacheWrite5mTokens, cacheWrite1h: r.cacheWrite1hTokens, reasoning: 0 },
+    model.pricing,
+  );
 }
 
 /**
@@ -53,6 +56,11 @@ export async function expectChargesMatchSimulator(h: Harness, since: Mark, expec
     const rec = records[i]!;
     expect(rec.model).toBe((call.model ?? '').replace(/^sim-/, ''));
     expect({ input: rec.usage.input, output: rec.usage.output }).toEqual({ input: call.inputTokens, output: call.outputTokensSent });
+    expect({ read: rec.usage.cachedInput, write5m: rec.usage.cacheWrite5m ?? 0, write1h: rec.usage.cacheWrite1h ?? 0 }).toEqual({
+      read: call.cachedInputTokens,
+      write5m: call.cacheWrite5mTokens,
+      write1h: call.cacheWrite1hTokens,
+    });
     expect(rec.cost).toBe(simulatorCost(h, call));
   }
   return records;

@@ -76,7 +76,7 @@ beforeAll(async () => {
   topUps = new TopUpService({ db: tdb.db, providers: payments.providers, accounts: new AccountService({ accounts: harness.backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }), publicUrl: () => url });
   service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger, signUp: true, sessionTtlMs: 3_600_000, onRevoke: () => harness.gateway.authenticator.forget() });
   const books = reconcileSources(tdb.db, harness.backend, undefined, undefined);
-  dash = await startDashboard({ service, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), reconcile: () => reconcile(books) }, 0, '127.0.0.1');
+  dash = await startDashboard({ service, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), reconcile: () => reconcile(books), models: () => harness.catalog.current() }, 0, '127.0.0.1');
   url = dash.url;
   payments.deliverTo(dash.url);
   const operators = await harness.backend.accounts.createAccount('operators');
@@ -140,6 +140,7 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     expect((await h.api('GET', '/api/usage?status=nope')).status).toBe(400);
     await h.api('GET', '/api/usage.csv');
     await h.api('GET', '/api/usage/daily');
+    await h.api('GET', '/api/models');
     await h.api('GET', '/api/balance');
     await h.api('GET', '/api/statement?limit=5');
     expect((await h.api('GET', '/api/statement?cursor=x')).status).toBe(400);

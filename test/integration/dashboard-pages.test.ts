@@ -33,11 +33,15 @@ const pricing = EXAMPLE_MODELS.find((m) => m.id === MODEL)?.pricing;
 const prices = { input: usdPerMillionToMicros(pricing?.input ?? '0'), output: usdPerMillionToMicros(pricing?.output ?? '0'), display: { input: '', output: '' } };
 
 beforeAll(async () => {
-  harness = await startHarness({ record: tdb.db });
+  // A prompt that says CACHE-SPLIT is reported by the upstream as partly read from and written to a cache.
+  harness = await startHarness({
+    record: tdb.db,
+    simulator: { cacheReport: ({ body, inputTokens }) => (JSON.stringify(body).includes('CACHE-SPLIT') ? { read: 3, write5m: 4, write1h: Math.min(5, inputTokens - 7) } : undefined) },
+  });
   // Every holder here signs up from 127.0.0.1: a wide sign-up budget (the throttles have their own tests).
   const wide = new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 });
   service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide }, onRevoke: () => harness.gateway.authenticator.forget() });
-  dash = await startDashboard({ service, secureCookie: false, supportEmail: 'support@example.com' }, 0, '127.0.0.1');
+  dash = await startDashboard({ service, secureCookie: false, supportEmail: 'support@example.com', models: () => harness.catalog.current() }, 0, '127.0.0.1');
   const operators = await harness.backend.accounts.createAccount('operators');
   await service.upsertUser('root@example.com', 'an admin password', operators.id, 'admin');
 });
@@ -139,6 +143,38 @@ describe('Usage', () => {
     expect((await h.client.api('GET', '/api/usage?status=nope')).status).toBe(400);
     expect((await h.client.api('GET', '/api/usage?from=yesterday')).status).toBe(400);
     expect((await h.client.api('GET', '/api/usage?cursor=garbage')).status).toBe(400);
+  });
+});
+
+describe('Usage by cache class', () => {
+  it('the Usage page, the JSON API and the CSV show cache reads and 5-minute and 1-hour writes apart', async () => {
+    const h = await holder('cache@example.com');
+    const res = await h.openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'CACHE-SPLIT: a long shared prefix, then a question.' }], max_tokens: 20 }).withResponse();
+    const requestId = res.response.headers.get('x-request-id') ?? '';
+    const u = res.data.usage!;
+    expect(u.prompt_tokens_details).toMatchObject({ cached_tokens: 3, cache_write_tokens: 9, cache_creation: { ephemeral_5m_input_tokens: 4, ephemeral_1h_input_tokens: 5 } });
+    const row = await recorded(h, requestId);
+    expect(row).toMatchObject({ input_tokens: u.prompt_tokens, cached_input_tokens: 3, cache_write_5m_tokens: 4, cache_write_1h_tokens: 5 });
+    const page = (await h.client.req('GET', `/usage?request_id=${requestId}`)).text;
+    expect(page).toContain('cache read 3 · cache write 5m 4 · cache write 1h 5');
+    const csv = (await h.client.req('GET', `/usage.csv?request_id=${requestId}`)).text.trim().split('\r\n');
+    const header = csv[0]!.split(',');
+    const cells = csv[1]!.split(',');
+    expect(cells[header.indexOf('cached_input_tokens')]).toBe('3');
+    expect(cells[header.indexOf('cache_write_5m_tokens')]).toBe('4');
+    expect(cells[header.indexOf('cache_write_1h_tokens')]).toBe('5');
+  });
+
+  it('the Models page lists every model with its cache prices, or says a class costs the input price', async () => {
+    const h = await holder('models@example.com', 0);
+    const page = (await h.client.req('GET', '/models')).text;
+    const row = (id: string): string => page.slice(page.indexOf(`<code>${id}</code>`), page.indexOf('</tr>', page.indexOf(`<code>${id}</code>`)));
+    // mimo-v2.6-flash-xploded: $1.00 input, $0.10 read, $1.25 5-minute write, $2.00 1-hour write.
+    expect(row('mimo-v2.6-flash-xploded')).toMatch(/\$1\.00<\/td><td class="num">\$3\.00<\/td>\s*<td class="num">\$0\.10<\/td><td class="num">\$1\.25<\/td><td class="num">\$2\.00<\/td>/);
+    expect(row('outlaw-1-xploded')).toContain('as input');
+    const api = (await h.client.api('GET', '/api/models')).json() as { models: Array<{ id: string; pricing: Record<string, string | null> }> };
+    expect(api.models.map((m) => m.id)).toEqual(EXAMPLE_MODELS.map((m) => m.id));
+    expect(api.models.find((m) => m.id === 'mimo-v2.6-flash-xploded')?.pricing).toEqual({ input: '1.00', output: '3.00', cache_read: '0.10', cache_write_5m: '1.25', cache_write_1h: '2.00', reasoning: null });
   });
 });
 

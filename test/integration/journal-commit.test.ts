@@ -131,10 +131,10 @@ describe('the journal commit carries any text exactly', () => {
       entry('r3', 'acct_c', 4),
     ]);
     expect(load.rows.split('\n')).toEqual([
-      'r1\tacct_b\tkey_1\tline\\nbreak\\r\t10\t2\t0\t0\t7\t7\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N',
-      'r2\tacct_b\tkey_1\ttab\\there \\\\N\t10\t2\t0\t0\t5\t5\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N',
-      'r3\tacct_c\tkey_1\tm\t10\t2\t0\t0\t4\t4\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N',
-      'r9\tacct_a\tkey_1\tm\t10\t2\t0\t0\t0\t0\trefused\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t402\tinsufficient_balance\t\\N\t\\N\tf\t\\N',
+      'r1\tacct_b\tkey_1\tline\\nbreak\\r\t10\t2\t0\t0\t7\t7\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0',
+      'r2\tacct_b\tkey_1\ttab\\there \\\\N\t10\t2\t0\t0\t5\t5\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0',
+      'r3\tacct_c\tkey_1\tm\t10\t2\t0\t0\t4\t4\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0',
+      'r9\tacct_a\tkey_1\tm\t10\t2\t0\t0\t0\t0\trefused\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t402\tinsufficient_balance\t\\N\t\\N\tf\t\\N\t0\t0',
       '',
     ]);
     expect(load.accounts).toEqual(['acct_a', 'acct_b', 'acct_c']);

@@ -79,6 +79,15 @@ describe.each(backends)('ledger (%s)', (_name, make) => {
     await expectBooksBalance(f);
   });
 
+  it('keeps the usage record\'s cache writes by lifetime apart from the reads', async () => {
+    const f = await fixture(make, 1_000_000);
+    const { requestId } = await reserve(f, 300_000);
+    const usage = { input: 100, output: 20, cachedInput: 30, cacheWrite5m: 25, cacheWrite1h: 15, reasoning: 0 };
+    await f.ledger.settle({ ...settlement(f, requestId, 1_234), usage });
+    const [rec] = await f.ledger.listUsage(f.accountId);
+    expect(rec?.usage).toEqual(usage);
+  });
+
   it('never charges more than was held', async () => {
     const f = await fixture(make, 1000);
     const { requestId } = await reserve(f, 400);

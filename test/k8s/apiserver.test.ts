@@ -59,6 +59,7 @@ const CEL_VIOLATIONS: Record<string, ModelSpec[]> = {
   "self.abliterated == (self.kind == 'Abliterated')": [model('a', { abliterated: true })],
   'self.defaultMaxOutputTokens <= self.context.tokens': [model('a', { defaultMaxOutputTokens: 5000 })],
   'size(self.upstreams) >= 1': [model('a', { upstreams: [] })],
+  '!has(self.pricing.cachedInput) || !has(self.pricing.cacheRead)': [model('a', { pricing: { input: '1', output: '1', cachedInput: '0.1', cacheRead: '0.1' } })],
   'self.upstreams.all(u, self.upstreams.exists_one(v, v.name == u.name))': [
     model('a', {
       upstreams: [

@@ -105,6 +105,18 @@ const bad: BadCase[] = [
     message: /at most 9999/,
   },
   {
+    name: 'cache write price with a sign',
+    mutate: (c) => (model(c, 0).pricing.cacheWrite1h = '-6'),
+    paths: ['/spec/models/0/pricing/cacheWrite1h'],
+    message: /no sign/,
+  },
+  {
+    name: 'cache-read price under both its names',
+    mutate: (c) => Object.assign(model(c, 1).pricing, { cachedInput: '0.25', cacheRead: '0.25' }),
+    paths: ['/spec/models/1/pricing/cachedInput'],
+    message: /cachedInput is the older name of pricing.cacheRead; give only cacheRead/,
+  },
+  {
     name: 'price as a number',
     mutate: (c) => ((model(c, 0).pricing as { input: unknown }).input = 0.3),
     paths: ['/spec/models/0/pricing/input'],

@@ -37,8 +37,17 @@ describe('buildSnapshot', () => {
       source: 'examples/catalog.yaml',
     });
     expect(qwen.pricing.display).toEqual({ input: '0.30', output: '2.40' });
-    expect(qwen.pricing.cachedInput).toBeUndefined();
+    expect(qwen.pricing.cacheRead).toBeUndefined();
     expect(snap.byId.get('outlaw-1-xploded')?.supportsReasoning).toBe(false);
+  });
+
+  it('converts the cache prices to micros per class', () => {
+    const input = exampleInput();
+    const m = input.spec.models[0]!;
+    m.pricing = { input: '3', output: '15', cacheRead: '0.30', cacheWrite5m: '3.75', cacheWrite1h: '6' };
+    const model = buildSnapshot([input], 1).models[0]!;
+    expect(model.pricing).toMatchObject({ input: 3_000_000, output: 15_000_000, cacheRead: 300_000, cacheWrite5m: 3_750_000, cacheWrite1h: 6_000_000 });
+    expect(model.pricing.display).toEqual({ input: '3', output: '15', cacheRead: '0.30', cacheWrite5m: '3.75', cacheWrite1h: '6' });
   });
 
   it('fills upstream defaults', () => {
@@ -79,8 +88,9 @@ describe('buildSnapshot', () => {
     expect(snap.byId.get('glm-5.3')).toBe(glm);
     expect(snap.byId.size).toBe(7);
     expect(glm.aliases).toEqual(['glm-5.3', 'glm']);
-    expect(glm.pricing).toMatchObject({ cachedInput: 125_000, reasoning: 5_000_000 });
-    expect(glm.pricing.display).toEqual({ input: '2.50', output: '4.50', cachedInput: '0.125', reasoning: '5' });
+    // `cachedInput` is the older name of `cacheRead`: one price, shown under the new name.
+    expect(glm.pricing).toMatchObject({ cacheRead: 125_000, reasoning: 5_000_000 });
+    expect(glm.pricing.display).toEqual({ input: '2.50', output: '4.50', cacheRead: '0.125', reasoning: '5' });
     expect(glm.created).toBe(Date.parse('2026-03-04T00:00:00Z') / 1000);
     expect(glm.upstreams.map((u) => u.healthy)).toEqual([false, true]);
     expect(glm.upstreams[1]).toMatchObject({

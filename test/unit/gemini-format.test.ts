@@ -10,11 +10,11 @@ const ctx: StreamTranslationContext = { upstreamModel: 'gemini-x', clientModel: 
 describe('Gemini usage', () => {
   it('the prompt includes its cached part; thoughts are output apart from the answer, and reasoning', () => {
     const r = gemini.decodeResponse({ candidates: [{ content: { parts: [{ text: 'hi' }] }, finishReason: 'STOP' }], usageMetadata: { promptTokenCount: 100, cachedContentTokenCount: 60, candidatesTokenCount: 7, thoughtsTokenCount: 30, totalTokenCount: 137 } });
-    expect(r.usage).toEqual({ input: 100, cachedInput: 60, cacheWrite: 0, output: 37, reasoning: 30 });
+    expect(r.usage).toEqual({ input: 100, cacheRead: 60, cacheWrite5m: 0, cacheWrite1h: 0, output: 37, reasoning: 30 });
   });
 
   it('absent thinking and cache counts are zeros (proto3 leaves them out); an absent prompt or answer count is not', () => {
-    expect(gemini.decodeResponse({ candidates: [], usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 2 } }).usage).toEqual({ input: 5, cachedInput: 0, cacheWrite: 0, output: 2, reasoning: 0 });
+    expect(gemini.decodeResponse({ candidates: [], usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 2 } }).usage).toEqual({ input: 5, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 2, reasoning: 0 });
     expect(gemini.decodeResponse({ candidates: [], usageMetadata: { promptTokenCount: 5 } }).usage.unbillable).toBe(true);
     expect(gemini.decodeResponse({ candidates: [], usageMetadata: { candidatesTokenCount: 5 } }).usage.unbillable).toBe(true);
     expect(gemini.decodeResponse({ candidates: [], usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 2, thoughtsTokenCount: 'x' } }).usage.unbillable).toBe(true);
@@ -113,7 +113,7 @@ describe('a Gemini stream', () => {
     expect(t.state).not.toBe('open');
     expect(out).toContain('"text":"Hel"');
     expect(out).toContain('event: message_stop');
-    expect(t.usage).toEqual({ input: 9, cachedInput: 0, cacheWrite: 0, output: 6, reasoning: 4 });
+    expect(t.usage).toEqual({ input: 9, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 6, reasoning: 4 });
   });
 
   it('an error event is an in-band error for the client, overload kept as overload', () => {

@@ -21,12 +21,25 @@ describe('costMicros', () => {
   });
 
   it('prices cached input and reasoning as subsets, each token once', () => {
-    const p = pricing({ input: 2_000_000, output: 10_000_000, cachedInput: 500_000, reasoning: 20_000_000 });
+    const p = pricing({ input: 2_000_000, output: 10_000_000, cacheRead: 500_000, reasoning: 20_000_000 });
     // 600 uncached*2 + 400 cached*0.5 + 100 plain out*10 + 200 reasoning*20 (µUSD per token / 1e6 ... in whole µUSD)
     expect(costMicros({ input: 1000, output: 300, cachedInput: 400, reasoning: 200 }, p)).toBe(1200 + 200 + 1000 + 4000);
     // Without cached/reasoning prices they cost input/output.
     const q = pricing({ input: 2_000_000, output: 10_000_000 });
     expect(costMicros({ input: 1000, output: 300, cachedInput: 400, reasoning: 200 }, q)).toBe(2000 + 3000);
+  });
+
+  it('prices cache reads and 5-minute and 1-hour cache writes each at their own price, each token once', () => {
+    // Anthropic-like: $3 input, $0.30 read, $3.75 5-minute write, $6 1-hour write, $15 output.
+    const p = pricing({ input: 3_000_000, output: 15_000_000, cacheRead: 300_000, cacheWrite5m: 3_750_000, cacheWrite1h: 6_000_000 });
+    // 1,000 uncached*3 + 10,000 read*0.3 + 2,000 w5m*3.75 + 1,000 w1h*6 + 100 out*15 (µUSD).
+    const usage = { input: 14_000, output: 100, cachedInput: 10_000, cacheWrite5m: 2_000, cacheWrite1h: 1_000, reasoning: 0 };
+    expect(costMicros(usage, p)).toBe(3_000 + 3_000 + 7_500 + 6_000 + 1_500);
+    // Without cache prices every class costs the input price: the plain input cost, never more or less.
+    expect(costMicros(usage, pricing({ input: 3_000_000, output: 15_000_000 }))).toBe(42_000 + 1_500);
+    // Parts above the whole are cut (read first, then 5-minute, then 1-hour writes): 14,000 tokens in all.
+    const over = { ...usage, cachedInput: 12_000, cacheWrite5m: 5_000 };
+    expect(costMicros(over, p)).toBe(3_600 + 7_500 + 1_500);
   });
 
   it('is exact where doubles are not (huge counts, odd prices)', () => {
@@ -41,15 +54,19 @@ describe('costMicros', () => {
       fc.property(
         fc.nat(2_000_000), fc.nat(2_000_000), fc.nat(2_000_000), fc.nat(2_000_000),
         fc.nat(100_000_000), fc.nat(100_000_000), fc.option(fc.nat(100_000_000), { nil: undefined }), fc.option(fc.nat(100_000_000), { nil: undefined }),
-        (input, cachedRaw, output, reasoningRaw, pin, pout, pc, pr) => {
+        fc.nat(2_000_000), fc.nat(2_000_000), fc.option(fc.nat(100_000_000), { nil: undefined }), fc.option(fc.nat(100_000_000), { nil: undefined }),
+        (input, cachedRaw, output, reasoningRaw, pin, pout, pc, pr, w5Raw, w1Raw, pw5, pw1) => {
           const cached = cachedRaw % (input + 1);
+          const w5 = w5Raw % (input - cached + 1);
+          const w1 = w1Raw % (input - cached - w5 + 1);
           const reasoning = reasoningRaw % (output + 1);
-          const p = pricing({ input: pin, output: pout, cachedInput: pc, reasoning: pr });
+          const p = pricing({ input: pin, output: pout, cacheRead: pc, cacheWrite5m: pw5, cacheWrite1h: pw1, reasoning: pr });
           const scaled =
-            BigInt(input - cached) * BigInt(pin) + BigInt(cached) * BigInt(pc ?? pin) +
+            BigInt(input - cached - w5 - w1) * BigInt(pin) + BigInt(cached) * BigInt(pc ?? pin) +
+            BigInt(w5) * BigInt(pw5 ?? pin) + BigInt(w1) * BigInt(pw1 ?? pin) +
             BigInt(output - reasoning) * BigInt(pout) + BigInt(reasoning) * BigInt(pr ?? pout);
           const expected = scaled / 1_000_000n + (scaled % 1_000_000n === 0n ? 0n : 1n);
-          expect(costMicros({ input, output, cachedInput: cached, reasoning }, p)).toBe(Number(expected));
+          expect(costMicros({ input, output, cachedInput: cached, cacheWrite5m: w5, cacheWrite1h: w1, reasoning }, p)).toBe(Number(expected));
         },
       ),
     );

@@ -28,7 +28,7 @@ describe('Responses translation', () => {
     expect(decoded.internal.tools[0]?.parameters).toEqual({ type: 'object' });
     expect(decoded.droppedTools).toEqual(['web_search']);
     const out = encodeResponsesResponse(
-      { id: 'x', model: 'm', content: [{ type: 'tool_call', id: 'call_1', name: 'multi_agent_v1__close_agent', input: { id: 3 } }], finishReason: 'tool_calls', stopSequence: null, usage: { input: 5, cachedInput: 0, cacheWrite: 0, output: 2, reasoning: 0 } },
+      { id: 'x', model: 'm', content: [{ type: 'tool_call', id: 'call_1', name: 'multi_agent_v1__close_agent', input: { id: 3 } }], finishReason: 'tool_calls', stopSequence: null, usage: { input: 5, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 2, reasoning: 0 } },
       { id: 'resp_1', createdAt: 1, model: 'm', request: decoded, envelopeKey: key, accountTag: 'acct-a' },
     );
     expect(out.body.output).toEqual([{ id: 'fc_1_0', type: 'function_call', status: 'completed', call_id: 'call_1', name: 'close_agent', namespace: 'multi_agent_v1', arguments: '{"id":3}' }]);

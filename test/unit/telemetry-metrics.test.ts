@@ -177,8 +177,10 @@ describe('GatewayMetrics', () => {
     expect(await value(m, 'tollgate_upstream_errors_total', { model: 'm1', upstream: 'u2', class: 'stream_cut' })).toBe(2);
     expect(await value(m, 'tollgate_upstream_errors_total', { model: 'm1', upstream: 'u1', class: '5xx' })).toBe(1);
 
-    m.tokens('m1', { input: 1000, output: 200, cachedInput: 300, reasoning: 50 });
+    m.tokens('m1', { input: 1000, output: 200, cachedInput: 300, cacheWrite5m: 120, cacheWrite1h: 80, reasoning: 50 });
     m.tokens('m1', { input: 1, output: 2, cachedInput: 0, reasoning: 0 });
+    expect(await value(m, 'tollgate_tokens_total', { model: 'm1', kind: 'cache_write_5m' })).toBe(120);
+    expect(await value(m, 'tollgate_tokens_total', { model: 'm1', kind: 'cache_write_1h' })).toBe(80);
     expect(await value(m, 'tollgate_tokens_total', { model: 'm1', kind: 'input' })).toBe(1001);
     expect(await value(m, 'tollgate_tokens_total', { model: 'm1', kind: 'output' })).toBe(202);
     expect(await value(m, 'tollgate_tokens_total', { model: 'm1', kind: 'cached' })).toBe(300);

@@ -114,7 +114,7 @@ describe('Claude Code D.3 body translated A->O', () => {
       { type: 'tool_use', id: 'call_00_abc', name: 'Bash', input: { command: 'ls', description: 'list' } },
     ]);
     expect(msg.usage).toMatchObject({ input_tokens: 110, output_tokens: 61, cache_read_input_tokens: 5120, cache_creation_input_tokens: 0 });
-    expect(t.usage).toEqual({ input: 5230, cachedInput: 5120, cacheWrite: 0, output: 61, reasoning: 12 });
+    expect(t.usage).toEqual({ input: 5230, cacheRead: 5120, cacheWrite5m: 0, cacheWrite1h: 0, output: 61, reasoning: 12 });
 
     // Next turn: Claude Code echoes the gateway-signed thinking block back (after an Anthropic-signed one).
     const next = claudeCodeBody('EqQBCkgIBRABGAI');

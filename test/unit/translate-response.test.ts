@@ -60,8 +60,11 @@ describe('A<-O response (OpenAI upstream -> Anthropic client)', () => {
     const { body, usage } = translateResponse(openAICompletion({ content: 'x' }, 'stop', {
       prompt_tokens: 1000, completion_tokens: 20, total_tokens: 1020, prompt_tokens_details: { cached_tokens: 600, cache_write_tokens: 100 },
     }), 'openai', 'anthropic', ctx);
-    expect(body.usage).toEqual({ input_tokens: 300, output_tokens: 20, cache_read_input_tokens: 600, cache_creation_input_tokens: 100 });
-    expect(usage).toEqual({ input: 1000, cachedInput: 600, cacheWrite: 100, output: 20, reasoning: 0 });
+    expect(body.usage).toEqual({
+      input_tokens: 300, output_tokens: 20, cache_read_input_tokens: 600, cache_creation_input_tokens: 100,
+      cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 0 },
+    });
+    expect(usage).toEqual({ input: 1000, cacheRead: 600, cacheWrite5m: 100, cacheWrite1h: 0, output: 20, reasoning: 0 });
   });
 
   it('a completion without choices is a 502 TranslationError, not a crash', () => {
@@ -111,9 +114,10 @@ describe('O<-A response (Anthropic upstream -> OpenAI client)', () => {
     }), 'anthropic', 'openai', ctx);
     expect(body.usage).toEqual({
       prompt_tokens: 412, completion_tokens: 58, total_tokens: 470,
-      prompt_tokens_details: { cached_tokens: 300, cache_write_tokens: 100 }, completion_tokens_details: { reasoning_tokens: 20 },
+      prompt_tokens_details: { cached_tokens: 300, cache_write_tokens: 100, cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 0 } },
+      completion_tokens_details: { reasoning_tokens: 20 },
     });
-    expect(usage).toEqual({ input: 412, cachedInput: 300, cacheWrite: 100, output: 58, reasoning: 20 });
+    expect(usage).toEqual({ input: 412, cacheRead: 300, cacheWrite5m: 100, cacheWrite1h: 0, output: 58, reasoning: 20 });
   });
 
   it('a stop_sequence stop keeps the matched string when returned to an Anthropic shape', () => {
@@ -124,17 +128,23 @@ describe('O<-A response (Anthropic upstream -> OpenAI client)', () => {
 
 describe('usage mapping (C.6) round trips', () => {
   it('Anthropic -> normalized -> Anthropic is lossless and OpenAI -> normalized -> OpenAI keeps the counters', () => {
-    const a = { input_tokens: 7, output_tokens: 9, cache_creation_input_tokens: 3, cache_read_input_tokens: 11 };
+    const a = { input_tokens: 7, output_tokens: 9, cache_creation_input_tokens: 3, cache_read_input_tokens: 11, cache_creation: { ephemeral_5m_input_tokens: 1, ephemeral_1h_input_tokens: 2 } };
     expect(usageToAnthropic(usageFromAnthropic(a))).toEqual(a);
+    // Without the split (older API versions) every write is a 5-minute write.
+    const { cache_creation: _split, ...unsplit } = a;
+    expect(usageFromAnthropic(unsplit)).toMatchObject({ input: 21, cacheRead: 11, cacheWrite5m: 3, cacheWrite1h: 0 });
+    const withWrites = { prompt_tokens: 30, completion_tokens: 4, total_tokens: 34, prompt_tokens_details: { cached_tokens: 10, cache_write_tokens: 5, cache_creation: { ephemeral_5m_input_tokens: 3, ephemeral_1h_input_tokens: 2 } }, completion_tokens_details: { reasoning_tokens: 2 } };
+    expect(usageFromOpenAI(withWrites)).toMatchObject({ input: 30, cacheRead: 10, cacheWrite5m: 3, cacheWrite1h: 2 });
+    expect(usageToOpenAI(usageFromOpenAI(withWrites))).toEqual(withWrites);
     const o = { prompt_tokens: 30, completion_tokens: 4, total_tokens: 34, prompt_tokens_details: { cached_tokens: 10 }, completion_tokens_details: { reasoning_tokens: 2 } };
     expect(usageToOpenAI(usageFromOpenAI(o))).toEqual(o);
   });
 
   it('missing or null usage reads as zeros for the client, and is unbillable where a count is missing', () => {
-    expect(usageFromOpenAI(null)).toEqual({ input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0, unbillable: true });
+    expect(usageFromOpenAI(null)).toEqual({ input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true });
     // A null counter is "not reported", as Anthropic streams send it; the output count is there.
-    expect(usageFromAnthropic({ input_tokens: null, output_tokens: 3 })).toEqual({ input: 0, cachedInput: 0, cacheWrite: 0, output: 3, reasoning: 0 });
-    expect(usageFromAnthropic({ input_tokens: 5 })).toEqual({ input: 5, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0, unbillable: true });
+    expect(usageFromAnthropic({ input_tokens: null, output_tokens: 3 })).toEqual({ input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 3, reasoning: 0 });
+    expect(usageFromAnthropic({ input_tokens: 5 })).toEqual({ input: 5, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true });
     expect(usageFromOpenAI({ prompt_tokens: 5, completion_tokens: -2 })).toMatchObject({ input: 5, output: 0, unbillable: true });
   });
 });

@@ -110,9 +110,12 @@ describe('A<-O stream translation (C.9 table)', () => {
     const md = events.find((e) => e.event === 'message_delta')!.data;
     expect(md).toEqual({
       type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null },
-      usage: { input_tokens: 112, output_tokens: 58, cache_read_input_tokens: 300, cache_creation_input_tokens: 0 },
+      usage: {
+        input_tokens: 112, output_tokens: 58, cache_read_input_tokens: 300, cache_creation_input_tokens: 0,
+        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+      },
     });
-    expect(t.usage).toEqual({ input: 412, cachedInput: 300, cacheWrite: 0, output: 58, reasoning: 0 });
+    expect(t.usage).toEqual({ input: 412, cacheRead: 300, cacheWrite5m: 0, cacheWrite1h: 0, output: 58, reasoning: 0 });
   });
 
   it('the official Anthropic SDK accumulates the translated stream into the right final message', async () => {
@@ -180,7 +183,7 @@ describe('A<-O stream pitfalls (C.9, C.6)', () => {
 
   it('usage only on the finish chunk (compat servers without include_usage) is still used', () => {
     const { t } = translate(delta({ content: 'x' }) + chunk([{ index: 0, delta: {}, finish_reason: 'length' }], ',"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}') + 'data: [DONE]\n\n');
-    expect(t.usage).toEqual({ input: 9, cachedInput: 0, cacheWrite: 0, output: 2, reasoning: 0 });
+    expect(t.usage).toEqual({ input: 9, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 2, reasoning: 0 });
     expect(t.finishReason).toBe('max_tokens');
   });
 

@@ -94,12 +94,13 @@ describe('O<-A stream translation (C.9 table)', () => {
     expect(last.choices).toEqual([]);
     expect(last.usage).toEqual({
       prompt_tokens: 412, completion_tokens: 58, total_tokens: 470,
-      prompt_tokens_details: { cached_tokens: 300, cache_write_tokens: 100 }, completion_tokens_details: { reasoning_tokens: 0 },
+      prompt_tokens_details: { cached_tokens: 300, cache_write_tokens: 100, cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 0 } },
+      completion_tokens_details: { reasoning_tokens: 0 },
     });
     // Every non-final chunk says usage:null when the client asked for include_usage.
     expect(chunks(out).slice(0, -1).every((c) => c.usage === null)).toBe(true);
     expect(t.finishReason).toBe('tool_calls');
-    expect(t.usage).toEqual({ input: 412, cachedInput: 300, cacheWrite: 100, output: 58, reasoning: 0 });
+    expect(t.usage).toEqual({ input: 412, cacheRead: 300, cacheWrite5m: 100, cacheWrite1h: 0, output: 58, reasoning: 0 });
   });
 
   it('the official OpenAI SDK stream helper accepts the translated stream and accumulates it', async () => {
@@ -130,7 +131,7 @@ describe('O<-A stream pitfalls (C.6, C.9)', () => {
       ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { input_tokens: 50, output_tokens: 7, cache_read_input_tokens: 10 } }) +
       ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 9 } }) +
       ev('message_stop', {}));
-    expect(t.usage).toEqual({ input: 60, cachedInput: 10, cacheWrite: 0, output: 9, reasoning: 0 });
+    expect(t.usage).toEqual({ input: 60, cacheRead: 10, cacheWrite5m: 0, cacheWrite1h: 0, output: 9, reasoning: 0 });
   });
 
   it('cache split only in message_delta (compatible vendors): last non-null value of each counter wins', () => {
@@ -138,7 +139,7 @@ describe('O<-A stream pitfalls (C.6, C.9)', () => {
       ev('message_start', { message: { id: 'msg_1', usage: { input_tokens: 500, output_tokens: 0, cache_read_input_tokens: null, cache_creation_input_tokens: null } } }) +
       ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { input_tokens: 100, output_tokens: 5, cache_read_input_tokens: 400, cache_creation_input_tokens: null } }) +
       ev('message_stop', {}));
-    expect(t.usage).toEqual({ input: 500, cachedInput: 400, cacheWrite: 0, output: 5, reasoning: 0 });
+    expect(t.usage).toEqual({ input: 500, cacheRead: 400, cacheWrite5m: 0, cacheWrite1h: 0, output: 5, reasoning: 0 });
   });
 
   it('stop_reason mapping in streams: max_tokens -> length, refusal -> content_filter', () => {

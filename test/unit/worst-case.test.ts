@@ -11,7 +11,7 @@ import {
   worstCase,
 } from '../../src/reserve/worst-case.js';
 
-function model(p: { input: number; output: number; reasoning?: number }, contextWindow = 1_000_000, defaultMaxOutputTokens = 8192): CatalogModel {
+function model(p: { input: number; output: number; reasoning?: number; cacheRead?: number; cacheWrite5m?: number; cacheWrite1h?: number }, contextWindow = 1_000_000, defaultMaxOutputTokens = 8192): CatalogModel {
   return {
     id: 'm', displayName: 'M', kind: 'Abliterated', contextWindow, contextDisplay: '1M',
     pricing: { ...p, display: { input: '', output: '' } },
@@ -43,6 +43,32 @@ describe('worstCase', () => {
     const wc = worstCase({ textBytes: 0, messages: 0, images: 0, maxOutputTokens: 1 }, m);
     // (16*1 + 1*30) / 1e6 -> rounds up to 1 µUSD.
     expect(wc.amount).toBe(1);
+  });
+
+  it('prices input at the dearest input-side price: a prompt may be written to a cache above the input price', () => {
+    const fp = { textBytes: 984, messages: 0, images: 0, maxOutputTokens: 0 };
+    // 1,000 input tokens bound; $3 input, $3.75 5-minute write, $6 1-hour write.
+    expect(worstCase(fp, model({ input: 3_000_000, output: 1, cacheWrite5m: 3_750_000 })).amount).toBe(3_750);
+    expect(worstCase(fp, model({ input: 3_000_000, output: 1, cacheRead: 300_000, cacheWrite5m: 3_750_000, cacheWrite1h: 6_000_000 })).amount).toBe(6_000);
+    // A mispriced catalog (cache reads above input) still bounds; cheaper classes never lower the bound.
+    expect(worstCase(fp, model({ input: 3_000_000, output: 1, cacheRead: 4_000_000 })).amount).toBe(4_000);
+    expect(worstCase(fp, model({ input: 3_000_000, output: 1, cacheRead: 300_000 })).amount).toBe(3_000);
+    // The affordable output limit leaves room for the dearest input too: 6,000 µUSD covers the input alone.
+    const dear = model({ input: 3_000_000, output: 1_000_000, cacheWrite1h: 6_000_000 });
+    expect(largestAffordableMaxTokens(6_000, 1_000, dear)).toBe(0);
+    expect(largestAffordableMaxTokens(6_001, 1_000, dear)).toBe(1);
+  });
+
+  it('bounds the real cost of any split of the prompt into cache classes', () => {
+    const m = model({ input: 3_000_000, output: 15_000_000, cacheRead: 300_000, cacheWrite5m: 3_750_000, cacheWrite1h: 6_000_000 });
+    fc.assert(
+      fc.property(fc.nat(5_000), fc.nat(5_000), fc.nat(5_000), fc.nat(5_000), fc.nat(500), (uncached, read, w5, w1, out) => {
+        const input = uncached + read + w5 + w1;
+        const wc = worstCase({ textBytes: input, messages: 0, images: 0, maxOutputTokens: out }, m);
+        const actual = costMicros({ input, output: out, cachedInput: read, cacheWrite5m: w5, cacheWrite1h: w1, reasoning: 0 }, m.pricing);
+        expect(actual).toBeLessThanOrEqual(wc.amount);
+      }),
+    );
   });
 
   it('is a true upper bound of the real cost for random text (o200k tokenizer)', () => {

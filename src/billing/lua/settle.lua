@@ -8,7 +8,9 @@
 --       17 the amount it reserved, 18 '1' when a journal writer takes the settlements to the record,
 --       19 the highest `seq` of the account this gateway has been answered with (see common.lua),
 --       20 the request's detail for the usage record (request-detail.ts), when journaled,
---       21 the tokens the request used against a token limit (input + output)
+--       21 the tokens the request used against a token limit (input + output),
+--       22 input tokens written to a 5-minute prompt cache, 23 to a 1-hour one (both parts of `input`,
+--       apart from `cachedInput`, the cache reads)
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
 -- journal entry id, month, reserved, generation and the account's new seq;
 -- or {-1} when the account's money is not in this Redis (wiped, or it lost writes: behind the seq the
@@ -115,7 +117,8 @@ if ARGV[18] == '1' then
   -- Appended in this same script, so a settlement Redis applied is never without its entry.
   local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
     'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
-    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq), 'd', ARGV[20] or '')
+    'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq), 'd', ARGV[20] or '',
+    'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0')
   return {charge, released, 0, late, jid, month, reserved, gen, seq}
 end
 
@@ -123,7 +126,7 @@ end
 -- trimmed.
 redis.call('XADD', KEYS[7], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
   'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge),
-  'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11])
+  'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0')
 -- Keep the stream bounded without losing the books: the cost of what is trimmed moves to a counter.
 local len = redis.call('XLEN', KEYS[7])
 if len > tonumber(ARGV[14]) then

@@ -4,10 +4,11 @@
  * events before their deltas, complete items in output_item.done, and exactly one terminal event
  * whose output repeats those items; a failure after the 200 is `error` then `response.failed`.
  */
-import type { FinishReason, InternalResponse, JsonObject, NormalizedUsage, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent, ThinkingPart, ToolCallPart } from '../../translate/representation/index.js';
+import type { FinishReason, InternalResponse, JsonObject, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent, ThinkingPart, ToolCallPart } from '../../translate/representation/index.js';
 import type { DecodedResponsesRequest } from './request.js';
 import { sealEnvelope } from './reasoning-envelope.js';
 import { withCost } from '../../wire/usage-cost.js';
+import { usageToResponses } from './usage.js';
 
 export interface ResponsesEncodeContext {
   id: string;
@@ -26,15 +27,8 @@ export interface ResponseResult {
   storedOutput: JsonObject[];
 }
 
-export function responsesUsage(u: NormalizedUsage): JsonObject {
-  return {
-    input_tokens: u.input,
-    input_tokens_details: { cached_tokens: u.cachedInput },
-    output_tokens: u.output,
-    output_tokens_details: { reasoning_tokens: u.reasoning },
-    total_tokens: u.input + u.output,
-  };
-}
+/** The usage object clients see (src/formats/openai-responses/usage.ts). */
+export const responsesUsage = usageToResponses;
 
 function statusOf(finish: FinishReason): { status: string; incomplete: JsonObject | null } {
   if (finish === 'length' || finish === 'context_window') return { status: 'incomplete', incomplete: { reason: 'max_output_tokens' } };

@@ -1,6 +1,6 @@
 // GET /v1/models and /v1/models/:id. The bodies are built once per catalog snapshot; prices are
 // spliced in as the catalog's own decimal text, so no float ever touches them.
-import type { CatalogModel, CatalogSnapshot } from '../../catalog/snapshot.js';
+import type { CatalogModel, CatalogSnapshot, PricingDisplay } from '../../catalog/snapshot.js';
 import { CLIENT_FORMAT_NAMES, type ClientFormatName } from '../../formats/index.js';
 import { GatewayError } from '../../request/gateway-error.js';
 import type { GatewayContext } from '../../request/state.js';
@@ -16,6 +16,24 @@ const rendered = new WeakMap<CatalogSnapshot, Record<ClientFormatName, RenderedM
 
 /** JSON text of a decimal price string as a JSON number literal ("0.30" -> 0.30). */
 const priceLiteral = (decimal: string): string => (/^\d+(\.\d+)?$/.test(decimal) ? decimal : JSON.stringify(decimal));
+
+/**
+ * The `pricing` member, the same in both shapes: each price the catalog sets, by its class. Cache reads
+ * are also `cached_input`, the member's name before cache writes had prices, for clients that read it.
+ */
+function pricingMember(p: PricingDisplay): string {
+  const prices: [string, string | undefined][] = [
+    ['input', p.input],
+    ['output', p.output],
+    ['cache_read', p.cacheRead],
+    ['cached_input', p.cacheRead],
+    ['cache_write_5m', p.cacheWrite5m],
+    ['cache_write_1h', p.cacheWrite1h],
+    ['reasoning', p.reasoning],
+  ];
+  const members = prices.flatMap(([name, price]) => (price === undefined ? [] : [`"${name}":${priceLiteral(price)}`]));
+  return `"pricing":{${members.join(',')},"currency":"USD","unit":"per 1M tokens"}`;
+}
 
 function openaiEntry(m: CatalogModel): string {
   const base = JSON.stringify({
@@ -33,9 +51,7 @@ function openaiEntry(m: CatalogModel): string {
     supports_reasoning: m.supportsReasoning,
     abliterated: m.abliterated,
   });
-  const p = m.pricing.display;
-  const pricing = `"pricing":{"input":${priceLiteral(p.input)},"output":${priceLiteral(p.output)}${p.cachedInput ? `,"cached_input":${priceLiteral(p.cachedInput)}` : ''}${p.reasoning ? `,"reasoning":${priceLiteral(p.reasoning)}` : ''},"currency":"USD","unit":"per 1M tokens"}`;
-  return `${base.slice(0, -1)},${pricing}}`;
+  return `${base.slice(0, -1)},${pricingMember(m.pricing.display)}}`;
 }
 
 function anthropicEntry(m: CatalogModel): string {
@@ -52,8 +68,7 @@ function anthropicEntry(m: CatalogModel): string {
     supports_reasoning: m.supportsReasoning,
     abliterated: m.abliterated,
   });
-  const p = m.pricing.display;
-  return `${base.slice(0, -1)},"pricing":{"input":${priceLiteral(p.input)},"output":${priceLiteral(p.output)},"currency":"USD","unit":"per 1M tokens"}}`;
+  return `${base.slice(0, -1)},${pricingMember(m.pricing.display)}}`;
 }
 
 /** Each client format's model entry and list around the entries (docs/wire-formats.md A.8, B.7). */

@@ -72,12 +72,19 @@ export interface InternalRequest {
 /** Why generation ended, in neutral words (mapped per format in stop-reason.ts). */
 export type FinishReason = 'stop' | 'stop_sequence' | 'length' | 'tool_calls' | 'content_filter' | 'pause' | 'context_window';
 
-/** Token usage in one convention: `input` includes cache reads and cache writes. */
+/**
+ * Token usage in one convention: `input` includes cache reads and cache writes. The three cache classes
+ * are parts of `input` and apart from each other (a token is in at most one), as each is priced on its own.
+ */
 export interface NormalizedUsage {
   /** All prompt tokens, including cached reads and cache writes. */
   input: number;
-  cachedInput: number;
-  cacheWrite: number;
+  /** Prompt tokens read from a prompt cache. */
+  cacheRead: number;
+  /** Prompt tokens written to a prompt cache kept 5 minutes (every write whose lifetime is not reported). */
+  cacheWrite5m: number;
+  /** Prompt tokens written to a prompt cache kept 1 hour. */
+  cacheWrite1h: number;
   output: number;
   /** Reasoning tokens, a subset of `output`. */
   reasoning: number;

@@ -75,7 +75,7 @@ export class StreamTranslator {
 
   /** Usage as last reported by the upstream (zeros when it reported none; see `usageReported`). */
   get usage(): NormalizedUsage {
-    return this.reportedUsage ?? { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 };
+    return this.reportedUsage ?? { input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0 };
   }
 
   get usageReported(): boolean {

@@ -1,0 +1,33 @@
+// What a usage report bills by: the cache classes stay parts of the prompt, apart from each other.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { costMicros } from '../../src/billing/money.js';
+import type { ModelPricing } from '../../src/catalog/snapshot.js';
+import { billableUsage } from '../../src/relay/billable-usage.js';
+
+const PRICES: ModelPricing = { input: 3_000_000, output: 15_000_000, cacheRead: 300_000, cacheWrite5m: 3_750_000, cacheWrite1h: 6_000_000, display: { input: '3', output: '15' } };
+
+describe('billableUsage', () => {
+  it('keeps reads and both writes apart, and cuts parts that overrun the prompt in the order read, 5m, 1h', () => {
+    expect(billableUsage({ input: 100, cacheRead: 30, cacheWrite5m: 20, cacheWrite1h: 10, output: 5, reasoning: 1 })).toEqual({
+      input: 100, output: 5, cachedInput: 30, cacheWrite5m: 20, cacheWrite1h: 10, reasoning: 1,
+    });
+    // A buggy upstream: 60 + 50 + 40 > 100.
+    expect(billableUsage({ input: 100, cacheRead: 60, cacheWrite5m: 50, cacheWrite1h: 40, output: 5, reasoning: 9 })).toEqual({
+      input: 100, output: 5, cachedInput: 60, cacheWrite5m: 40, cacheWrite1h: 0, reasoning: 5,
+    });
+    expect(billableUsage({ input: 1, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 1, reasoning: 0, unbillable: true })).toBeUndefined();
+  });
+
+  it('records exactly the classes the charge is computed from: never more cache tokens than prompt tokens', () => {
+    fc.assert(
+      fc.property(fc.nat(10_000), fc.nat(10_000), fc.nat(10_000), fc.nat(10_000), fc.nat(1_000), (input, read, w5, w1, output) => {
+        const u = billableUsage({ input, cacheRead: read, cacheWrite5m: w5, cacheWrite1h: w1, output, reasoning: 0 })!;
+        const parts = u.cachedInput + (u.cacheWrite5m ?? 0) + (u.cacheWrite1h ?? 0);
+        expect(parts).toBeLessThanOrEqual(input);
+        const scaled = BigInt(input - parts) * 3_000_000n + BigInt(u.cachedInput) * 300_000n + BigInt(u.cacheWrite5m ?? 0) * 3_750_000n + BigInt(u.cacheWrite1h ?? 0) * 6_000_000n + BigInt(output) * 15_000_000n;
+        expect(costMicros(u, PRICES)).toBe(Number((scaled + 999_999n) / 1_000_000n));
+      }),
+    );
+  });
+});
