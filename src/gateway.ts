@@ -99,18 +99,22 @@ function requestFinished(metrics: GatewayMetrics, logger: TollgateLogger): (ctx:
       s.span.setRequest({ ...(s.modelId === undefined ? {} : { model: s.modelId }) });
       s.span.end(status, s.outcome?.errorCode ? { type: s.outcome.errorCode } : undefined);
     }
+    // Not even built when the level drops it; absent fields are undefined, which the line leaves out.
+    if (!logger.logsRequest(status)) return;
+    const outcome = s.outcome;
     logger.logRequest({
       requestId: s.requestId,
-      ...(s.key ? { keyId: s.key.id, accountId: s.key.accountId } : {}),
-      ...(s.modelId === undefined ? {} : { model: s.modelId }),
+      keyId: s.key?.id,
+      accountId: s.key?.accountId,
+      model: s.modelId,
       route: s.route,
       status,
-      inputTokens: s.outcome?.inputTokens ?? 0,
-      outputTokens: s.outcome?.outputTokens ?? 0,
-      cost: s.outcome?.costMicros ?? 0,
+      inputTokens: outcome?.inputTokens ?? 0,
+      outputTokens: outcome?.outputTokens ?? 0,
+      cost: outcome?.costMicros ?? 0,
       latencyMs: Math.round(latencyMs * 1000) / 1000,
-      ...(s.outcome?.errorCode ? { errorCode: s.outcome.errorCode } : {}),
-      ...(s.span?.traceId ? { traceId: s.span.traceId } : {}),
+      errorCode: outcome?.errorCode || undefined,
+      traceId: s.span?.traceId || undefined,
     });
   };
 }

@@ -112,12 +112,16 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
   };
 
   const traceRequest = async (ctx: GatewayContext, next: Next): Promise<void> => {
-    if (deps.tracing.enabled) {
-      // Named by the route template once it is known (requestFinished), never by the raw path.
-      ctx.state.span = deps.tracing.startRequestSpan({ requestId: ctx.state.requestId, incomingHeaders: ctx.headers, method: ctx.method, format: ctx.state.format });
-    }
+    // Named by the route template once it is known (requestFinished), never by the raw path.
+    ctx.state.span = deps.tracing.startRequestSpan({ requestId: ctx.state.requestId, incomingHeaders: ctx.headers, method: ctx.method, format: ctx.state.format });
     await next();
   };
+
+  // The health checks are GETs: any other request (every completion) passes without the router's
+  // matching, its not-found event and its bookkeeping on the context.
+  const healthRoutes = health.routes();
+  const healthChecks = (ctx: GatewayContext, next: Next): Promise<unknown> =>
+    ctx.method === 'GET' || ctx.method === 'HEAD' ? healthRoutes(ctx as Parameters<typeof healthRoutes>[0], next) : next();
 
   const completions = async (ctx: GatewayContext, next: Next): Promise<void> => {
     const hit = ctx.method === 'POST' ? completionRoutes.get(ctx.path) : undefined;
@@ -128,8 +132,9 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
 
   app.use(finished);
   app.use(requestContext(deps.reportUnexpected));
-  app.use(traceRequest);
-  app.use(health.routes());
+  // Tracing is on or off for the process's life: off, no middleware (and no async step) per request.
+  if (deps.tracing.enabled) app.use(traceRequest);
+  app.use(healthChecks);
   app.use(refuseCrossOrigin);
   app.use(authenticate(deps.authenticator, deps.keyMarker));
   app.use(jsonBody({ limitBytes: deps.maxBodyBytes, readTimeoutMs: deps.bodyReadTimeoutMs }));

@@ -105,6 +105,8 @@ export interface TollgateLogger {
   /** The pino logger, for everything other than request lines (redaction applies). */
   readonly log: Logger;
   logRequest(entry: RequestLogEntry): void;
+  /** Whether the line of a request that ended with `status` is written at the current level (5xx at warn, others at info). */
+  logsRequest(status: number): boolean;
   /** Writes out buffered lines. */
   flush(): Promise<void>;
 }
@@ -151,6 +153,9 @@ export function createLogger(options: LoggerOptions = {}): TollgateLogger {
       };
       if (e.status >= 500) requestLog.warn(line, 'request');
       else requestLog.info(line, 'request');
+    },
+    logsRequest(status: number): boolean {
+      return requestLog.isLevelEnabled(status >= 500 ? 'warn' : 'info');
     },
     flush(): Promise<void> {
       return new Promise((resolve) => log.flush(() => resolve()));

@@ -7,10 +7,6 @@
 import type { ClientBody, MemberSpan } from '../request/client-body.js';
 
 
-const OPEN = Buffer.from('{');
-const CLOSE = Buffer.from('}');
-const COMMA = Buffer.from(',');
-
 /** The key of a member span, as JSON.parse reads it. */
 function keyOf(bytes: Buffer, span: MemberSpan): string {
   const raw = bytes.toString('utf8', span.start + 1, span.keyEnd);
@@ -24,19 +20,22 @@ function keyOf(bytes: Buffer, span: MemberSpan): string {
  */
 export function editTopLevel(body: ClientBody, set: Readonly<Record<string, unknown>>): Buffer {
   const { bytes } = body;
-  const parts: Buffer[] = [];
-  const written = new Set<string>();
-  let first = true;
-  const member = (text: Buffer | string): void => {
-    if (!first) parts.push(COMMA);
-    parts.push(typeof text === 'string' ? Buffer.from(text) : text);
-    first = false;
+  // The members in order: byte ranges of the client's body (runs of kept members, copied as one slice,
+  // commas and all) or replacement texts. The result is sized first and written once: no buffer per
+  // replaced member, none per comma, and no copy by a concatenation.
+  const pieces: (string | number)[] = [];
+  let size = 2;
+  let written: string[] | undefined;
+  const add = (text: string): void => {
+    size += (pieces.length > 0 ? 1 : 0) + Buffer.byteLength(text);
+    pieces.push(text);
   };
-  // Runs of kept members are copied as one slice, commas and all.
   let runStart = -1;
   let runEnd = -1;
   const endRun = (): void => {
-    if (runStart >= 0) member(bytes.subarray(runStart, runEnd));
+    if (runStart < 0) return;
+    size += (pieces.length > 0 ? 1 : 0) + (runEnd - runStart);
+    pieces.push(runStart, runEnd);
     runStart = -1;
   };
   for (const span of body.members) {
@@ -48,10 +47,23 @@ export function editTopLevel(body: ClientBody, set: Readonly<Record<string, unkn
     }
     endRun();
     const value = set[key];
-    if (value !== undefined && !written.has(key)) member(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
-    written.add(key);
+    if (value !== undefined && written?.includes(key) !== true) add(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
+    (written ??= []).push(key);
   }
   endRun();
-  for (const [key, value] of Object.entries(set)) if (value !== undefined && !written.has(key)) member(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
-  return Buffer.concat([OPEN, ...parts, CLOSE]);
+  for (const key in set) {
+    const value = set[key];
+    if (Object.hasOwn(set, key) && value !== undefined && written?.includes(key) !== true) add(`${JSON.stringify(key)}:${JSON.stringify(value)}`);
+  }
+  const out = Buffer.allocUnsafe(size);
+  out[0] = 0x7b;
+  let at = 1;
+  for (let i = 0; i < pieces.length; i++) {
+    if (at > 1) out[at++] = 0x2c;
+    const piece = pieces[i] as string | number;
+    if (typeof piece === 'string') at += out.write(piece, at, 'utf8');
+    else at += bytes.copy(out, at, piece, pieces[++i] as number);
+  }
+  out[at] = 0x7d;
+  return out;
 }

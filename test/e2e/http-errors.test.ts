@@ -112,6 +112,20 @@ describe('400 / 404 / 413', () => {
     expect(res.status).toBe(404);
     expect(res.body?.error.type).toBe('invalid_request_error');
   });
+  it('the health checks answer GET and HEAD without a key; any other method on them is an API request', async () => {
+    for (const path of ['/healthz', '/readyz']) {
+      const get = await call(path, { method: 'GET' });
+      expect(get.status).toBe(200);
+      expect(get.body).toMatchObject({ status: path === '/healthz' ? 'ok' : 'ready' });
+      expect((await fetch(`${h.baseUrl}${path}`, { method: 'HEAD' })).status).toBe(200);
+      const anonymous = await call(path, { body: '{}' });
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.body?.error.code).toBe('missing_api_key');
+      const keyed = await call(path, { method: 'DELETE', headers: bearer(h.key) });
+      expect(keyed.status).toBe(404);
+      expect(keyed.body?.error.code).toBe('unknown_url');
+    }
+  });
   it('a body over the limit is a 413', async () => {
     const res = await call('/v1/chat/completions', { headers: bearer(h.key), body: JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(5000) }] }) });
     expect(res.status).toBe(413);

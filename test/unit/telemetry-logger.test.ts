@@ -78,6 +78,14 @@ describe('request log', () => {
     const fallback = capture('loud');
     expect(fallback.logger.log.level).toBe('info');
   });
+
+  it('says which request lines its level writes, so a dropped line is not even built', () => {
+    const quiet = capture('warn').logger;
+    expect(quiet.logsRequest(200)).toBe(false);
+    expect(quiet.logsRequest(502)).toBe(true);
+    expect(capture('info').logger.logsRequest(200)).toBe(true);
+    expect(capture('silent').logger.logsRequest(500)).toBe(false);
+  });
 });
 
 describe('redaction', () => {
