@@ -264,7 +264,8 @@ function peerComparisons(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): Targ
     const ahead = higherIsBetter ? ours > theirs : ours < theirs;
     out.push({ target: label, measured: `Tollgate ${f(ours, digits)}${unit}, LiteLLM ${f(theirs, digits)}${unit}`, status: ahead ? 'pass' : 'miss' });
   };
-  const statusOf = (name: string): string => r.peers.find((p) => p.name === name)?.status ?? 'not measured';
+  // The peer's own line above says why; the rows only point there.
+  const statusOf = (name: string): string => (r.peers.find((p) => p.name === name)?.measured === true ? 'not measured' : `${name} not measured (see Peers)`);
   for (const format of FORMATS) {
     for (const [ours, theirs] of [
       [TARGET_NAMES.tollgate, TARGET_NAMES.litellm],

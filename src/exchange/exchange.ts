@@ -148,13 +148,18 @@ async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<T
 const shuttingDown = (): GatewayError =>
   new GatewayError(503, 'The gateway is restarting and could not finish this request in time; retry it.', { code: 'gateway_shutting_down', retryAfterSeconds: 1 });
 
-export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
-  const key = ctx.state.key;
-  if (key === undefined) throw new Error('runExchange needs an authenticated key');
+type Bound = ReturnType<typeof worstCase>;
+type ExchangeKey = NonNullable<GatewayContext['state']['key']>;
+
+/**
+ * Reserves the worst case, or throws the refusal in the client's format. A reservation whose answer was
+ * lost may have placed a hold: it is released at once (a zero settlement, retried until the ledger
+ * answers) rather than left to the reaper for the whole hold life; if no hold was placed the settlement
+ * finds nothing and changes nothing.
+ */
+async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan, key: ExchangeKey, bound: Bound, windowMs: number): Promise<void> {
   const { requestId } = ctx.state;
   const { model } = plan;
-  const bound = worstCase(plan.footprint, model);
-  const windowMs = deps.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS;
   // Fail closed: money the gateway could not record is money it must not serve.
   if (deps.journal?.behind() === true) throw new JournalBehindError(deps.journal.lag().oldestMs, deps.journal.maxLagMs);
   // Whether the reservation will really be sent (a ledger known to be down refuses without sending).
@@ -172,9 +177,6 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
       rateLimitWindowMs: windowMs,
     })),
   ).catch((err: unknown) => {
-    // A reservation that was sent but whose answer was lost may have placed a hold. It is released
-    // now (a zero settlement, retried until the ledger answers) rather than left to the reaper for
-    // the whole hold life; if no hold was placed the settlement finds nothing and changes nothing.
     if (attempted && err instanceof LedgerUnavailableError) {
       void deps.settlements.settle({
         requestId,
@@ -206,81 +208,102 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   deps.observer.reservation(ctx, 'admitted');
   // Sent with the answer (headers set now go out with a stream's first bytes as with a whole reply).
   if (reservation.rateLimit !== undefined) ctx.set(rateLimitHeaders(plan.clientFormat, reservation.rateLimit));
-  // What the settlement will charge for a usage: the answer reports exactly this figure.
-  const charge = chargeOf(model.pricing, bound.amount);
+}
 
-  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
-  let outcome: RelayOutcome | undefined;
-  let servedBy: CatalogUpstream | undefined;
+/** What the upstream calls came to, read by the settlement whatever happened. */
+interface ExchangeRun {
+  outcome?: RelayOutcome;
+  servedBy?: CatalogUpstream;
   /** The relay finished without error: the client's answer is complete and goes before the settlement. */
-  let relayed = false;
+  relayed: boolean;
+}
+
+const failedOutcome = (status: RequestStatus): RelayOutcome => ({ usage: undefined, generated: [], reasoningGenerated: [], status, finishReason: undefined, firstTokenAt: undefined });
+
+/** Calls the model's upstreams in the router's order until one answers, and relays its answer. */
+async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan, bound: Bound, charge: ChargeOf, cancellation: ExchangeCancellation, run: ExchangeRun): Promise<void> {
+  const { requestId } = ctx.state;
+  const { model } = plan;
+  let lastFailure: UpstreamFailure | undefined;
+  for (const upstream of deps.router.candidates(model)) {
+    const target = deps.dispatchers.target(upstream, plan.stream);
+    const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens, plan.stream);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: plan.stream ? 'text/event-stream' : 'application/json',
+      'x-request-id': requestId,
+      ...plan.upstreamHeaders(upstream),
+      ...upstreamCredential(upstream, deps.secrets),
+    };
+    call.injectTraceHeaders(headers);
+    // Built outside the transport try: a request the upstream's format cannot express is the
+    // client's error (a GatewayError), not an upstream failure to retry.
+    const body = plan.upstreamBody(upstream, bound.outputTokens);
+    let response;
+    try {
+      response = await sendUpstream(target, upstream, body, headers, cancellation);
+    } catch (err) {
+      const failure = classifyTransportError(err);
+      call.failed(failure);
+      if (failure.kind === 'aborted') {
+        run.outcome = failedOutcome('client_cancelled');
+        if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
+        if (cancellation.cutByShutdown) throw shuttingDown();
+        return;
+      }
+      deps.router.recordFailure(model, upstream);
+      lastFailure = failure;
+      if (failure.retryable) continue;
+      break;
+    }
+    deps.router.recordSuccess(model, upstream);
+    run.servedBy = upstream;
+    call.relayStarted(plan.stream);
+    try {
+      run.outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers), costUsd: (usage) => usdNumber(charge(usage)) });
+      if (cancellation.cutByShutdown) run.outcome.endedByShutdown = true;
+      run.relayed = true;
+    } catch (err) {
+      const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
+      run.outcome = carried ?? failedOutcome('upstream_failed');
+      call.finished(run.outcome);
+      if (err instanceof GatewayError) throw err;
+      if (cancellation.cutByShutdown) throw shuttingDown();
+      throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
+    }
+    call.finished(run.outcome);
+    return;
+  }
+  run.outcome = failedOutcome('upstream_failed');
+  throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
+}
+
+/** Reserve, call and relay, then settle exactly once: the metered exchange of one request. */
+export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
+  const key = ctx.state.key;
+  if (key === undefined) throw new Error('runExchange needs an authenticated key');
+  const bound = worstCase(plan.footprint, plan.model);
+  await reserveWorstCase(ctx, deps, plan, key, bound, deps.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS);
+  // What the settlement will charge for a usage: the answer reports exactly this figure.
+  const charge = chargeOf(plan.model.pricing, bound.amount);
+  const cancellation = new ExchangeCancellation(ctx.res, deps.requestTimeoutMs, deps.clientWriteTimeoutMs, deps.shutdown, deps.streamKeepAliveMs);
+  const run: ExchangeRun = { relayed: false };
   const started = performance.now();
   try {
-    let lastFailure: UpstreamFailure | undefined;
-    for (const upstream of deps.router.candidates(model)) {
-      const target = deps.dispatchers.target(upstream, plan.stream);
-      const call = deps.observer.upstreamStarted(ctx, model, upstream, target.host, target.port, plan.footprint.maxOutputTokens ?? bound.outputTokens, plan.stream);
-      const headers: Record<string, string> = {
-        'content-type': 'application/json',
-        accept: plan.stream ? 'text/event-stream' : 'application/json',
-        'x-request-id': requestId,
-        ...plan.upstreamHeaders(upstream),
-        ...upstreamCredential(upstream, deps.secrets),
-      };
-      call.injectTraceHeaders(headers);
-      // Built outside the transport try: a request the upstream's format cannot express is the
-      // client's error (a GatewayError), not an upstream failure to retry.
-      const body = plan.upstreamBody(upstream, bound.outputTokens);
-      let response;
-      try {
-        response = await sendUpstream(target, upstream, body, headers, cancellation);
-      } catch (err) {
-        const failure = classifyTransportError(err);
-        call.failed(failure);
-        if (failure.kind === 'aborted') {
-          outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'client_cancelled', finishReason: undefined, firstTokenAt: undefined };
-          if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
-          if (cancellation.cutByShutdown) throw shuttingDown();
-          return;
-        }
-        deps.router.recordFailure(model, upstream);
-        lastFailure = failure;
-        if (failure.retryable) continue;
-        break;
-      }
-      deps.router.recordSuccess(model, upstream);
-      servedBy = upstream;
-      call.relayStarted(plan.stream);
-      try {
-        outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers), costUsd: (usage) => usdNumber(charge(usage)) });
-        if (cancellation.cutByShutdown) outcome.endedByShutdown = true;
-        relayed = true;
-      } catch (err) {
-        const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
-        outcome = carried ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
-        call.finished(outcome);
-        if (err instanceof GatewayError) throw err;
-        if (cancellation.cutByShutdown) throw shuttingDown();
-        throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
-      }
-      call.finished(outcome);
-      return;
-    }
-    outcome = { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed', finishReason: undefined, firstTokenAt: undefined };
-    throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
+    await relayFromUpstreams(ctx, deps, plan, bound, charge, cancellation, run);
   } finally {
     if (cancellation.clientGone) ctx.state.clientClosed = true;
     cancellation.dispose();
-    const final = outcome ?? { usage: undefined, generated: [], reasoningGenerated: [], status: 'upstream_failed' as RequestStatus, finishReason: undefined, firstTokenAt: undefined };
+    const final = run.outcome ?? failedOutcome('upstream_failed');
     // Respond first, settle after: the client's last byte does not wait on the ledger (streams are ended by their relay).
     // A whole answer carries its charge, so its usage is settled on before it is sent.
     let usage: TokenUsage | undefined;
-    if (relayed && !plan.stream) {
+    if (run.relayed && !plan.stream) {
       usage = await usageToSettle(deps, plan, final, ctx.state.requestId);
       stampAnswerCost(ctx, final.answerUsage, charge(usage));
       respondBeforeSettling(ctx);
     }
-    await settle(ctx, deps, plan, final, started, servedBy, bound, usage ?? (await usageToSettle(deps, plan, final, ctx.state.requestId)), charge);
+    await settle(ctx, deps, plan, final, started, run.servedBy, bound, usage ?? (await usageToSettle(deps, plan, final, ctx.state.requestId)), charge);
   }
 }
 

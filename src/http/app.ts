@@ -39,11 +39,8 @@ export interface GatewayAppDeps {
   accountInfo: AccountInfoDeps;
 }
 
-export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
-  const app = new Koa<GatewayState>();
-  app.proxy = true;
-  app.silent = true;
-
+/** The probes: liveness always, readiness while the ledger and the catalog are usable. */
+function healthRouter(deps: GatewayAppDeps): Router<GatewayState> {
   const health = new Router<GatewayState>();
   health.get('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
@@ -53,17 +50,24 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'not ready' };
   });
+  return health;
+}
 
+type CompletionRoute = { route: string; handle: (ctx: GatewayContext) => Promise<void> };
+
+/**
+ * The API's routes, and the two completion endpoints by exact path: they carry nearly all traffic, and
+ * an exact-path lookup reaches them without the general router's matching; the router still lists
+ * them, for the route template of a request refused before it got there.
+ */
+function apiRouter(deps: GatewayAppDeps): { api: Router<GatewayState>; completionRoutes: Map<string, CompletionRoute> } {
   const api = new Router<GatewayState>();
   const current = (): ReturnType<CatalogSource['current']> => deps.catalog.current();
   const routeName = (route: string) => async (ctx: GatewayContext, next: Next) => {
     ctx.state.route = route;
     await next();
   };
-  // The two completion endpoints carry nearly all traffic: an exact-path lookup reaches them without
-  // the general router's matching (see `completions` below); the router still lists them, for the
-  // route template of a request refused before it got here.
-  const completionRoutes = new Map<string, { route: string; handle: (ctx: GatewayContext) => Promise<void> }>();
+  const completionRoutes = new Map<string, CompletionRoute>();
   const chat = { route: '/v1/chat/completions', handle: chatCompletions(deps.catalog, deps.exchange) };
   const message = { route: '/v1/messages', handle: messages(deps.catalog, deps.exchange) };
   // Balance and usage with the API key, also under OpenRouter's /api/v1 (its clients' base path).
@@ -85,6 +89,15 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
     api.delete(`${prefix}/responses/:id`, routeName('/v1/responses/:id'), deleteResponse(deps.responses));
     api.get(`${prefix}/responses/:id/input_items`, routeName('/v1/responses/:id/input_items'), listInputItems(deps.responses));
   }
+  return { api, completionRoutes };
+}
+
+export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
+  const app = new Koa<GatewayState>();
+  app.proxy = true;
+  app.silent = true;
+  const health = healthRouter(deps);
+  const { api, completionRoutes } = apiRouter(deps);
 
   /**
    * The route template of a request the API routes did not name (refused before routing, a health

@@ -143,6 +143,23 @@ describe('GET /v1/key, /v1/credits, /v1/generation', () => {
     expect(s.generation_time).toBe((s.latency as number) - (s.time_to_first_token as number));
   });
 
+  it("the official clients read all three with their generic GET (openai's and Anthropic's), and a 404 is the SDK's NotFoundError", async () => {
+    // Each SDK's answer is the same document a plain GET reads (earlier tests here spent more since).
+    await recorded();
+    const client = openai();
+    const key = (await client.get('/key')) as { data: Data };
+    expect(key.data).toEqual(data((await get('/v1/key', h.key)).body));
+    expect(key.data).toMatchObject({ id: h.keyId });
+    const credits = (await client.get('/credits')) as { data: Data };
+    expect(credits.data).toEqual(data((await get('/v1/credits', h.key)).body));
+    const generation = (await client.get('/generation', { query: { id: ids.completionId } })) as { data: Data };
+    expect(generation.data).toEqual(data((await get(`/v1/generation?id=${ids.completionId}`, h.key)).body));
+    await expect(client.get('/generation', { query: { id: 'req_not_ours' } })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const anthropic = new Anthropic({ apiKey: h.key, baseURL: h.baseUrl, maxRetries: 0 });
+    const viaAnthropic = (await anthropic.get('/v1/credits')) as { data: Data };
+    expect(viaAnthropic.data).toEqual(credits.data);
+  });
+
   it("another account's request is not found, in a clear error; a missing id is a 400", async () => {
     const oursBefore = data((await get('/v1/credits', h.key)).body).micros;
     const other = await h.backend.accounts.createAccount('other');
