@@ -7,7 +7,7 @@ import { respondBeforeSettling } from '../settle/respond-first.js';
 import { stampAnswerCost } from '../settle/answer-cost.js';
 import { chargeOf, usdNumber, type ChargeOf } from '../billing/answer-cost.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
-import { isRateLimitReason, type Ledger, type RequestStatus, type TokenUsage } from '../billing/ledger.js';
+import { isRateLimitReason, type Ledger, type TokenUsage } from '../billing/ledger.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
 import { formatUsd, recordableUsage } from '../billing/money.js';
@@ -24,7 +24,7 @@ import { countTokens } from '../wire/token-count.js';
 import { clientFormat, type ClientFormatName } from '../formats/index.js';
 import { relayableUpstreamMessage } from '../wire/upstream-message.js';
 import { ExchangeCancellation, type ShutdownSignal } from '../relay/client-stream.js';
-import type { Relay, RelayOutcome } from '../relay/relay.js';
+import { emptyOutcome, type Relay, type RelayOutcome } from '../relay/relay.js';
 import { UpstreamFailure, classifyTransportError, sendUpstream, withoutSecrets } from '../upstream/upstream-request.js';
 import type { ExchangeObserver } from './observer.js';
 
@@ -218,8 +218,6 @@ interface ExchangeRun {
   relayed: boolean;
 }
 
-const failedOutcome = (status: RequestStatus): RelayOutcome => ({ usage: undefined, generated: [], reasoningGenerated: [], status, finishReason: undefined, firstTokenAt: undefined });
-
 /** Calls the model's upstreams in the router's order until one answers, and relays its answer. */
 async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan, bound: Bound, charge: ChargeOf, cancellation: ExchangeCancellation, run: ExchangeRun): Promise<void> {
   const { requestId } = ctx.state;
@@ -246,7 +244,7 @@ async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan:
       const failure = classifyTransportError(err);
       call.failed(failure);
       if (failure.kind === 'aborted') {
-        run.outcome = failedOutcome('client_cancelled');
+        run.outcome = emptyOutcome('client_cancelled');
         if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
         if (cancellation.cutByShutdown) throw shuttingDown();
         return;
@@ -265,7 +263,7 @@ async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan:
       run.relayed = true;
     } catch (err) {
       const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
-      run.outcome = carried ?? failedOutcome('upstream_failed');
+      run.outcome = carried ?? emptyOutcome('upstream_failed');
       call.finished(run.outcome);
       if (err instanceof GatewayError) throw err;
       if (cancellation.cutByShutdown) throw shuttingDown();
@@ -274,7 +272,7 @@ async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan:
     call.finished(run.outcome);
     return;
   }
-  run.outcome = failedOutcome('upstream_failed');
+  run.outcome = emptyOutcome('upstream_failed');
   throw failureToClientError(lastFailure ?? new UpstreamFailure('connect', undefined, undefined, 'no upstream'), model, plan.clientFormat);
 }
 
@@ -294,7 +292,7 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
   } finally {
     if (cancellation.clientGone) ctx.state.clientClosed = true;
     cancellation.dispose();
-    const final = run.outcome ?? failedOutcome('upstream_failed');
+    const final = run.outcome ?? emptyOutcome('upstream_failed');
     // Respond first, settle after: the client's last byte does not wait on the ledger (streams are ended by their relay).
     // A whole answer carries its charge, so its usage is settled on before it is sent.
     let usage: TokenUsage | undefined;

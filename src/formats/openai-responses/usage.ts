@@ -2,7 +2,7 @@
 // cache writes, in the OpenAI-shaped cache details chat completions use too
 // (src/translate/representation/usage.ts). The encoder is what clients see; the decoder reads it back
 // (a client's own view, as the tests check it).
-import { isRecord, openaiCacheDetails, openaiCacheWrites, tokenCount, type JsonObject, type NormalizedUsage } from '../../translate/representation/index.js';
+import { openaiCacheDetails, usageFromOpenAIShape, type JsonObject, type NormalizedUsage } from '../../translate/representation/index.js';
 
 export function usageToResponses(u: NormalizedUsage): JsonObject {
   return {
@@ -14,18 +14,8 @@ export function usageToResponses(u: NormalizedUsage): JsonObject {
   };
 }
 
+const RESPONSES_USAGE = { input: 'input_tokens', output: 'output_tokens', inputDetails: 'input_tokens_details', outputDetails: 'output_tokens_details' };
+
 export function usageFromResponses(u: unknown): NormalizedUsage {
-  if (!isRecord(u)) return { input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true };
-  const id = isRecord(u.input_tokens_details) ? u.input_tokens_details : {};
-  const od = isRecord(u.output_tokens_details) ? u.output_tokens_details : {};
-  const input = tokenCount(u.input_tokens);
-  const output = tokenCount(u.output_tokens);
-  return {
-    input: input ?? 0,
-    cacheRead: tokenCount(id.cached_tokens) ?? 0,
-    ...openaiCacheWrites(id),
-    output: output ?? 0,
-    reasoning: tokenCount(od.reasoning_tokens) ?? 0,
-    ...(input === undefined || output === undefined ? { unbillable: true as const } : {}),
-  };
+  return usageFromOpenAIShape(u, RESPONSES_USAGE);
 }

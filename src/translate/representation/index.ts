@@ -28,4 +28,4 @@ export type { SseEvent } from './sse-event.js';
 export type { StreamEncoder, StreamEnd } from './stream-encoder.js';
 export type { StreamDecoder } from './stream-translator.js';
 export { effectiveFinish } from './stop-reason.js';
-export { openaiCacheDetails, openaiCacheWrites, tokenCount } from './usage.js';
+export { openaiCacheDetails, openaiCacheWrites, tokenCount, usageFromOpenAIShape } from './usage.js';

@@ -32,3 +32,33 @@ export function openaiCacheDetails(u: NormalizedUsage): Record<string, unknown> 
       : {}),
   };
 }
+
+/** The member names of one of OpenAI's two usage shapes. */
+export interface OpenAIUsageNames {
+  input: string;
+  output: string;
+  inputDetails: string;
+  outputDetails: string;
+}
+
+/**
+ * Usage from one of OpenAI's two shapes (chat completions' prompt/completion, the Responses API's
+ * input/output): the prompt count includes cache reads and writes; a missing count makes it unbillable.
+ */
+export function usageFromOpenAIShape(u: unknown, names: OpenAIUsageNames): NormalizedUsage {
+  if (!isRecord(u)) return { input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true };
+  const inDetails = u[names.inputDetails];
+  const outDetails = u[names.outputDetails];
+  const id = isRecord(inDetails) ? inDetails : {};
+  const od = isRecord(outDetails) ? outDetails : {};
+  const input = tokenCount(u[names.input]);
+  const output = tokenCount(u[names.output]);
+  return {
+    input: input ?? 0,
+    cacheRead: tokenCount(id.cached_tokens) ?? 0,
+    ...openaiCacheWrites(id),
+    output: output ?? 0,
+    reasoning: tokenCount(od.reasoning_tokens) ?? 0,
+    ...(input === undefined || output === undefined ? { unbillable: true as const } : {}),
+  };
+}
