@@ -19,8 +19,6 @@ export const TARGET_NAMES = {
   bifrostGoverned: 'bifrost + governance',
 } as const;
 
-const PEER_TARGETS: readonly string[] = [TARGET_NAMES.portkey, TARGET_NAMES.litellm, TARGET_NAMES.litellmRecorded, TARGET_NAMES.bifrost, TARGET_NAMES.bifrostGoverned];
-
 /** The best round's figures; `rounds` lists every round's requests/s; CPU per request is the median of the rounds'. */
 export type MeasuredThroughput = ThroughputResult & {
   rounds: number[];
@@ -306,7 +304,7 @@ const spread = (t: MeasuredThroughput): string => (t.cpuUsRounds && t.cpuUsRound
 
 /** The README's table: Tollgate and every peer side by side on the figures users compare. */
 export function peerTable(r: Omit<BenchResults, 'targets' | 'wallSeconds'>): string[] {
-  const names = [TARGET_NAMES.floor, TARGET_NAMES.tollgate, TARGET_NAMES.tollgateRecorded, ...PEER_TARGETS];
+  const names = [TARGET_NAMES.floor, TARGET_NAMES.tollgate, TARGET_NAMES.tollgateRecorded, ...r.peers.map((p) => p.name)];
   const out = [
     `### Side by side (small bodies; ${r.plan.connections} connections for req/s and CPU; 1 connection for added latency; paced streams for time to first token)`,
     '',

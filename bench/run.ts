@@ -465,7 +465,7 @@ const results: BenchResults = {
   targets: targetChecks(measured),
 };
 /** A peer's failures are its own, reported in its row; they do not fail Tollgate's bench. */
-const isPeer = (target: string): boolean => PEERS.some((p) => p.name === target);
+const isPeer = (target: string): boolean => results.peers.some((p) => p.name === target);
 const errors = [
   ...results.rows.flatMap((r) =>
     !isPeer(r.target) && r.throughput.non2xx + r.throughput.errors + r.sequential.non2xx > 0 ? [`${r.format} ${r.target}`] : [],

@@ -17,7 +17,7 @@ import { requestShape, type BenchFormat } from '../load.js';
 import { BENCH_MODELS } from '../models.js';
 import { withModel, type Installed, type PeerContext, type PeerSetup, type StartedPeer } from './peer.js';
 import { TARGET_NAMES } from '../report.js';
-import { startPeerProcess, type RunningPeer } from './process.js';
+import { startPeerProcess, stepFailure, type RunningPeer } from './process.js';
 
 /** transports v1.3.13 with core v1.2.16 (31 October 2025). */
 export const BIFROST_COMMIT = 'e4c45fabed7ac9d3c216cc4f6e42cad16058f712';
@@ -75,9 +75,7 @@ async function buildBifrost(log: (m: string) => void): Promise<Installed> {
     writeFileSync(join(transports, 'bifrost-http', 'ui', 'index.html'), '<!doctype html><title>Bifrost</title>\n');
     await run('go', ['build', '-o', BINARY, './bifrost-http'], { cwd: transports, env, timeout: 1_200_000 });
   } catch (err) {
-    const e = err as { stderr?: string; message?: string };
-    const line = (e.stderr ?? e.message ?? String(err)).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('go: downloading')).slice(0, 2).join('; ');
-    return { ok: false, reason: `building Bifrost failed: ${line.slice(0, 300)}` };
+    return { ok: false, reason: `building Bifrost failed: ${stepFailure(err, (l) => !l.startsWith('go: downloading'))}` };
   }
   return { ok: true, version: VERSION };
 }

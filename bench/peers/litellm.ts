@@ -11,7 +11,7 @@ import { requestShape } from '../load.js';
 import { BENCH_MODELS } from '../models.js';
 import type { Installed, PeerContext, PeerSetup, StartedPeer } from './peer.js';
 import { TARGET_NAMES } from '../report.js';
-import { startPeerProcess } from './process.js';
+import { startPeerProcess, stepFailure } from './process.js';
 
 export const LITELLM_VERSION = '1.108.10';
 const DIR = new URL('../.litellm/', import.meta.url).pathname;
@@ -22,14 +22,6 @@ const MARKER = join(DIR, 'installed.json');
 const MASTER_KEY = 'sk-bench-litellm-master-0123456789abcdef';
 
 const run = promisify(execFile);
-
-function firstError(err: unknown): string {
-  const e = err as { stderr?: string; stdout?: string; killed?: boolean; message?: string };
-  if (e.killed) return 'timed out';
-  const text = `${e.stderr ?? ''}\n${e.stdout ?? ''}`;
-  const line = text.split('\n').find((l) => /error/i.test(l)) ?? e.message ?? String(err);
-  return line.trim().slice(0, 300);
-}
 
 /**
  * The proxy's own requirements, read from the wheel's metadata (its `proxy` extra), less
@@ -57,7 +49,7 @@ async function installLitellm(log: (m: string) => void): Promise<Installed> {
     const requirements = stdout.split('\n').filter((l) => l.trim() !== '');
     await run(pip[0] as string, [...pip.slice(1), ...requirements], { timeout: 900_000 });
   } catch (err) {
-    return { ok: false, reason: `pip install litellm ${LITELLM_VERSION} failed: ${firstError(err)}` };
+    return { ok: false, reason: `pip install litellm ${LITELLM_VERSION} failed: ${stepFailure(err, (l) => /error/i.test(l), 1)}` };
   }
   writeFileSync(MARKER, JSON.stringify({ version: LITELLM_VERSION }));
   return { ok: true, version: LITELLM_VERSION };
@@ -78,7 +70,7 @@ async function installPrisma(log: (m: string) => void): Promise<Installed> {
     const { stdout } = await run(PYTHON, ['-c', 'import litellm.proxy, os; print(os.path.dirname(litellm.proxy.__file__))'], { timeout: 60_000 });
     await run(join(VENV, 'bin', 'prisma'), ['generate', '--schema', join(stdout.trim(), 'schema.prisma')], { timeout: 300_000, env: { ...process.env, PATH: `${join(VENV, 'bin')}:${process.env.PATH ?? ''}` } });
   } catch (err) {
-    return { ok: false, reason: `prisma generate (LiteLLM's database client) failed: ${firstError(err)}` };
+    return { ok: false, reason: `prisma generate (LiteLLM's database client) failed: ${stepFailure(err, (l) => /error/i.test(l), 1)}` };
   }
   writeFileSync(marker, '{}');
   return base;

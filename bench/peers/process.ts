@@ -3,6 +3,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
+/**
+ * What a failed install or build step says, in a line or two: from its stderr (and stdout), the lines
+ * `keep` takes, else its message; "timed out" when the step was killed for its timeout.
+ */
+export function stepFailure(err: unknown, keep: (line: string) => boolean, lines = 2): string {
+  const e = err as { stderr?: string; stdout?: string; killed?: boolean; message?: string };
+  if (e.killed === true) return 'timed out';
+  const kept = `${e.stderr ?? ''}\n${e.stdout ?? ''}`.split('\n').filter((l) => l.trim() !== '' && keep(l));
+  return (kept.slice(0, lines).join('; ') || (e.message ?? String(err)).split('\n')[0] || '').trim().slice(0, 300);
+}
+
 export interface RunningPeer {
   url: string;
   /** The peer's main process. */
