@@ -1,10 +1,12 @@
 # syntax=docker/dockerfile:1
 # One image for both roles: `docker run IMAGE gateway` (default) or `docker run IMAGE operator`.
-# Build: compile TypeScript to dist/. Runtime: production dependencies only, non-root, read-only friendly.
+# Node 24 LTS (.node-version names the release CI runs). Build: compile TypeScript to dist/. Runtime: production dependencies only, non-root, read-only friendly.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
-COPY package.json package-lock.json ./
+# .node-version and tools/require-node.mjs: npm ci's preinstall check that Node is new enough.
+COPY package.json package-lock.json .node-version ./
+COPY tools/require-node.mjs ./tools/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -15,12 +17,12 @@ RUN npm run build \
  && mkdir -p dist/src/billing/lua \
  && cp src/billing/lua/*.lua dist/src/billing/lua/
 
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0
 WORKDIR /app

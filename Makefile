@@ -1,5 +1,6 @@
 # Thin wrappers over the npm scripts, so `make test` and `npm test` are the same thing.
-.PHONY: install start test lint typecheck bench bench-smoke build image tools k8s-test
+# `make check` is the one command for a fresh machine (tools/check.sh); `make test` the inner loop.
+.PHONY: check install start test lint typecheck bench bench-smoke build image tools k8s-test
 
 install:
 	npm ci
@@ -9,6 +10,9 @@ start:
 
 test:
 	npm test
+
+check:
+	tools/check.sh
 
 lint:
 	npm run lint

@@ -4,10 +4,20 @@
 # go.sum and the build stamps below, so a fresh clone (CI) reuses them and a version bump builds a new
 # set beside the old.
 #   TOLLGATE_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/tollgate-tools)
+#   --resolve             print the versions, stamps and cache key, and stop (no build, no download)
+#   --check               exit 0 when tools/bin holds the tools of this go.mod (no build)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-version() { go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' "$1"; }
+# Versions are read from go.mod's text, not from the module cache (`go list -m` and `.Dir` need the
+# modules downloaded, which a fresh machine has not done yet): resolving the cache key needs no network.
+version() { # module path -> its version, the replacement's when go.mod replaces it
+  awk -v m="$1" '
+    $1 == m && $2 == "=>" && $4 ~ /^v/ { replaced = $4 }
+    $1 == m && $2 ~ /^v/ && !required { required = $2 }
+    END { v = replaced ? replaced : required; if (!v) exit 1; print v }' go.mod \
+    || { echo "tools: $1 is not in tools/go.mod" >&2; exit 1; }
+}
 
 # Version stamps the upstream Makefiles set: helm and kube-apiserver check Kubernetes versions against
 # them (a chart's kubeVersion, the server's reported version), so an unstamped build misbehaves.
@@ -22,8 +32,11 @@ helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$helm \
 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$kube_minor \
 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kube_minor"
 
-# Prometheus module v0.316.0 is Prometheus 3.16.0: its VERSION file says so.
-prom_version=$(cat "$(go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")
+# Prometheus's Go module numbers release 3.X.Y as v0.3XX.Y (v0.316.0 is 3.16.0; its VERSION file says
+# so); derived here rather than read from the downloaded module.
+prom_module=$(version github.com/prometheus/prometheus)
+prom_minor=$(echo "$prom_module" | cut -d. -f2)
+prom_version="$((10#$prom_minor / 100)).$((10#$prom_minor % 100)).$(echo "$prom_module" | cut -d. -f3)"
 prom_ldflags="-X github.com/prometheus/common/version.Version=$prom_version"
 
 # The prometheus-operator CRDs (ServiceMonitor, PrometheusRule), so the production values install into
@@ -34,6 +47,11 @@ promop=github.com/prometheus-operator/prometheus-operator@v0.85.0
 # The cache key: the pinned modules and how they are built.
 hash=$(printf '%s\n' "$(cat go.mod go.sum)" "$kube_ldflags" "$helm_ldflags" "$prom_ldflags" "$promop" | sha256sum | cut -c1-16)
 cache="${TOLLGATE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate-tools}/$hash"
+if [ "${1:-}" = --resolve ]; then
+  printf 'kubernetes %s\nhelm %s\nprometheus %s\nprometheus-operator %s\nhash %s\ncache %s\n' \
+    "$kube" "$helm" "$prom_version" "${promop#*@}" "$hash" "$cache"
+  exit 0
+fi
 if [ "${1:-}" = --check ]; then
   # CI's test run: are the tools of this tools/go.mod linked? (No building.)
   [ "$(cat bin/.hash 2>/dev/null)" = "$hash" ] && exit 0
@@ -41,6 +59,12 @@ if [ "${1:-}" = --check ]; then
   exit 1
 fi
 mkdir -p "$cache/bin" bin
+# Every module the builds read, fetched up front (a fresh machine's module cache is empty; `go build`
+# would fetch them too, but one download step shows its own time and fails early and clearly).
+echo "tools: downloading modules"
+started=$SECONDS
+go mod download
+echo "tools: modules downloaded in $((SECONDS - started)) s"
 # One build at a time per cache (test files may ask for the tools at once).
 exec 9>"$cache/.lock"
 flock 9
