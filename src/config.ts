@@ -42,6 +42,12 @@ export interface GatewayConfig {
   reaperIntervalMs: number;
   /** How long a key lookup is trusted before it is read again (revocation latency bound). */
   keyCacheTtlMs: number;
+  /** Refusals of unrecognised keys per client address per minute before further ones get 429; 0: no limit. */
+  keyRefusalsPerMinute: number;
+  /** Record look-ups per second of key hashes Redis's complete directory does not know (late pushes). */
+  unknownKeyLookupsPerSecond: number;
+  /** Behind a proxy that appends the client to X-Forwarded-For (the chart's ingress): count that hop. */
+  trustProxy: boolean;
   usageMaxRecords: number;
   /** Per account: most bytes and responses the Responses API keeps (oldest first out). */
   storedResponsesMaxBytes: number;
@@ -124,6 +130,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     reasoningKey: env.TOLLGATE_REASONING_KEY ?? '',
     reconcileIntervalMs: int(env, 'TOLLGATE_RECONCILE_INTERVAL_MS', 15 * 60 * 1000),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
+    keyRefusalsPerMinute: int(env, 'TOLLGATE_KEY_REFUSALS_PER_MINUTE', 60),
+    unknownKeyLookupsPerSecond: int(env, 'TOLLGATE_UNKNOWN_KEY_LOOKUPS_PER_SECOND', 5),
+    trustProxy: env.TOLLGATE_TRUST_PROXY === 'true',
     usageMaxRecords: int(env, 'TOLLGATE_USAGE_MAX_RECORDS', 10_000),
     storedResponsesMaxBytes: int(env, 'TOLLGATE_STORED_RESPONSES_MAX_BYTES', 256 * 1024 * 1024),
     storedResponsesMaxCount: int(env, 'TOLLGATE_STORED_RESPONSES_MAX_COUNT', 10_000),

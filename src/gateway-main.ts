@@ -82,7 +82,7 @@ async function main(): Promise<void> {
   const record = config.databaseUrl === undefined ? undefined : await openRecord(config);
   const journal = record === undefined ? undefined : journalWriter(record, config, owned.journalStream);
   // With the record, accounts, keys and credits commit to PostgreSQL first, then Redis.
-  const recorded = record === undefined ? undefined : recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs });
+  const recorded = record === undefined ? undefined : recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs, unknownKeyLookupsPerSecond: config.unknownKeyLookupsPerSecond });
   const backend = recorded ?? owned.backend;
   const gateway = await startGateway({ config, catalog, backend, ...(record === undefined ? {} : { responsesStore: new RecordResponsesStore(record, Date.now, { maxBytes: config.storedResponsesMaxBytes, maxCount: config.storedResponsesMaxCount }) }), secrets, tracing, logger, ledgerHealth: owned.health, ...(journal === undefined ? {} : { journal }), ...(record === undefined ? {} : { record }) });
   const books = record === undefined ? undefined : reconcileSources(record, backend, owned.journalStream, journal);

@@ -290,6 +290,8 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
     authenticator,
     exchange,
     keyMarker: config.keyMarker,
+    keyRefusalsPerMinute: config.keyRefusalsPerMinute,
+    trustProxy: config.trustProxy,
     maxBodyBytes: config.maxBodyBytes,
     bodyReadTimeoutMs: config.bodyReadTimeoutMs,
     responses: responsesOptions(parts.responsesStore, config, logger),

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
   // The record: PostgreSQL with DATABASE_URL, else the embedded one under TOLLGATE_DATA_DIR. Accounts,
   // keys and credits commit there first, then the hot path.
   const record = await openRecord(config);
-  const backend = recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs });
+  const backend = recordedBackend(owned.backend, record, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs, unknownKeyLookupsPerSecond: config.unknownKeyLookupsPerSecond });
   const { ledger } = backend;
   const journal = journalWriter(record, config, owned.journalStream);
 

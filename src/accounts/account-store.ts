@@ -66,6 +66,23 @@ export interface AccountStore {
  * or key first, then the hot path takes the same record. Both are idempotent upserts; a restored key
  * keeps whatever spend the hot path already counts for it.
  */
+/**
+ * What the hot path knows of a secret hash: the key; a pointer whose record is gone (the account's data
+ * was lost, the directory of hashes was not); or nothing, with whether the hot path's directory of key
+ * hashes is complete (every key of the record was loaded into it since it last lost its data).
+ */
+export type HotKeyLookup =
+  | { kind: 'found'; record: ApiKeyRecord }
+  | { kind: 'dangling'; accountId: string; keyId: string }
+  | { kind: 'absent'; directoryComplete: boolean };
+
+/** One entry of the directory of key hashes: the hash of a secret and the key it belongs to. */
+export interface KeyPointer {
+  secretHash: string;
+  accountId: string;
+  keyId: string;
+}
+
 export interface RestorableAccountStore extends AccountStore {
   /**
    * Writes the account (its default rate limits included). With a version (the record's count of
@@ -78,4 +95,15 @@ export interface RestorableAccountStore extends AccountStore {
    * ignored, so copies that arrive out of order never bring an older state back. False when ignored.
    */
   restoreKey(record: ApiKeyRecord, secretHash: string, version?: number): Promise<boolean>;
+  /** The hot-path lookup with the directory's state, so the record is asked only when it must be. */
+  lookupKey(secretHash: string): Promise<HotKeyLookup>;
+  /**
+   * Loading the whole directory of key hashes from the record: `begin` marks a load under way (and
+   * returns its token), `restoreKeyPointers` writes a page of pointers, `complete` marks the directory
+   * complete only if a load's mark is still there (a wipe during the load drops it, and the next lookup
+   * loads again). False when it did not.
+   */
+  beginKeyDirectoryLoad(): Promise<string>;
+  restoreKeyPointers(pointers: readonly KeyPointer[]): Promise<void>;
+  completeKeyDirectoryLoad(token: string): Promise<boolean>;
 }

@@ -1,5 +1,5 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
@@ -11,6 +11,8 @@ const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r, ...(r.rateLimits === un
 const copyAccount = (a: Account): Account => ({ ...a, ...(a.rateLimits === undefined ? {} : { rateLimits: { ...a.rateLimits } }) });
 
 export class MemoryAccountStore implements RestorableAccountStore {
+  private directoryLoads = 0;
+
   constructor(
     private readonly state: MemoryState,
     private readonly marker: string,
@@ -60,6 +62,30 @@ export class MemoryAccountStore implements RestorableAccountStore {
   async findKeyByHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
     const ref = this.state.keyHash.get(secretHash);
     return ref ? this.getKey(ref.accountId, ref.keyId) : undefined;
+  }
+
+  async lookupKey(secretHash: string): Promise<HotKeyLookup> {
+    const ref = this.state.keyHash.get(secretHash);
+    if (ref === undefined) return { kind: 'absent', directoryComplete: this.state.keyDirectory === 'complete' };
+    const record = await this.getKey(ref.accountId, ref.keyId);
+    return record === undefined ? { kind: 'dangling', ...ref } : { kind: 'found', record };
+  }
+
+  async beginKeyDirectoryLoad(): Promise<string> {
+    const token = String(++this.directoryLoads);
+    this.state.keyDirectory = token;
+    return token;
+  }
+
+  async restoreKeyPointers(pointers: readonly KeyPointer[]): Promise<void> {
+    for (const p of pointers) this.state.keyHash.set(p.secretHash, { accountId: p.accountId, keyId: p.keyId });
+  }
+
+  async completeKeyDirectoryLoad(_token: string): Promise<boolean> {
+    // As the Redis script: any load's mark will do (see lua/key-directory.lua); none means it was dropped.
+    if (this.state.keyDirectory === undefined) return false;
+    this.state.keyDirectory = 'complete';
+    return true;
   }
 
   async getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {

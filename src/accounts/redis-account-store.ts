@@ -1,7 +1,8 @@
 // Accounts and keys in Redis. A key's record is a hash under its account's hash tag, so the reserve
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
+import { randomUUID } from 'node:crypto';
+import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
@@ -126,6 +127,38 @@ export class RedisAccountStore implements RestorableAccountStore {
 
   async getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {
     return toRecord(await this.redis.hgetall(this.k.key(accountId, keyId)));
+  }
+
+  async lookupKey(secretHash: string): Promise<HotKeyLookup> {
+    const ref = await this.redis.get(this.k.keyHash(secretHash));
+    if (!ref) return { kind: 'absent', directoryComplete: (await this.redis.exists(this.k.keyDirectoryComplete())) === 1 };
+    const sep = ref.indexOf(' ');
+    const accountId = ref.slice(0, sep);
+    const keyId = ref.slice(sep + 1);
+    const record = await this.getKey(accountId, keyId);
+    return record === undefined ? { kind: 'dangling', accountId, keyId } : { kind: 'found', record };
+  }
+
+  async beginKeyDirectoryLoad(): Promise<string> {
+    const token = randomUUID();
+    await this.redis.set(this.k.keyDirectoryLoading(), token);
+    return token;
+  }
+
+  async restoreKeyPointers(pointers: readonly KeyPointer[]): Promise<void> {
+    if (pointers.length === 0) return;
+    // Plain SETs: each pointer is its own slot on a cluster, and a hash never changes owner, so a write
+    // racing a key's own push writes the same value.
+    const pipeline = this.redis.pipeline();
+    for (const p of pointers) pipeline.set(this.k.keyHash(p.secretHash), `${p.accountId} ${p.keyId}`);
+    const results = await pipeline.exec();
+    const failed = results?.find(([err]) => err !== null);
+    if (failed?.[0]) throw failed[0];
+  }
+
+  async completeKeyDirectoryLoad(token: string): Promise<boolean> {
+    const done = await this.scripts.run<number>('key-directory', [this.k.keyDirectoryLoading(), this.k.keyDirectoryComplete()], [token]);
+    return done === 1;
   }
 
   async listKeys(accountId: string): Promise<ApiKeyRecord[]> {

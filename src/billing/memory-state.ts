@@ -58,6 +58,8 @@ export interface MemoryAccount {
 export interface MemoryState {
   accounts: Map<string, MemoryAccount>;
   keyHash: Map<string, { accountId: string; keyId: string }>;
+  /** The directory of key hashes: 'complete' once loaded from the record, a load's token while one runs. */
+  keyDirectory?: string;
 }
 
 export function newMemoryState(): MemoryState {

@@ -23,6 +23,12 @@ export interface RedisKeys {
   /** Zset of account ids by creation time. */
   accountList(): string;
   /**
+   * Set when every key of the record was loaded into the key-hash lookup (gone with a wipe), and the mark
+   * of a load under way; both under one tag so one script moves from the second to the first.
+   */
+  keyDirectoryComplete(): string;
+  keyDirectoryLoading(): string;
+  /**
    * The reaper index of the account's slot: account ids scored by (a lower bound of) their earliest
    * hold deadline. One per cluster slot, written by the reserve script itself.
    */
@@ -49,6 +55,8 @@ export function redisKeys(namespace: string): RedisKeys {
     credit: (a, i) => `${tag(a)}credit:${i}`,
     keyHash: (h) => `${namespace}:keyhash:${h}`,
     accountList: () => `${namespace}:accounts`,
+    keyDirectoryComplete: () => `${namespace}:{key-directory}:complete`,
+    keyDirectoryLoading: () => `${namespace}:{key-directory}:loading`,
     reapIndex: (a) => `${namespace}:{${tagForSlot(slotOfTag(a))}}:reap-index`,
     reapIndexOfSlot: (slot) => `${namespace}:{${tagForSlot(slot)}}:reap-index`,
     reapSlots: () => `${namespace}:reap-slots`,

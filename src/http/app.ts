@@ -8,6 +8,7 @@ import Router from '@koa/router';
 import type { CatalogSource } from '../catalog/snapshot.js';
 import type { ExchangeDeps } from '../exchange/exchange.js';
 import { authenticate, type KeyAuthenticator } from '../authenticate/authenticate.js';
+import { RefusalThrottle } from '../authenticate/refusal-throttle.js';
 import { jsonBody } from '../decode/json-body.js';
 import { refuseCrossOrigin } from './no-cross-origin.js';
 import { requestContext, type ErrorReporter } from './request-context.js';
@@ -24,6 +25,10 @@ export interface GatewayAppDeps {
   authenticator: KeyAuthenticator;
   exchange: ExchangeDeps;
   keyMarker: string;
+  /** Refusals of unrecognised keys per client address per minute before 429 (0: no limit). */
+  keyRefusalsPerMinute: number;
+  /** The client address is the hop a trusted proxy appended to X-Forwarded-For, not the socket's peer. */
+  trustProxy: boolean;
   maxBodyBytes: number;
   /** The whole body must arrive within this long of the key being accepted (408 after). */
   bodyReadTimeoutMs: number;
@@ -95,6 +100,8 @@ function apiRouter(deps: GatewayAppDeps): { api: Router<GatewayState>; completio
 export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
   const app = new Koa<GatewayState>();
   app.proxy = true;
+  // ctx.ip is then the last X-Forwarded-For hop (the one the trusted proxy appended), never one a client wrote.
+  app.maxIpsCount = 1;
   app.silent = true;
   const health = healthRouter(deps);
   const { api, completionRoutes } = apiRouter(deps);
@@ -149,7 +156,9 @@ export function createGatewayApp(deps: GatewayAppDeps): Koa<GatewayState> {
   if (deps.tracing.enabled) app.use(traceRequest);
   app.use(healthChecks);
   app.use(refuseCrossOrigin);
-  app.use(authenticate(deps.authenticator, deps.keyMarker));
+  const keyRefusals = new RefusalThrottle(deps.keyRefusalsPerMinute);
+  const clientAddress = (ctx: GatewayContext): string => (deps.trustProxy ? ctx.ip : (ctx.req.socket.remoteAddress ?? ''));
+  app.use(authenticate(deps.authenticator, deps.keyMarker, keyRefusals, clientAddress));
   app.use(jsonBody({ limitBytes: deps.maxBodyBytes, readTimeoutMs: deps.bodyReadTimeoutMs }));
   app.use(completions);
   app.use(api.routes());

@@ -8,13 +8,18 @@
 // overwrites a newer one. A push that fails (Redis down or refusing writes after the COMMIT) is retried
 // by this process at short intervals, and every process's key sweeper pushes any key whose hot_version
 // is behind its version, so a revocation reaches the gateways however the first write went.
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
+//
+// The hot path holds every key's hash (the directory), loaded whole from the record after it lost its
+// data, so a hash it does not know is refused without a query: a flood of made-up keys costs the record
+// nothing but a few budgeted look-ups a second (LookupBudget), which find a key whose push is late.
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyPointer, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
 import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
 import { newAccountId } from '../accounts/ids.js';
 import { newKeyRecord } from '../accounts/key-record.js';
 import { checkCaps, checkImportedSecret } from '../accounts/validation.js';
 import { checkRateLimits, compactRateLimits, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
+import { LookupBudget } from './lookup-budget.js';
 
 interface AccountRow {
   id: string;
@@ -103,7 +108,20 @@ export interface RecordedAccountStoreOptions {
   keySweepMs?: number;
   /** A committed key change could not be pushed to the hot path; it is retried. */
   onKeyPending?: (err: unknown, accountId: string, keyId: string) => void;
+  /**
+   * Record look-ups per second (and burst) of key hashes the hot path's complete directory does not
+   * know. Default 5; 0: none (a late key is then found only once its push lands).
+   */
+  unknownKeyLookupsPerSecond?: number;
+  /** Each record query made for a key lookup, by why it was made (tests and metrics count them). */
+  onKeyQuery?: (reason: KeyQueryReason) => void;
 }
+
+/** Why a key lookup asked the record: a pointer without its key, a budgeted unknown hash, a directory load. */
+export type KeyQueryReason = 'dangling' | 'unknown' | 'directory';
+
+/** Pointers one query of the directory load reads. */
+const DIRECTORY_PAGE = 5_000;
 
 /** A key as the record has it, with its version and secret hash: what the hot path is given. */
 interface RecordedKey {
@@ -156,6 +174,9 @@ export class RecordedAccountStore implements AccountStore {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private sweeping: Promise<number> | undefined;
   private closed = false;
+  private readonly unknownKeyLookups: LookupBudget;
+  private readonly onKeyQuery: ((reason: KeyQueryReason) => void) | undefined;
+  private loadingDirectory: Promise<void> | undefined;
 
   constructor(opts: RecordedAccountStoreOptions) {
     this.db = opts.db;
@@ -164,6 +185,8 @@ export class RecordedAccountStore implements AccountStore {
     this.now = opts.now ?? Date.now;
     this.onAccountCreated = opts.onAccountCreated;
     this.onKeyPending = opts.onKeyPending;
+    this.unknownKeyLookups = new LookupBudget(opts.unknownKeyLookupsPerSecond ?? 5, this.now);
+    this.onKeyQuery = opts.onKeyQuery;
     const sweepMs = opts.keySweepMs ?? 500;
     if (sweepMs > 0) {
       this.sweepTimer = setInterval(() => void this.sweepKeys(), sweepMs);
@@ -268,10 +291,55 @@ export class RecordedAccountStore implements AccountStore {
   }
 
   async findKeyByHash(secretHash: string): Promise<ApiKeyRecord | undefined> {
-    const hot = await this.hot.findKeyByHash(secretHash);
-    if (hot !== undefined) return this.newest(hot);
-    const found = await this.recordedKey('secret_hash = $1', [secretHash]);
-    return found === undefined ? undefined : this.reseed(found);
+    let hot = await this.hot.lookupKey(secretHash);
+    if (hot.kind === 'absent' && !hot.directoryComplete) {
+      // The hot path lost its data (or never had the directory): load every key's hash once, then ask again.
+      await this.loadKeyDirectory();
+      hot = await this.hot.lookupKey(secretHash);
+    }
+    switch (hot.kind) {
+      case 'found':
+        return this.newest(hot.record);
+      case 'dangling': {
+        // A live key whose account's data is gone from the hot path: read it and its account back.
+        this.onKeyQuery?.('dangling');
+        const found = await this.recordedKey('account_id = $1 AND id = $2', [hot.accountId, hot.keyId]);
+        return found === undefined ? undefined : this.reseed(found);
+      }
+      case 'absent': {
+        if (!this.unknownKeyLookups.take()) return undefined;
+        this.onKeyQuery?.('unknown');
+        const found = await this.recordedKey('secret_hash = $1', [secretHash]);
+        return found === undefined ? undefined : this.reseed(found);
+      }
+    }
+  }
+
+  /**
+   * Loads the directory of key hashes (every key's hash and owner, revoked ones too so they are refused
+   * as revoked) from the record into the hot path, a page at a time, then marks it complete. One load at
+   * a time per process; gateways loading at once write the same pointers.
+   */
+  private loadKeyDirectory(): Promise<void> {
+    this.loadingDirectory ??= (async () => {
+      const token = await this.hot.beginKeyDirectoryLoad();
+      let after = '';
+      for (;;) {
+        this.onKeyQuery?.('directory');
+        const page = await this.db.query<{ id: string; account_id: string; secret_hash: string }>(
+          'SELECT id, account_id, secret_hash FROM api_keys WHERE id > $1 ORDER BY id LIMIT $2',
+          [after, DIRECTORY_PAGE],
+        );
+        const pointers: KeyPointer[] = page.rows.map((r) => ({ secretHash: r.secret_hash, accountId: r.account_id, keyId: r.id }));
+        await this.hot.restoreKeyPointers(pointers);
+        if (page.rows.length < DIRECTORY_PAGE) break;
+        after = page.rows[page.rows.length - 1]?.id ?? after;
+      }
+      await this.hot.completeKeyDirectoryLoad(token);
+    })().finally(() => {
+      this.loadingDirectory = undefined;
+    });
+    return this.loadingDirectory;
   }
 
   async getKey(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {

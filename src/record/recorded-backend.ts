@@ -3,7 +3,7 @@
 // account's money from the record (on creation, and again after a wipe).
 import type { Backend, HotBackend } from '../billing/backends.js';
 import type { Database } from './database.js';
-import { RecordedAccountStore } from './recorded-account-store.js';
+import { RecordedAccountStore, type RecordedAccountStoreOptions } from './recorded-account-store.js';
 import { RecordedLedger, type RecordedLedgerOptions } from './recorded-ledger.js';
 
 /** The backend over the record; its ledger also applies committed movements (top-ups, refunds). */
@@ -15,10 +15,14 @@ export interface RecordedBackend extends Backend {
 export interface RecordedBackendOptions extends Omit<RecordedLedgerOptions, 'restoreKeys'> {
   /** How often keys with a change the hot path may lack are pushed again (RecordedAccountStoreOptions). */
   keySweepMs?: number;
+  /** Record look-ups per second of unknown key hashes (RecordedAccountStoreOptions). */
+  unknownKeyLookupsPerSecond?: number;
+  /** Each record query a key lookup makes (RecordedAccountStoreOptions). */
+  onKeyQuery?: RecordedAccountStoreOptions['onKeyQuery'];
 }
 
 export function recordedBackend(hot: HotBackend, db: Database, keyMarker: string, opts: RecordedBackendOptions = {}): RecordedBackend {
-  const { keySweepMs, ...ledgerOpts } = opts;
+  const { keySweepMs, unknownKeyLookupsPerSecond, onKeyQuery, ...ledgerOpts } = opts;
   // A new account cannot have settlements in flight: it is loaded with no rebuild window.
   const accounts: RecordedAccountStore = new RecordedAccountStore({
     db,
@@ -26,6 +30,8 @@ export function recordedBackend(hot: HotBackend, db: Database, keyMarker: string
     keyMarker,
     onAccountCreated: (id) => ledger.seed(id, 0),
     ...(keySweepMs === undefined ? {} : { keySweepMs }),
+    ...(unknownKeyLookupsPerSecond === undefined ? {} : { unknownKeyLookupsPerSecond }),
+    ...(onKeyQuery === undefined ? {} : { onKeyQuery }),
   });
   const ledger = new RecordedLedger(hot.ledger, db, { ...ledgerOpts, restoreKeys: (id) => accounts.restoreAccountKeys(id) });
   return { accounts, ledger };

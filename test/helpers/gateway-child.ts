@@ -51,7 +51,7 @@ const databaseUrl = process.env.TOLLGATE_TEST_DATABASE_URL;
 const db = databaseUrl === undefined || databaseUrl === '' ? undefined : await openPostgres(databaseUrl, { max: 2 });
 // With TOLLGATE_TEST_RECORD=1 the backend is the production one over a record: accounts, keys and money
 // loaded from PostgreSQL (again after a Redis wipe), as gateway-main builds it with DATABASE_URL.
-const backend = db !== undefined && process.env.TOLLGATE_TEST_RECORD === '1' ? recordedBackend(hot, db, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs }) : hot;
+const backend = db !== undefined && process.env.TOLLGATE_TEST_RECORD === '1' ? recordedBackend(hot, db, config.keyMarker, { rebuildWindowMs: config.rebuildWindowMs, unknownKeyLookupsPerSecond: config.unknownKeyLookupsPerSecond }) : hot;
 const journal =
   db === undefined
     ? undefined

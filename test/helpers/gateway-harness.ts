@@ -17,7 +17,7 @@ import { GatewayMetrics } from '../../src/telemetry/metrics.js';
 import type { Tracing } from '../../src/telemetry/tracing.js';
 import type { Database } from '../../src/record/database.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
-import { recordedBackend } from '../../src/record/recorded-backend.js';
+import { recordedBackend, type RecordedBackendOptions } from '../../src/record/recorded-backend.js';
 import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
 import type { UpstreamFormatName } from '../../src/formats/index.js';
@@ -68,6 +68,10 @@ export interface HarnessOptions {
    * journaled to it, as in gateway-main with DATABASE_URL. The caller owns (and closes) the database.
    */
   record?: Database;
+  /** The Redis of `ledger: 'redis'` (default: the suite's shared one). */
+  redisUrl?: string;
+  /** Options of the record's backend (`record` only). */
+  recordOptions?: RecordedBackendOptions;
 }
 
 export interface Harness {
@@ -123,13 +127,13 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   let redis: Redis | undefined;
   let redisNamespace: string | undefined;
   if (opts.ledger === 'redis') {
-    redis = new Redis(inject('redisUrl'), { enableAutoPipelining: true });
+    redis = new Redis(opts.redisUrl ?? inject('redisUrl'), { enableAutoPipelining: true });
     redisNamespace = `e2e${process.pid}x${namespaceCounter++}x${Date.now()}`;
     hot = createRedisBackend({ redis, namespace: redisNamespace, ...(opts.usageMaxRecords === undefined ? {} : { usageMaxRecords: opts.usageMaxRecords }) });
   } else {
     hot = createMemoryBackend();
   }
-  const backend: Backend = opts.record === undefined ? hot : recordedBackend(hot, opts.record, 'tg');
+  const backend: Backend = opts.record === undefined ? hot : recordedBackend(hot, opts.record, 'tg', opts.recordOptions);
   const journal =
     opts.record === undefined
       ? undefined
