@@ -73,6 +73,8 @@ export function pidsWhere(match: (cmdline: string) => boolean, from: 'cmdline' |
 export interface TargetEntry {
   path: string;
   execArgv: string[];
+  /** The node binary to run it on (default: this process's). */
+  execPath?: string;
 }
 
 export const SOURCE_ENTRY: TargetEntry = { path: new URL('./serve.ts', import.meta.url).pathname, execArgv: ['--import', 'tsx'] };
@@ -85,6 +87,7 @@ export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [],
   const child: ChildProcess = fork(entry.path, [], {
     env: { ...process.env, BENCH_SERVE_SPEC: JSON.stringify(spec) },
     execArgv: [...entry.execArgv, '--expose-gc', ...extraNodeArgs],
+    ...(entry.execPath === undefined ? {} : { execPath: entry.execPath }),
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   const ready = await new Promise<Extract<ServeMessage, { type: 'ready' }>>((resolve, reject) => {

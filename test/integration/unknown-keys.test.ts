@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey } from '../../src/accounts/api-key.js';
-import { openPostgres, type Database } from '../../src/record/database.js';
+import { openPostgres, type Database, type QueryOptions, type SqlValue } from '../../src/record/database.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { startRedisServer, type OwnRedisProcess } from '../helpers/redis-server.js';
 import { createTestDatabase } from '../helpers/test-database.js';
@@ -22,15 +22,25 @@ function counted(db: Database): { db: Database; keyQueries: () => number } {
   };
   const wrapped: Database = {
     kind: db.kind,
-    query: ((sql: string, params?: unknown[]) => {
+    query: (sql, params, opts) => {
       note(sql);
-      return (db.query as (s: string, p?: unknown[]) => Promise<unknown>)(sql, params);
-    }) as Database['query'],
-    transaction: ((fn: Parameters<Database['transaction']>[0]) =>
-      db.transaction((tx) => {
-        const query = tx.query.bind(tx) as (s: string, p?: unknown[]) => Promise<unknown>;
-        return fn(Object.assign(Object.create(tx) as typeof tx, { query: ((sql: string, params?: unknown[]) => (note(sql), query(sql, params))) as typeof tx.query }));
-      })) as Database['transaction'],
+      return db.query(sql, params, opts);
+    },
+    exec: (script) => {
+      note(script);
+      return db.exec(script);
+    },
+    transaction: (fn) =>
+      db.transaction((tx) =>
+        fn(
+          Object.assign(Object.create(tx) as typeof tx, {
+            query: ((sql: string, params?: readonly SqlValue[], opts?: QueryOptions) => {
+              note(sql);
+              return tx.query(sql, params, opts);
+            }) as typeof tx.query,
+          }),
+        ),
+      ),
     close: () => db.close(),
   };
   return { db: wrapped, keyQueries: () => n };
