@@ -120,6 +120,11 @@ export interface UpstreamFormat {
   modelsPath(basePath: string): string;
   /** The header the credential goes in unless the catalog says otherwise. */
   defaultCredentialsHeader: string;
+  /**
+   * The query parameter this format's servers also take the credential in (Gemini's `key`), if any: a
+   * value found there in an upstream's URL was sent as a credential, and is redacted like the header's.
+   */
+  credentialQueryParameter: string | undefined;
   /** Headers every call needs; `client` carries the client's own when it speaks this format too. */
   protocolHeaders(client?: ClientProtocolHeaders): Record<string, string>;
   /** The message of an error body this format's servers answer with, if the body is one. */

@@ -14,6 +14,7 @@ export const anthropicMessagesUpstream: UpstreamFormat = {
   chatPath: (basePath) => `${basePath}/v1/messages`,
   modelsPath: (basePath) => `${basePath}/v1/models`,
   defaultCredentialsHeader: 'x-api-key',
+  credentialQueryParameter: undefined,
   protocolHeaders: (client) => {
     const beta = client?.['anthropic-beta'];
     return { 'anthropic-version': client?.['anthropic-version'] ?? ANTHROPIC_VERSION, ...(beta === undefined ? {} : { 'anthropic-beta': beta }) };

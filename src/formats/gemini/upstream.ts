@@ -1,7 +1,7 @@
 // A Gemini upstream (Google's Gemini API, docs/wire-formats.md E): its base URL is the bare origin
 // (https://generativelanguage.googleapis.com), the model is named in the path, a stream is its own
 // endpoint (streamGenerateContent, as server-sent events with alt=sse), and the key goes in
-// x-goog-api-key. Its errors read {"error": {"code", "message", "status"}}.
+// x-goog-api-key (its servers take it as ?key= too). Its errors read {"error": {"code", "message", "status"}}.
 import { isRecord, type JsonObject } from '../../translate/representation/index.js';
 import { imagePayloadTokens } from '../../wire/image-tokens.js';
 import { jsonBytes } from '../../wire/json-shape.js';
@@ -31,6 +31,7 @@ export const geminiUpstream: UpstreamFormat = {
     `${basePath}/v1beta/models/${encodeURIComponent(model)}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
   modelsPath: (basePath) => `${basePath}/v1beta/models`,
   defaultCredentialsHeader: 'x-goog-api-key',
+  credentialQueryParameter: 'key',
   protocolHeaders: () => ({}),
   errorMessage: nestedErrorMessage,
   encodeRequest(req, ctx) {

@@ -11,6 +11,7 @@ export const openaiChatUpstream: UpstreamFormat = {
   chatPath: (basePath) => `${basePath}/chat/completions`,
   modelsPath: (basePath) => `${basePath}/models`,
   defaultCredentialsHeader: 'authorization',
+  credentialQueryParameter: undefined,
   protocolHeaders: () => ({}),
   // {"error": {"message", "type", "param", "code"}}
   errorMessage: nestedErrorMessage,
