@@ -102,6 +102,15 @@ describe('server tools', () => {
   });
 });
 
+describe('documents outside the body', () => {
+  it('a PDF by URL (its text never crosses the gateway) is refused: 400 naming where it is, nothing sent or charged', async () => {
+    const content = [{ type: 'text', text: 'summarise' }, { type: 'document', source: { type: 'url', url: 'https://example.com/report.pdf' } }];
+    const r = await refusedBeforeUpstream(() => post('/v1/messages', message({ messages: [{ role: 'user', content }] })));
+    expect(r.status).toBe(400);
+    expect(r.json.error?.message).toContain('messages.0.content.1');
+  });
+});
+
 describe('the context window', () => {
   const long = 'x'.repeat(SMALL_WINDOW + 500);
 

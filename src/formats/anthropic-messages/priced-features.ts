@@ -1,8 +1,9 @@
 // What an Anthropic-format upstream is sent of a client's own Anthropic request: only what the gateway
 // can price. The reservation and the charge know tokens at the catalog's prices; a beta that adds a
 // billed unit of its own (a server tool's per-use fee, long-context or fast-mode prices, files or
-// containers whose content never crosses the gateway) would be served and never charged. Such betas and
-// server tools are refused with a 400 naming them (the catalog has no per-use prices to reserve them at).
+// containers whose content never crosses the gateway) would be served and never charged. Such betas,
+// server tools and documents given by URL are refused with a 400 naming them (the catalog has no per-use
+// prices to reserve them at).
 
 import { isRecord, TranslationError, type JsonObject } from '../../translate/representation/index.js';
 
@@ -66,7 +67,23 @@ export function serverTools(tools: unknown): Array<[number, string]> {
   return found;
 }
 
-/** Refuses (a 400 naming them) the betas and server tools of a request the gateway could not charge for. */
+/** Documents whose content is not in the body (a PDF by URL, a Files API id): their text cannot be bounded. */
+export function documentsOutsideBody(messages: unknown): string[] {
+  const found: string[] = [];
+  const visit = (content: unknown, at: string): void => {
+    if (!Array.isArray(content)) return;
+    content.forEach((block: unknown, j) => {
+      if (!isRecord(block)) return;
+      const source = block.source;
+      if (block.type === 'document' && isRecord(source) && (source.type === 'url' || source.type === 'file')) found.push(`${at}.${j}`);
+      if (block.type === 'tool_result') visit(block.content, `${at}.${j}.content`);
+    });
+  };
+  if (Array.isArray(messages)) messages.forEach((m: unknown, i) => isRecord(m) && visit(m.content, `messages.${i}.content`));
+  return found;
+}
+
+/** Refuses (a 400 naming them) the betas, server tools and outside documents of a request the gateway could not charge for. */
 export function refuseUnpriced(body: JsonObject, betaHeader: string | undefined): void {
   const betas = unpricedBetas(betaHeader);
   if (betas.length > 0) {
@@ -83,6 +100,14 @@ export function refuseUnpriced(body: JsonObject, betaHeader: string | undefined)
       400,
       `tools: ${tools.map(([i, type]) => `tools.${i} (${type})`).join(', ')} ${tools.length === 1 ? 'is a server tool' : 'are server tools'}, billed by the upstream per use, which this gateway cannot charge for; use tools the client runs (custom tools, bash, text editor, computer use, memory).`,
       `tools.${first[0]}.type`,
+    );
+  }
+  const outside = documentsOutsideBody(body.messages);
+  if (outside.length > 0) {
+    throw new TranslationError(
+      400,
+      `${outside.join(', ')}: a document by URL or file id is read by the upstream, not sent through the gateway, so its cost cannot be bounded; send the PDF as base64 data.`,
+      outside[0] ?? null,
     );
   }
 }
