@@ -6,6 +6,7 @@
 // model's context window is refused in either client format instead of being reserved at the window.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import { objectStreamPdf } from '../helpers/pdf-fixtures.js';
 
 const MODEL = 'outlaw-1-xploded';
 /** The model with a small context window, to show the window refusal with a small prompt. */
@@ -129,5 +130,29 @@ describe('the context window', () => {
   it('a prompt within it is served', async () => {
     const r = await post('/v1/messages', { ...message(), model: SMALL, messages: [{ role: 'user', content: 'x'.repeat(SMALL_WINDOW / 2) }] });
     expect(r.status).toBe(200);
+  });
+});
+
+describe('a PDF to a Gemini upstream', () => {
+  let g: Harness;
+  beforeAll(async () => {
+    // $0.30 per million input tokens: 200 pages at 560 tokens are 33,600 µUSD, the PDF's ~2 KB of bytes ~600.
+    g = await startHarness({ upstreamFormat: 'gemini', balanceMicros: 20_000 });
+  });
+  afterAll(async () => {
+    await g?.close();
+  });
+
+  it('is reserved by its pages, not its bytes: 200 blank pages in 2 KB do not fit a 20,000 µUSD balance (402, nothing sent)', async () => {
+    const pdf = objectStreamPdf(200).toString('base64');
+    const res = await fetch(`${g.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': g.key },
+      body: JSON.stringify({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: pdf } }, { type: 'text', text: 'summarise' }] }] }),
+    });
+    const json = (await res.json()) as Reply['json'];
+    expect(res.status).toBe(402);
+    expect(json.error?.message).toMatch(/worst case is 0\.03\d+ USD/);
+    expect(g.simulator.requests).toHaveLength(0);
   });
 });
