@@ -1,34 +1,59 @@
-// Where chat completions and messages bodies carry images, as the worst case counts them. One reader
-// for both formats on purpose: a same-format body is the client's own, and an image in either shape
-// is counted wherever it sits in a message, so a body can never hide one from the reservation.
+// Where chat completions and messages bodies carry images and PDFs, as the worst case counts them. One
+// reader for both formats on purpose: a same-format body is the client's own, and an image or a PDF in
+// either shape is counted wherever it sits in a message, so a body can never hide one from the reservation.
 import { isRecord, type JsonObject } from '../translate/representation/index.js';
 import { imagePayloadTokens, MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 import { jsonBytes } from '../wire/json-shape.js';
-import type { BodyShape, ImageFootprint } from './types.js';
+import { base64PdfPageCount } from '../wire/pdf-pages.js';
+import type { BodyShape, DocumentFootprint, ImageFootprint, PdfBilling } from './types.js';
 
-/** An image where the upstream reads one: an OpenAI image_url part, an Anthropic image block. */
-function collectImage(part: unknown, images: ImageFootprint[]): void {
+/**
+ * A PDF as `pdf` bills it: its pages (the format's most when they cannot be read from `data`, or it is
+ * not in the body at all) at the format's tokens a page; its payload's bytes stay counted as text when
+ * the format bills its text too.
+ */
+export function pdfFootprint(data: string | undefined, pdf: PdfBilling): DocumentFootprint {
+  const pages = data === undefined ? undefined : base64PdfPageCount(data);
+  return { tokens: (pages ?? pdf.maxPages) * pdf.tokensPerPage, payloadBytes: pdf.textBilled || data === undefined ? 0 : jsonBytes(data) };
+}
+
+const isPdfDataUrl = (url: string): boolean => /^data:application\/pdf[;,]/i.test(url);
+
+interface Found {
+  images: ImageFootprint[];
+  documents: DocumentFootprint[];
+}
+
+/** An image or PDF where the upstream reads one: OpenAI image_url and file parts, Anthropic image and document blocks. */
+function collect(part: unknown, found: Found, pdf: PdfBilling): void {
   if (!isRecord(part)) return;
   if (part.type === 'image_url' && isRecord(part.image_url) && typeof part.image_url.url === 'string') {
-    images.push({ tokens: imagePayloadTokens({ url: part.image_url.url }), payloadBytes: jsonBytes(part.image_url.url) });
+    found.images.push({ tokens: imagePayloadTokens({ url: part.image_url.url }), payloadBytes: jsonBytes(part.image_url.url) });
   } else if (part.type === 'image' && isRecord(part.source)) {
     const payload = typeof part.source.data === 'string' ? part.source.data : typeof part.source.url === 'string' ? part.source.url : undefined;
-    images.push({
+    found.images.push({
       tokens: typeof part.source.data === 'string' ? imagePayloadTokens({ data: part.source.data }) : MAX_IMAGE_TOKENS,
       payloadBytes: payload === undefined ? 0 : jsonBytes(payload),
     });
+  } else if (part.type === 'file' && isRecord(part.file) && typeof part.file.file_data === 'string' && isPdfDataUrl(part.file.file_data)) {
+    found.documents.push(pdfFootprint(part.file.file_data, pdf));
+  } else if (part.type === 'document' && isRecord(part.source)) {
+    const s = part.source;
+    // A base64 PDF is read; a PDF by URL or file id is not in the body: taken at the most pages.
+    if (s.type === 'base64' && typeof s.data === 'string' && (s.media_type === undefined || s.media_type === 'application/pdf')) found.documents.push(pdfFootprint(s.data, pdf));
+    else if (s.type === 'url' || s.type === 'file') found.documents.push(pdfFootprint(undefined, pdf));
   } else if (part.type === 'tool_result' && Array.isArray(part.content)) {
-    // Anthropic tool results may return images.
-    for (const inner of part.content) collectImage(inner, images);
+    // Anthropic tool results may return images and documents.
+    for (const inner of part.content) collect(inner, found, pdf);
   }
 }
 
-/** Messages (plus `systemMessages`) and images of a `messages`-array body. */
-export function chatBodyShape(request: JsonObject, systemMessages: number): BodyShape {
-  const images: ImageFootprint[] = [];
+/** Messages (plus `systemMessages`), images and PDFs of a `messages`-array body. */
+export function chatBodyShape(request: JsonObject, systemMessages: number, pdf: PdfBilling): BodyShape {
+  const found: Found = { images: [], documents: [] };
   const messages = Array.isArray(request.messages) ? request.messages : [];
   for (const m of messages) {
-    if (isRecord(m) && Array.isArray(m.content)) for (const part of m.content) collectImage(part, images);
+    if (isRecord(m) && Array.isArray(m.content)) for (const part of m.content) collect(part, found, pdf);
   }
-  return { messages: messages.length + systemMessages, images };
+  return { messages: messages.length + systemMessages, images: found.images, documents: found.documents, addedTokens: 0 };
 }

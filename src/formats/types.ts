@@ -95,11 +95,32 @@ export interface ImageFootprint {
   payloadBytes: number;
 }
 
+/** A PDF where an upstream reads one, as the worst case counts it. */
+export interface DocumentFootprint {
+  /** Its page tokens: pages (the format's most when they cannot be read) × the format's tokens a page. */
+  tokens: number;
+  /** Bytes of its payload in the JSON text that are not billed as text (0 when its text is, too). */
+  payloadBytes: number;
+}
+
+/** How an upstream of a format bills a PDF document, for the worst case. */
+export interface PdfBilling {
+  /** Tokens one page costs beyond the document's text (its image, or its fixed price). */
+  tokensPerPage: number;
+  /** The most pages this format's servers take in a request: a PDF whose pages cannot be counted is taken at this. */
+  maxPages: number;
+  /** Whether its text is billed besides (then its bytes stay counted as text, which bounds that text). */
+  textBilled: boolean;
+}
+
 /** What the worst case needs of an upstream body besides its bytes. */
 export interface BodyShape {
   /** Messages, a separate system prompt counted as one. */
   messages: number;
   images: ImageFootprint[];
+  documents: DocumentFootprint[];
+  /** Prompt tokens the upstream adds that are not in the body (Anthropic's tool-use system prompt). */
+  addedTokens: number;
 }
 
 export interface UpstreamEncodeContext {
@@ -120,6 +141,11 @@ export interface UpstreamFormat {
   modelsPath(basePath: string): string;
   /** The header the credential goes in unless the catalog says otherwise. */
   defaultCredentialsHeader: string;
+  /**
+   * The query parameter this format's servers also take the credential in (Gemini's `key`), if any: a
+   * value found there in an upstream's URL was sent as a credential, and is redacted like the header's.
+   */
+  credentialQueryParameter: string | undefined;
   /** Headers every call needs; `client` carries the client's own when it speaks this format too. */
   protocolHeaders(client?: ClientProtocolHeaders): Record<string, string>;
   /** The message of an error body this format's servers answer with, if the body is one. */
@@ -130,7 +156,9 @@ export interface UpstreamFormat {
   streamDecoder(): StreamDecoder;
   /** What a whole reply generated (text, reasoning, tool calls). */
   collectGenerated(reply: JsonObject, into: GeneratedPieces): void;
-  /** Messages and images of a request body of this format, for the worst case. */
+  /** How its servers bill a PDF (pages, text), for the worst case. */
+  pdf: PdfBilling;
+  /** Messages, images, documents and added prompt tokens of a request body of this format, for the worst case. */
   bodyShape(request: JsonObject): BodyShape;
 }
 

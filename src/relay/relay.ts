@@ -1,9 +1,9 @@
 // What relaying one upstream response to the client produced: the upstream's own usage when it
 // reported one, else the generated text to estimate from, and how the exchange ended.
-import type { Dispatcher } from 'undici';
 import type { RequestStatus, TokenUsage } from '../billing/ledger.js';
 import type { GatewayContext } from '../request/state.js';
 import type { JsonObject } from '../wire/json-shape.js';
+import type { UpstreamResponse } from '../upstream/upstream-request.js';
 
 export interface RelayOutcome {
   /** Usage as the upstream reported it; undefined when it never arrived (cut streams). */
@@ -31,7 +31,8 @@ export interface RelayOutcome {
 
 export interface RelayInput {
   ctx: GatewayContext;
-  response: Dispatcher.ResponseData;
+  /** The upstream's answer, the credentials it was sent already removed from its body. */
+  response: UpstreamResponse;
   /** Whether the client has disconnected (read when the upstream stream ends). */
   cancellation: { readonly clientGone: boolean; readonly writeTimeoutMs?: number; readonly keepAliveMs?: number; readonly cutByShutdown?: boolean };
   /**

@@ -3,10 +3,11 @@
 // on the fields a decoder knows: any field an upstream bills as input (a document's title, a response
 // schema, an assistant's reasoning_content, whatever a client adds next) is in those bytes, so it can
 // never slip past the reservation. A model with several upstreams (of different formats) reserves for
-// the largest of its bodies, since any of them may serve.
+// the largest of its bodies, since any of them may serve, and refuses a request whose largest body's
+// prompt may not fit the model's context window.
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { UpstreamBody } from '../translate/pair.js';
-import { reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
+import { refuseBeyondContextWindow, reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
 import { upstreamFormat, type UpstreamFormatName } from '../formats/index.js';
 import type { JsonObject } from '../wire/json-shape.js';
 
@@ -22,9 +23,11 @@ export interface UpstreamBodies {
 
 /**
  * The footprint of one upstream body: every byte of its JSON text, except image payloads, which are
- * counted as images (their tokens come from the model's tiling, not their bytes). Only the positions
- * where an upstream reads an image are looked at: an image-shaped object anywhere else (inside a tool
- * argument, say) is text to the model, and its bytes stay counted.
+ * counted as images (their tokens come from the model's tiling, not their bytes), and the payloads of
+ * PDFs a format bills by the page alone (Gemini). A PDF's pages are counted as the format bills them,
+ * besides its bytes where its text is billed too, and so are the prompt tokens the upstream adds (its
+ * tool-use prompt). Only the positions where an upstream reads an image or a PDF are looked at: one
+ * anywhere else (inside a tool argument, say) is text to the model, and its bytes stay counted.
  */
 export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, format: UpstreamFormatName, maxOutputTokens: number | undefined): RequestFootprint {
   const shape = upstreamFormat(format).bodyShape(request);
@@ -34,11 +37,17 @@ export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, 
     imageTokens += image.tokens;
     imageBytes += image.payloadBytes;
   }
+  let addedTokens = shape.addedTokens;
+  for (const document of shape.documents) {
+    addedTokens += document.tokens;
+    imageBytes += document.payloadBytes;
+  }
   return {
     textBytes: Buffer.byteLength(sent, 'utf8') - imageBytes,
     messages: shape.messages,
     images: shape.images.length,
     imageTokens,
+    addedTokens,
     maxOutputTokens,
   };
 }
@@ -76,6 +85,8 @@ export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number
     // A model without upstreams: nothing will be sent, and the exchange reports it.
     footprint = { textBytes: 0, messages: 0, images: 0, maxOutputTokens };
   }
+  // Any of the bodies may be sent: the largest must fit the window, or none goes.
+  refuseBeyondContextWindow(largest, model);
   return {
     footprint,
     body(upstream, limit) {

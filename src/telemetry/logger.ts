@@ -2,8 +2,8 @@
 //
 // Secrets: credential-carrying fields are removed by pino's path redaction, and, as a last line of
 // defence for text we do not control (an upstream's error message echoing a key, a stack trace),
-// every line is scrubbed of anything that looks like an API key (`sk-…`) or a bearer token before it
-// is written. Request lines are built from a fixed list of fields, so nothing else slips in.
+// every line is scrubbed of anything that looks like an API key (`sk-…`, and the other providers'
+// shapes: `AIza…`, `xai-…`, `gsk_…`) or a bearer token before it is written. Request lines are built from a fixed list of fields, so nothing else slips in.
 //
 // Written as they happen: the default destination writes each line to stdout synchronously (one
 // write(2) per line, a few microseconds), so the lines of the requests before a crash or a SIGKILL are
@@ -12,6 +12,8 @@
 import { pino } from 'pino';
 import type { DestinationStream, Level, Logger } from 'pino';
 import type { Micros } from '../catalog/snapshot.js';
+import { UPSTREAM_FORMAT_NAMES, upstreamFormat } from '../formats/index.js';
+import { KEY_BODY, OTHER_PROVIDER_KEY_PREFIXES } from '../wire/upstream-message.js';
 
 export const REDACTED = '[REDACTED]';
 
@@ -38,18 +40,25 @@ export const REDACT_PATHS: readonly string[] = [
   '*.headers.Authorization',
   '*.headers["x-api-key"]',
   '*.headers.cookie',
+  // The header each upstream format sends its credential in (Gemini's x-goog-api-key), wherever logged.
+  ...[...new Set(UPSTREAM_FORMAT_NAMES.map((f) => upstreamFormat(f).defaultCredentialsHeader))]
+    .filter((h) => h !== 'authorization' && h !== 'x-api-key')
+    .flatMap((h) => [`["${h}"]`, `headers["${h}"]`, `*["${h}"]`, `*.headers["${h}"]`]),
 ];
 
 // Our keys look like `sk-<marker>-<random>`, upstream keys like `sk-proj-…` or `sk-ant-…`; six or more
 // key characters after a word-boundary `sk-` (so "task-list" and the like are left alone).
 const KEY_PATTERN = /\bsk-[A-Za-z0-9_-]{6,}/g;
 const BEARER_PATTERN = /\b(Bearer)\s+[^\s",\\]+/gi;
+// Other providers' key shapes (Google's `AIza…`, xAI, Groq): `sk-` ones are caught above.
+const OTHER_KEY_PATTERN = new RegExp(`\\b(?:${OTHER_PROVIDER_KEY_PREFIXES.join('|')})${KEY_BODY}`, 'g');
 
 /** Replaces anything that looks like an API key or a bearer token. */
 export function scrubSecrets(line: string): string {
   // `includes` first: most lines contain neither, and a substring search is cheaper than a regex.
   if (line.includes('sk-')) line = line.replace(KEY_PATTERN, `sk-${REDACTED}`);
   if (line.includes('earer')) line = line.replace(BEARER_PATTERN, `$1 ${REDACTED}`);
+  if (OTHER_PROVIDER_KEY_PREFIXES.some((p) => line.includes(p))) line = line.replace(OTHER_KEY_PATTERN, REDACTED);
   return line;
 }
 

@@ -1,9 +1,12 @@
 // One HTTP exchange with an upstream, with its timeouts, and failures sorted into the classes
 // that decide retry, fallback and the status the client sees.
+import type { IncomingHttpHeaders } from 'node:http';
 import { errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CatalogUpstream } from '../catalog/snapshot.js';
 import type { UpstreamTarget } from './dispatchers.js';
 import { upstreamFormat } from '../formats/index.js';
+import { redactedBody, type UpstreamBody } from './redacted-body.js';
+import { redactSecrets, sentCredentials } from './sent-credentials.js';
 
 export type UpstreamFailureKind = 'connect' | 'timeout' | 'status' | 'aborted';
 
@@ -41,13 +44,18 @@ export function classifyTransportError(err: unknown): UpstreamFailure {
 }
 
 /**
- * The upstream's error body with every credential we sent it removed: an upstream may echo the key
- * it refused, in a form no pattern would recognise (any format of provider key).
+ * `text` with every credential the gateway sent an upstream (in `headers`) removed: an upstream may echo
+ * the key it refused, in a form no pattern would recognise (any format of provider key).
  */
 export function withoutSecrets(text: string, headers: Record<string, string>): string {
-  const secrets = [headers['x-api-key'], headers.authorization?.replace(/^Bearer\s+/i, '')].filter((s): s is string => s !== undefined && s.length >= 8);
-  for (const secret of secrets) if (text.includes(secret)) text = text.replaceAll(secret, '[redacted]');
-  return text;
+  return redactSecrets(text, sentCredentials(headers, ''));
+}
+
+/** An upstream's answer as the relays read it: its body with the credentials it was sent already removed. */
+export interface UpstreamResponse {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  body: UpstreamBody;
 }
 
 export async function sendUpstream(
@@ -56,7 +64,7 @@ export async function sendUpstream(
   body: string | Buffer,
   headers: Record<string, string>,
   signal: NonNullable<Dispatcher.RequestOptions['signal']>,
-): Promise<Dispatcher.ResponseData> {
+): Promise<UpstreamResponse> {
   let response: Dispatcher.ResponseData;
   try {
     response = await target.pool.request({
@@ -71,10 +79,12 @@ export async function sendUpstream(
   } catch (err) {
     throw classifyTransportError(err);
   }
-  if (response.statusCode >= 200 && response.statusCode < 300) return response;
+  // Every byte the gateway reads of the answer, success or error, comes without the credentials it sent.
+  const answer = redactedBody(response.body, sentCredentials(headers, target.path, upstream.credentialsHeader));
+  if (response.statusCode >= 200 && response.statusCode < 300) return { statusCode: response.statusCode, headers: response.headers, body: answer };
   let text: string | undefined;
   try {
-    text = withoutSecrets(await response.body.text(), headers);
+    text = await answer.text();
   } catch {
     text = undefined;
   }

@@ -111,6 +111,17 @@ describe('redaction', () => {
     expect(out).toContain('"host":"gw"'); // redaction is targeted, not wholesale
   });
 
+  it("never writes the other providers' keys: Gemini's x-goog-api-key header, AIza…, xai-…, gsk_… in free text", () => {
+    const { logger, raw } = capture('debug');
+    const google = 'AIzaSyD4f7Kq9XbT2mWc8LpR0vNe3HjU6sYgA1z';
+    logger.log.info({ headers: { 'x-goog-api-key': 'opaque-gemini-credential-1' } }, 'sent');
+    logger.log.info({ req: { headers: { 'x-goog-api-key': 'opaque-gemini-credential-2' } } }, 'nested');
+    logger.log.warn(`upstream said: API key not valid: ${google}; also xai-Q2w3E4r5T6y7U8i9 and gsk_Z1x2C3v4B5n6M7a8`);
+    const out = raw();
+    for (const secret of ['opaque-gemini-credential-1', 'opaque-gemini-credential-2', google, 'xai-Q2w3E4r5T6y7U8i9', 'gsk_Z1x2C3v4B5n6M7a8']) expect(out).not.toContain(secret);
+    expect(out).toContain('upstream said: API key not valid');
+  });
+
   it('scrubSecrets leaves ordinary text alone', () => {
     expect(scrubSecrets('task-list and desk-lamp, sk-1')).toBe('task-list and desk-lamp, sk-1');
     expect(scrubSecrets(`a ${KEY} b`)).toBe('a sk-[REDACTED] b');

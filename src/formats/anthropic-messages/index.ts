@@ -5,3 +5,4 @@ export { collectAnthropicContent } from './generated.js';
 export { stripGatewayThinking } from './request.js';
 export { anthropicInputTokens, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';
 export { ThinkingBlockFilter, thinkingRequested, withoutThinking } from './thinking-shown.js';
+export { COST_NEUTRAL_BETAS, refuseUnpriced, serverTools, unpricedBetas } from './priced-features.js';

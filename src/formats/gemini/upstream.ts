@@ -1,29 +1,39 @@
 // A Gemini upstream (Google's Gemini API, docs/wire-formats.md E): its base URL is the bare origin
 // (https://generativelanguage.googleapis.com), the model is named in the path, a stream is its own
 // endpoint (streamGenerateContent, as server-sent events with alt=sse), and the key goes in
-// x-goog-api-key. Its errors read {"error": {"code", "message", "status"}}.
+// x-goog-api-key (its servers take it as ?key= too). Its errors read {"error": {"code", "message", "status"}}.
 import { isRecord, type JsonObject } from '../../translate/representation/index.js';
 import { imagePayloadTokens } from '../../wire/image-tokens.js';
 import { jsonBytes } from '../../wire/json-shape.js';
-import { nestedErrorMessage, type ImageFootprint, type UpstreamFormat } from '../types.js';
+import { pdfFootprint } from '../chat-images.js';
+import { nestedErrorMessage, type DocumentFootprint, type ImageFootprint, type PdfBilling, type UpstreamFormat } from '../types.js';
 import { collectGeminiContent } from './generated.js';
 import { encodeGeminiRequest } from './request.js';
 import { decodeGeminiResponse } from './response.js';
 import { GeminiStreamDecoder } from './stream-decoder.js';
 
-/** Inline images where the model reads them: the parts of each content. */
-function images(request: JsonObject): ImageFootprint[] {
-  const found: ImageFootprint[] = [];
+/**
+ * Gemini bills a PDF by the page, its text not besides: 258 tokens a page on Gemini 2.x, 560 on Gemini 3
+ * (media resolution medium, its default for PDFs, which the gateway never changes). The catalog does not
+ * say which generation an upstream serves, so the larger. At most 1,000 pages a document.
+ */
+const PDF: PdfBilling = { tokensPerPage: 560, maxPages: 1000, textBilled: false };
+
+/** Inline images and PDFs where the model reads them: the parts of each content. */
+function media(request: JsonObject): { images: ImageFootprint[]; documents: DocumentFootprint[] } {
+  const images: ImageFootprint[] = [];
+  const documents: DocumentFootprint[] = [];
   const contents = Array.isArray(request.contents) ? request.contents : [];
   for (const c of contents) {
     if (!isRecord(c) || !Array.isArray(c.parts)) continue;
     for (const p of c.parts) {
       const inline = isRecord(p) ? p.inlineData : undefined;
-      if (!isRecord(inline) || typeof inline.data !== 'string' || typeof inline.mimeType !== 'string' || !inline.mimeType.startsWith('image/')) continue;
-      found.push({ tokens: imagePayloadTokens({ data: inline.data }), payloadBytes: jsonBytes(inline.data) });
+      if (!isRecord(inline) || typeof inline.data !== 'string' || typeof inline.mimeType !== 'string') continue;
+      if (inline.mimeType.startsWith('image/')) images.push({ tokens: imagePayloadTokens({ data: inline.data }), payloadBytes: jsonBytes(inline.data) });
+      else if (inline.mimeType === 'application/pdf') documents.push(pdfFootprint(inline.data, PDF));
     }
   }
-  return found;
+  return { images, documents };
 }
 
 export const geminiUpstream: UpstreamFormat = {
@@ -31,6 +41,7 @@ export const geminiUpstream: UpstreamFormat = {
     `${basePath}/v1beta/models/${encodeURIComponent(model)}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
   modelsPath: (basePath) => `${basePath}/v1beta/models`,
   defaultCredentialsHeader: 'x-goog-api-key',
+  credentialQueryParameter: 'key',
   protocolHeaders: () => ({}),
   errorMessage: nestedErrorMessage,
   encodeRequest(req, ctx) {
@@ -41,8 +52,10 @@ export const geminiUpstream: UpstreamFormat = {
   decodeResponse: decodeGeminiResponse,
   streamDecoder: () => new GeminiStreamDecoder(),
   collectGenerated: collectGeminiContent,
+  pdf: PDF,
   bodyShape: (request) => ({
     messages: (Array.isArray(request.contents) ? request.contents.length : 0) + (request.systemInstruction === undefined ? 0 : 1),
-    images: images(request),
+    ...media(request),
+    addedTokens: 0,
   }),
 };

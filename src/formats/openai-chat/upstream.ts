@@ -1,6 +1,7 @@
 // An OpenAI-format upstream: its base URL already ends in /v1 (https://api.openai.com/v1), the key is
 // a Bearer token, no version header is needed, and usage arrives in a stream only when asked for.
 import { chatBodyShape } from '../chat-images.js';
+import { MAX_IMAGE_TOKENS } from '../../wire/image-tokens.js';
 import { nestedErrorMessage, type UpstreamFormat } from '../types.js';
 import { collectOpenAIChoice } from './generated.js';
 import { encodeOpenAIRequest } from './request.js';
@@ -11,6 +12,7 @@ export const openaiChatUpstream: UpstreamFormat = {
   chatPath: (basePath) => `${basePath}/chat/completions`,
   modelsPath: (basePath) => `${basePath}/models`,
   defaultCredentialsHeader: 'authorization',
+  credentialQueryParameter: undefined,
   protocolHeaders: () => ({}),
   // {"error": {"message", "type", "param", "code"}}
   errorMessage: nestedErrorMessage,
@@ -33,5 +35,10 @@ export const openaiChatUpstream: UpstreamFormat = {
   collectGenerated(reply, into) {
     if (Array.isArray(reply.choices)) for (const c of reply.choices) collectOpenAIChoice(c, into);
   },
-  bodyShape: (request) => chatBodyShape(request, 0),
+  // OpenAI reads a PDF as its extracted text and an image of each page (at most 100 pages a request);
+  // other servers of this format read it no dearer.
+  pdf: { tokensPerPage: MAX_IMAGE_TOKENS, maxPages: 100, textBilled: true },
+  bodyShape(request) {
+    return chatBodyShape(request, 0, this.pdf);
+  },
 };

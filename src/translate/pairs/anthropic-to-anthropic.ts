@@ -1,7 +1,8 @@
 // Anthropic client, Anthropic-format upstream: the client's bytes with the upstream's model name and
-// the reserved output limit, its own anthropic-version and beta flags; the reply relayed as it comes.
+// the reserved output limit, its own anthropic-version and the beta flags that change nothing about the
+// cost (others, and server tools, are refused before anything is reserved); the reply relayed as it comes.
 import { upstreamFormat, type ClientProtocolHeaders } from '../../formats/index.js';
-import { stripGatewayThinking, thinkingRequested } from '../../formats/anthropic-messages/index.js';
+import { refuseUnpriced, stripGatewayThinking, thinkingRequested } from '../../formats/anthropic-messages/index.js';
 import { anthropicJsonRelay, anthropicStreamRelay } from '../../relay/anthropic-relay.js';
 import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
 import type { ClientBody } from '../../request/client-body.js';
@@ -20,6 +21,8 @@ export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessag
   const editable = body === decoded.body ? clientBody : undefined;
   return {
     request: (upstream, outputLimit) => {
+      // Built before the reservation: what the gateway cannot price (betas, server tools) never goes upstream.
+      refuseUnpriced(body, req.clientHeaders['anthropic-beta']);
       // Exactly the output limit the reservation covers (the client's, capped by the context window).
       const fields = { model: upstream.upstreamModel, max_tokens: outputLimit };
       // A shallow copy, so one upstream's fields never leak into another's body.
