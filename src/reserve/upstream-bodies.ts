@@ -3,11 +3,10 @@
 // on the fields a decoder knows: any field an upstream bills as input (a document's title, a response
 // schema, an assistant's reasoning_content, whatever a client adds next) is in those bytes, so it can
 // never slip past the reservation. A model with several upstreams (of different formats) reserves for
-// the largest of its bodies, since any of them may serve, and refuses a request whose largest body's
-// prompt may not fit the model's context window.
+// the largest of its bodies, since any of them may serve.
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { UpstreamBody } from '../translate/pair.js';
-import { refuseBeyondContextWindow, reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
+import { reservedOutputTokens, inputTokenBound, type RequestFootprint } from './worst-case.js';
 import { upstreamFormat, type UpstreamFormatName } from '../formats/index.js';
 import type { JsonObject } from '../wire/json-shape.js';
 
@@ -85,8 +84,6 @@ export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number
     // A model without upstreams: nothing will be sent, and the exchange reports it.
     footprint = { textBytes: 0, messages: 0, images: 0, maxOutputTokens };
   }
-  // Any of the bodies may be sent: the largest must fit the window, or none goes.
-  refuseBeyondContextWindow(largest, model);
   return {
     footprint,
     body(upstream, limit) {

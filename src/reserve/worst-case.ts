@@ -10,9 +10,11 @@
 // largest tiling of the models we route to), and 1,600 when its size cannot be read (image-tokens.ts); a
 // PDF an upstream bills by the page costs its pages at the format's tokens a page (the format's most pages
 // when they cannot be read), and an upstream's own additions to the prompt (Anthropic's tool-use prompt)
-// count too. The bound is never capped by the context window: an upstream may take a longer prompt than
-// the catalog says (a beta, a catalog that understates), so a request whose bound exceeds the window is
-// refused instead, before anything is reserved or sent.
+// count too. Nothing can exceed the context window either: the upstream refuses longer prompts, so the
+// bound is capped by it. That holds because what lets an upstream take more than the catalog's window
+// (Anthropic's context-1m beta) is refused before anything is reserved (priced-features.ts); the catalog's
+// contextWindow must be the upstream's own. Refusing instead whenever the byte bound passes the window
+// would refuse real prompts of a third of the window (text runs 3-4 bytes a token).
 //
 // The bytes are those of the upstream request body itself, as sent (src/reserve/upstream-bodies.ts), less
 // its image payloads: JSON text holds every string the upstream reads in at least as many bytes as the
@@ -20,7 +22,6 @@
 import type { CatalogModel, Micros } from '../catalog/snapshot.js';
 import { ceilDiv, toMicros, TOKENS_PER_PRICE_UNIT } from '../billing/money.js';
 import { MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
-import { GatewayError } from '../request/gateway-error.js';
 
 /** Chat-template tokens allowed per message (role markers, separators). */
 export const TOKENS_PER_MESSAGE_ALLOWANCE = 16;
@@ -69,28 +70,14 @@ export function maxInputPrice(model: CatalogModel): bigint {
   return BigInt(Math.max(input, cacheRead ?? 0, cacheWrite5m ?? 0, cacheWrite1h ?? 0));
 }
 
-/** The input token bound of a footprint (not capped by the context window: see refuseBeyondContextWindow). */
-export function inputTokenBound(fp: RequestFootprint, _model?: CatalogModel): number {
+export function inputTokenBound(fp: RequestFootprint, model: CatalogModel): number {
   const raw =
     count(fp.textBytes, 'textBytes') +
     TOKENS_PER_MESSAGE_ALLOWANCE * count(fp.messages, 'messages') +
     (fp.imageTokens === undefined ? TOKENS_PER_IMAGE_ALLOWANCE * count(fp.images, 'images') : count(fp.imageTokens, 'imageTokens')) +
     count(fp.addedTokens ?? 0, 'addedTokens') +
     TOKENS_PER_REQUEST_ALLOWANCE;
-  return raw;
-}
-
-/**
- * Refuses (400, in the caller's format) a prompt whose bound exceeds the model's context window: capping
- * the reservation at the window would stop short of the cost wherever the upstream takes the longer prompt.
- */
-export function refuseBeyondContextWindow(inputBound: number, model: CatalogModel): void {
-  if (inputBound <= model.contextWindow) return;
-  throw new GatewayError(
-    400,
-    `This request's prompt may be up to ${inputBound} tokens (counted as the gateway bounds it: one token per byte of text, images, PDF pages), more than ${model.id}'s context window of ${model.contextWindow} tokens. Shorten the conversation or its attachments.`,
-    { code: 'context_length_exceeded', param: 'messages' },
-  );
+  return Math.min(raw, model.contextWindow);
 }
 
 /** The output limit a reservation covers, and so the one every upstream is sent: the client's (or the model's default), capped by the context window. */

@@ -69,39 +69,40 @@ describe('PDF documents (issue 37, item 6)', () => {
     const request = { contents: [{ role: 'user', parts: [{ inlineData: { mimeType: 'application/pdf', data: blank } }, { text: 'summarise' }] }] };
     const fp = measureUpstreamBody(request, JSON.stringify(request), 'gemini', undefined);
     expect(blank.length).toBeLessThan(3000);
-    expect(inputTokenBound(fp)).toBeGreaterThanOrEqual(200 * 560);
+    expect(inputTokenBound(fp, model())).toBeGreaterThanOrEqual(200 * 560);
     // Its payload is not also counted as text: Gemini bills the pages, not the bytes.
     expect(fp.textBytes).toBeLessThan(200);
     // Pages that cannot be read are taken at Gemini's most, 1,000 a document.
     const unreadable = { contents: [{ role: 'user', parts: [{ inlineData: { mimeType: 'application/pdf', data: Buffer.from('%PDF-1.7 encrypted /Encrypt').toString('base64') } }] }] };
-    expect(inputTokenBound(measureUpstreamBody(unreadable, JSON.stringify(unreadable), 'gemini', undefined))).toBeGreaterThanOrEqual(1000 * 560);
+    expect(inputTokenBound(measureUpstreamBody(unreadable, JSON.stringify(unreadable), 'gemini', undefined), model())).toBeGreaterThanOrEqual(1000 * 560);
   });
 
   it('Anthropic and OpenAI: a page image each (1,600 tokens at most) besides the bytes that bound its text', () => {
     const anthropic = measure({ model: 'x', messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: blank } }] }] }, 'anthropic');
-    expect(inputTokenBound(anthropic)).toBeGreaterThanOrEqual(200 * 1600 + blank.length);
+    expect(inputTokenBound(anthropic, model())).toBeGreaterThanOrEqual(200 * 1600 + blank.length);
     const openai = measure({ model: 'x', messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 'a.pdf', file_data: `data:application/pdf;base64,${blank}` } }] }] });
-    expect(inputTokenBound(openai)).toBeGreaterThanOrEqual(200 * 1600 + blank.length);
+    expect(inputTokenBound(openai, model())).toBeGreaterThanOrEqual(200 * 1600 + blank.length);
     // A PDF by URL is not in the body: its pages are taken at Anthropic's most (600).
     const byUrl = measure({ model: 'x', messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://example.com/a.pdf' } }] }] }, 'anthropic');
-    expect(inputTokenBound(byUrl)).toBeGreaterThanOrEqual(600 * 1600);
+    expect(inputTokenBound(byUrl, model())).toBeGreaterThanOrEqual(600 * 1600);
   });
 
   it("Anthropic: its tool-use prompt and its client tools' definitions, which are not in the body, are reserved", () => {
     const plain = measure({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, 'anthropic');
     const tools = measure({ model: 'x', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'computer_20250124', name: 'computer', display_width_px: 1024, display_height_px: 768 }] }, 'anthropic');
-    expect(inputTokenBound(tools) - inputTokenBound(plain)).toBeGreaterThanOrEqual(346 + 735 + 499);
+    expect(inputTokenBound(tools, model()) - inputTokenBound(plain, model())).toBeGreaterThanOrEqual(346 + 735 + 499);
   });
 });
 
 describe('the context window', () => {
-  it('refuses a request whose largest body may exceed the window, rather than reserving the window', () => {
+  it('bounds a body past the window at the window (the upstream refuses a longer prompt), and one within it at its pages', () => {
     const u = { name: 'g', format: 'gemini', upstreamModel: 'g' } as unknown as CatalogUpstream;
     const small = { ...model([u]), contextWindow: 100_000 };
     const pdf = objectStreamPdf(200).toString('base64');
     const build = () => serialised({ contents: [{ role: 'user', parts: [{ inlineData: { mimeType: 'application/pdf', data: pdf } }] }] });
-    expect(() => buildUpstreamBodies(small, 10, build)).toThrow(/context window of 100000 tokens/);
-    expect(() => buildUpstreamBodies({ ...small, contextWindow: 200 * 560 + 1000 }, 10, build)).not.toThrow();
+    expect(inputTokenBound(buildUpstreamBodies(small, 10, build).footprint, small)).toBe(100_000);
+    const roomy = { ...small, contextWindow: 1_000_000 };
+    expect(inputTokenBound(buildUpstreamBodies(roomy, 10, build).footprint, roomy)).toBeGreaterThanOrEqual(200 * 560);
   });
 });
 

@@ -5,7 +5,6 @@ import type { CatalogModel } from '../../src/catalog/snapshot.js';
 import { costMicros } from '../../src/billing/money.js';
 import {
   largestAffordableMaxTokens,
-  refuseBeyondContextWindow,
   TOKENS_PER_IMAGE_ALLOWANCE,
   TOKENS_PER_MESSAGE_ALLOWANCE,
   TOKENS_PER_REQUEST_ALLOWANCE,
@@ -30,15 +29,12 @@ describe('worstCase', () => {
     expect(wc.amount).toBe(Math.ceil((wc.inputTokenBound * 3 + 200 * 15)));
   });
 
-  it('uses the default output limit and caps it by the context window; a prompt past the window is refused, not capped', () => {
+  it('uses the default output limit and caps input and output by the context window (the upstream refuses longer prompts)', () => {
     const m = model({ input: 1_000_000, output: 1_000_000 }, 512_000, 4096);
     expect(worstCase({ textBytes: 10, messages: 1, images: 0, maxOutputTokens: undefined }, m).outputTokens).toBe(4096);
     const big = worstCase({ textBytes: 10_000_000, messages: 1, images: 0, maxOutputTokens: 9_000_000 }, m);
-    // The bound is the prompt's own (an upstream may take more than the catalog's window): never cut to it.
-    expect(big.inputTokenBound).toBe(10_000_000 + TOKENS_PER_MESSAGE_ALLOWANCE + TOKENS_PER_REQUEST_ALLOWANCE);
+    expect(big.inputTokenBound).toBe(512_000);
     expect(big.outputTokens).toBe(512_000);
-    expect(() => refuseBeyondContextWindow(big.inputTokenBound, m)).toThrow(/context window of 512000 tokens/);
-    expect(() => refuseBeyondContextWindow(512_000, m)).not.toThrow();
   });
 
   it('counts the tokens an upstream bills beyond the text (PDF pages, its tool prompt)', () => {
