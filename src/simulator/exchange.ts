@@ -170,6 +170,7 @@ export class Exchange {
     await Promise.race([once(this.res, 'close'), new Promise((r) => (timer = setTimeout(r, this.fault?.stallMs ?? 10_000)))]);
     clearTimeout(timer);
     this.record.stalled = false;
+    this.onChange();
   }
 
   error(status: number, message: string, code?: string): void {

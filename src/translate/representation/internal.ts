@@ -95,8 +95,8 @@ export interface NormalizedUsage {
   unbillable?: true;
   /**
    * The prompt's counts cannot be billed by (its count missing or not a number): a cut exchange then
-   * charges the prompt by its own count rather than by this report. Implied by nothing else: a report
-   * with its output count missing (Anthropic's message_start, Gemini's chunks) still has a billable prompt.
+   * charges the prompt by its own count rather than by this report. Apart from `unbillable`: a report
+   * without its output count (Anthropic's message_start, Gemini's chunks) still has a billable prompt.
    */
   promptUnbillable?: true;
 }
