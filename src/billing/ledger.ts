@@ -97,7 +97,12 @@ export interface TokenUsage {
   reasoning: number;
 }
 
-export type RequestStatus = 'completed' | 'client_cancelled' | 'upstream_failed' | 'refused';
+/**
+ * How a request ended: answered in full; the client gone first; the upstream failed (refused before
+ * accepting, or broke off after); the gateway's request deadline or its shutdown's drain bound ended it;
+ * refused by the ledger. The charge does not follow from it: see the exchange's settlement.
+ */
+export type RequestStatus = 'completed' | 'client_cancelled' | 'upstream_failed' | 'timed_out' | 'shutdown_cut' | 'refused';
 
 /** Who and what a request was: shared by the settlement, the usage record and the journal's entry. */
 export interface RequestOfRecord {

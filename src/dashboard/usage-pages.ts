@@ -1,7 +1,7 @@
 // The Usage page (requests newest first, filters, a daily spend chart per key, CSV export), the refund
 // request form, and the Refunds page.
 import { formatUsd } from '../billing/money.js';
-import type { DailyKeySpend, RecordedUsage } from '../record/usage-query.js';
+import { REQUEST_STATUSES, type DailyKeySpend, type RecordedUsage } from '../record/usage-query.js';
 import { html, type Html } from './html.js';
 import { errorBox, layout, usd } from './pages.js';
 import type { RefundTicket } from './refund-tickets.js';
@@ -89,7 +89,7 @@ export function usagePageHtml(
 <label>Request id <input name="request_id" value="${q.requestId ?? ''}" placeholder="req_…"></label>
 <label>Key <select name="key"><option value="">All keys</option>${data.keys.map((k) => html`<option value="${k.id}"${k.id === q.keyId ? html` selected` : ''}>${k.name}</option>`)}</select></label>
 <label>Model <input name="model" value="${q.model ?? ''}"></label>
-<label>Status <select name="status"><option value="">Any</option>${['completed', 'client_cancelled', 'upstream_failed', 'refused'].map((s) => html`<option value="${s}"${s === q.status ? html` selected` : ''}>${s.replace(/_/g, ' ')}</option>`)}</select></label>
+<label>Status <select name="status"><option value="">Any</option>${REQUEST_STATUSES.map((s) => html`<option value="${s}"${s === q.status ? html` selected` : ''}>${s.replace(/_/g, ' ')}</option>`)}</select></label>
 <label>From <input type="date" name="from" value="${q.from ?? ''}"></label><label>To <input type="date" name="to" value="${q.to ?? ''}"></label>
 <button>Show</button> <a href="/usage.csv?${params.toString()}">Export CSV</a></form>
 ${

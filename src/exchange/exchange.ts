@@ -7,7 +7,7 @@ import { respondBeforeSettling } from '../settle/respond-first.js';
 import { stampAnswerCost } from '../settle/answer-cost.js';
 import { chargeOf, usdNumber, type ChargeOf } from '../billing/answer-cost.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
-import { isRateLimitReason, type Ledger, type TokenUsage } from '../billing/ledger.js';
+import { isRateLimitReason, type Ledger, type RequestStatus, type TokenUsage } from '../billing/ledger.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
 import { formatUsd, recordableUsage } from '../billing/money.js';
@@ -133,16 +133,35 @@ function upstreamCredential(upstream: CatalogUpstream, secrets: SecretResolver):
   return credentialHeaders(upstream.credentialsHeader, value);
 }
 
-async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome): Promise<TokenUsage> {
+/**
+ * The usage an exchange is charged for. A request the upstream never accepted costs nothing. One it
+ * accepted is charged its prompt whatever happened next (the client gone, the upstream broken off, the
+ * deadline or the drain bound passed): at the upstream's final usage when it came, else at the prompt's
+ * usage the upstream reported early (cache classes and all), else at our count of the prompt; plus the
+ * output generated before the end, by our count.
+ */
+async function settleUsage(plan: ExchangePlan, outcome: RelayOutcome, accepted: boolean): Promise<TokenUsage> {
   if (outcome.usage !== undefined) return outcome.usage;
-  const produced = outcome.generated.length > 0;
-  if (!produced && outcome.status !== 'completed') return { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
-  const [input, output, reasoning] = await Promise.all([
-    outcome.reportedInputTokens !== undefined ? Promise.resolve(outcome.reportedInputTokens) : plan.estimateInputTokens(),
+  if (!accepted) return { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  const [prompt, output, reasoning] = await Promise.all([
+    outcome.reportedPrompt ?? plan.estimateInputTokens().then((input) => ({ input, cachedInput: 0 })),
     countTokens(outcome.generated),
     countTokens(outcome.reasoningGenerated),
   ]);
-  return { input, output, cachedInput: 0, reasoning: Math.min(reasoning, output) };
+  return { ...prompt, output, reasoning: Math.min(reasoning, output) };
+}
+
+/**
+ * How the exchange ended, for its record: what stopped it early (the client's close, the request
+ * deadline, the drain bound) over what the relay saw of it, since each of those reaches the relay as a
+ * cut upstream. A relay that completed stays completed unless its client left before the answer did.
+ */
+function endedAs(relayed: RequestStatus, cancellation: ExchangeCancellation): RequestStatus {
+  if (cancellation.clientGone) return 'client_cancelled';
+  if (relayed === 'completed') return relayed;
+  if (cancellation.timedOut) return 'timed_out';
+  if (cancellation.cutByShutdown) return 'shutdown_cut';
+  return relayed;
 }
 
 const shuttingDown = (): GatewayError =>
@@ -213,7 +232,11 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
 /** What the upstream calls came to, read by the settlement whatever happened. */
 interface ExchangeRun {
   outcome?: RelayOutcome;
-  servedBy?: CatalogUpstream;
+  /**
+   * The upstream that accepted the request: it answered with a success status (its 2xx response headers
+   * arrived). From then on the request's prompt is charged whatever happens next; before, nothing is.
+   */
+  acceptedBy?: CatalogUpstream;
   /** The relay finished without error: the client's answer is complete and goes before the settlement. */
   relayed: boolean;
 }
@@ -244,7 +267,7 @@ async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan:
       const failure = classifyTransportError(err);
       call.failed(failure);
       if (failure.kind === 'aborted') {
-        run.outcome = emptyOutcome('client_cancelled');
+        run.outcome = emptyOutcome(endedAs('client_cancelled', cancellation));
         if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
         if (cancellation.cutByShutdown) throw shuttingDown();
         return;
@@ -255,18 +278,22 @@ async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan:
       break;
     }
     deps.router.recordSuccess(model, upstream);
-    run.servedBy = upstream;
+    // sendUpstream returns only a 2xx response: the upstream has accepted the request.
+    run.acceptedBy = upstream;
     call.relayStarted(plan.stream);
     try {
       run.outcome = await plan.relay(upstream)({ ctx, response, cancellation, redact: (text) => withoutSecrets(text, headers), costUsd: (usage) => usdNumber(charge(usage)) });
-      if (cancellation.cutByShutdown) run.outcome.endedByShutdown = true;
+      run.outcome.status = endedAs(run.outcome.status, cancellation);
       run.relayed = true;
     } catch (err) {
+      // A whole reply whose body broke off (the upstream cut, or the exchange was stopped while it came).
       const carried = (err as { relayOutcome?: RelayOutcome }).relayOutcome;
       run.outcome = carried ?? emptyOutcome('upstream_failed');
+      run.outcome.status = endedAs(run.outcome.status, cancellation);
       call.finished(run.outcome);
       if (err instanceof GatewayError) throw err;
       if (cancellation.cutByShutdown) throw shuttingDown();
+      if (cancellation.timedOut) throw new GatewayError(504, `The upstream of ${model.id} did not finish within ${deps.requestTimeoutMs} ms.`, { code: 'upstream_timeout' });
       throw new GatewayError(502, `The upstream of ${model.id} sent a reply the gateway could not read.`, { code: 'upstream_invalid_response' });
     }
     call.finished(run.outcome);
@@ -296,12 +323,13 @@ export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan:
     // Respond first, settle after: the client's last byte does not wait on the ledger (streams are ended by their relay).
     // A whole answer carries its charge, so its usage is settled on before it is sent.
     let usage: TokenUsage | undefined;
+    const accepted = run.acceptedBy !== undefined;
     if (run.relayed && !plan.stream) {
-      usage = await usageToSettle(deps, plan, final, ctx.state.requestId);
+      usage = await usageToSettle(deps, plan, final, accepted, ctx.state.requestId);
       stampAnswerCost(ctx, final.answerUsage, charge(usage));
       respondBeforeSettling(ctx);
     }
-    await settle(ctx, deps, plan, final, started, run.servedBy, bound, usage ?? (await usageToSettle(deps, plan, final, ctx.state.requestId)), charge);
+    await settle(ctx, deps, plan, final, started, run.acceptedBy, bound, usage ?? (await usageToSettle(deps, plan, final, accepted, ctx.state.requestId)), charge);
   }
 }
 
@@ -354,10 +382,10 @@ async function settle(
 }
 
 /** The usage a settlement records: the upstream's report, else the estimate, as the ledger takes it. Never throws. */
-async function usageToSettle(deps: ExchangeDeps, plan: ExchangePlan, outcome: RelayOutcome, requestId: string): Promise<TokenUsage> {
+async function usageToSettle(deps: ExchangeDeps, plan: ExchangePlan, outcome: RelayOutcome, accepted: boolean, requestId: string): Promise<TokenUsage> {
   let usage: TokenUsage = { input: 0, output: 0, cachedInput: 0, reasoning: 0 };
   try {
-    usage = await settleUsage(plan, outcome);
+    usage = await settleUsage(plan, outcome, accepted);
   } catch (err) {
     deps.log('usage_estimate_failed', { requestId, error: String(err) });
   }

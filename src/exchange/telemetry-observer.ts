@@ -63,9 +63,11 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
           if (streaming) metrics.streamClosed();
           const ttft = outcome.firstTokenAt === undefined ? undefined : outcome.firstTokenAt - t0;
           metrics.upstreamFinished(model.id, upstream.name, performance.now() - t0, ttft);
-          // A stream the drain bound ended is no fault of the upstream's.
-          const upstreamCut = outcome.status === 'upstream_failed' && outcome.endedByShutdown !== true;
+          // A reply the drain bound ended is no fault of the upstream's (status shutdown_cut); one the
+          // request deadline ended is the upstream's slowness.
+          const upstreamCut = outcome.status === 'upstream_failed';
           if (upstreamCut) metrics.upstreamError(model.id, upstream.name, 'stream_cut');
+          if (outcome.status === 'timed_out') metrics.upstreamError(model.id, upstream.name, 'timeout');
           if (span) {
             span.recordResponse({
               // What the upstream said answered; its catalog name when it did not say.
@@ -87,7 +89,7 @@ export function telemetryObserver(metrics: GatewayMetrics, tracing: Tracing): Ex
               const reply = streaming ? undefined : replyContent(ctx.state.format, ctx.body);
               span.recordContent({ output: reply ?? outputContent(outcome) });
             }
-            span.end(outcome.endedByShutdown === true ? { type: 'shutdown_cut' } : upstreamCut ? { type: 'stream_cut' } : undefined);
+            span.end(outcome.status === 'shutdown_cut' ? { type: 'shutdown_cut' } : outcome.status === 'timed_out' ? { type: 'timeout' } : upstreamCut ? { type: 'stream_cut' } : undefined);
           }
         },
         relayStarted(stream) {

@@ -6,7 +6,7 @@ import type { Micros, RefusalReason, RequestStatus, UsageRecord } from '../billi
 import type { Queryable, SqlValue } from './database.js';
 import { cacheWrites } from '../billing/money.js';
 
-export const REQUEST_STATUSES: readonly RequestStatus[] = ['completed', 'client_cancelled', 'upstream_failed', 'refused'];
+export const REQUEST_STATUSES: readonly RequestStatus[] = ['completed', 'client_cancelled', 'upstream_failed', 'refused', 'timed_out', 'shutdown_cut'];
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1_000;
 

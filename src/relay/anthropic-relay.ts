@@ -5,9 +5,8 @@
 // (whole replies and streams, the later blocks renumbered), as Anthropic's own API would not send them.
 import type { EventSourceMessage } from 'eventsource-parser';
 import { isRecord } from '../wire/json-shape.js';
-import { billableUsage } from './billable-usage.js';
+import { billablePrompt, billableUsage } from './billable-usage.js';
 import {
-  anthropicInputTokens,
   collectAnthropicContent,
   mergeAnthropicUsage,
   ThinkingBlockFilter,
@@ -88,12 +87,13 @@ export function anthropicStreamRelay(opts: AnthropicRelayOptions): Relay {
         if (!isRecord(parsed)) return;
         if (name === 'message_start' && isRecord(parsed.message)) {
           mergeAnthropicUsage(counters, parsed.message.usage);
-          out.reportedInputTokens = anthropicInputTokens(counters);
+          out.reportedPrompt = billablePrompt(usageFromAnthropicCounters(counters)) ?? out.reportedPrompt;
           if (typeof parsed.message.model === 'string') out.responseModel = parsed.message.model;
           parsed.message.model = opts.clientModel;
           data = JSON.stringify(parsed);
         } else if (name === 'message_delta') {
           mergeAnthropicUsage(counters, parsed.usage);
+          out.reportedPrompt = billablePrompt(usageFromAnthropicCounters(counters)) ?? out.reportedPrompt;
           sawUsageEnd = true;
           if (isRecord(parsed.delta) && typeof parsed.delta.stop_reason === 'string') out.finishReason = parsed.delta.stop_reason;
           // The final usage event carries the charge of the usage so far (its only change).

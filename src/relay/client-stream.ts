@@ -93,7 +93,7 @@ export class ClientEventStream {
 }
 
 /** The text of the error event that ends a stream cut by a shutdown that outlasted its drain bound. */
-export const SHUTDOWN_CUT_MESSAGE = 'The gateway is restarting and could not finish this reply in time; the output above is partial (only it was charged). Retry the request.';
+export const SHUTDOWN_CUT_MESSAGE = 'The gateway is restarting and could not finish this reply in time; the output above is partial (it and the prompt were charged). Retry the request.';
 
 /**
  * A gateway's shutdown as the exchanges see it: `draining` once it stops taking new work (readiness

@@ -1,6 +1,7 @@
 // What relaying one upstream response to the client produced: the upstream's own usage when it
 // reported one, else the generated text to estimate from, and how the exchange ended.
 import type { RequestStatus, TokenUsage } from '../billing/ledger.js';
+import type { PromptUsage } from './billable-usage.js';
 import type { GatewayContext } from '../request/state.js';
 import type { JsonObject } from '../wire/json-shape.js';
 import type { UpstreamResponse } from '../upstream/upstream-request.js';
@@ -8,8 +9,11 @@ import type { UpstreamResponse } from '../upstream/upstream-request.js';
 export interface RelayOutcome {
   /** Usage as the upstream reported it; undefined when it never arrived (cut streams). */
   usage: TokenUsage | undefined;
-  /** Input tokens the upstream reported early (Anthropic message_start), when the final usage is missing. */
-  reportedInputTokens?: number;
+  /**
+   * The prompt's usage as the upstream reported it before its final usage (Anthropic's message_start,
+   * Gemini's chunks), cache classes and all: what a cut exchange is charged for its prompt.
+   */
+  reportedPrompt?: PromptUsage;
   /** Generated text pieces (answer, reasoning, tool arguments), to estimate output when usage is missing. */
   generated: string[];
   /** The reasoning part of `generated`. */
@@ -20,8 +24,6 @@ export interface RelayOutcome {
   firstTokenAt: number | undefined;
   /** The model the upstream said answered (its reply's `model`), for traces. */
   responseModel?: string;
-  /** The gateway's drain bound ended it (not the upstream's failure, whatever `status` says). */
-  endedByShutdown?: boolean;
   /**
    * A whole (non-stream) answer's `usage` object in the body the relay set: the exchange writes the
    * charge into it (`cost`) before the body is sent, once the usage to settle is known.

@@ -125,7 +125,7 @@ export async function handleMessages(ex: Exchange, body: Json, ctx: SimContext):
 const frame = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 
 async function stream(ex: Exchange, plan: ReplyPlan, id: string, model: string, signature: string, usage: Json): Promise<void> {
-  ex.startStream();
+  await ex.startStream();
   const start = { ...usage, output_tokens: 1 };
   const message = { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: start };
   if (!ex.send(frame('message_start', { type: 'message_start', message }), 0)) return;

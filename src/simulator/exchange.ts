@@ -4,6 +4,7 @@ import type { PromptCache } from './prompt-cache.js';
 import type { ToolScript } from './reply.js';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultSpec } from './faults.js';
+import { once } from 'node:events';
 
 export type SimFormat = 'openai' | 'anthropic' | 'gemini';
 
@@ -34,6 +35,8 @@ export interface SimulatedRequest {
   aborted: boolean;
   /** The reply was completely written. */
   finished: boolean;
+  /** A stall fault holds the reply now (FaultSpec.stallAt, stallAfterChunks): accepted, and waiting. */
+  stalled: boolean;
   fault: FaultSpec | undefined;
   startedAt: number;
 }
@@ -130,8 +133,44 @@ export class Exchange {
       'content-length': Buffer.byteLength(text),
       ...this.idHeader(),
     });
+    const f = this.fault;
+    if (status < 300 && (f?.stallAt !== undefined || f?.cutMidBody === true)) {
+      void this.heldJson(Buffer.from(text), outputTokens, f);
+      return;
+    }
     this.record.outputTokensSent += outputTokens;
     this.res.end(text);
+  }
+
+  /** A whole reply under a stall or mid-body cut fault: its headers at once, its body in two halves. */
+  private async heldJson(body: Buffer, outputTokens: number, f: FaultSpec): Promise<void> {
+    this.res.flushHeaders();
+    if (f.stallAt === 'headers') await this.stall();
+    const half = Math.floor(body.length / 2);
+    if (f.stallAt === 'mid-body' || f.cutMidBody === true) {
+      if (this.closed) return;
+      this.res.write(body.subarray(0, half));
+      if (f.cutMidBody === true) return this.cut();
+      await this.stall();
+    }
+    if (this.closed) return;
+    this.record.outputTokensSent += outputTokens;
+    this.res.end(f.stallAt === 'mid-body' ? body.subarray(half) : body);
+  }
+
+  /** Holds the reply for the fault's stallMs, flagged on the record (the test acts meanwhile). */
+  private async stall(): Promise<void> {
+    if (this.closed) return;
+    if (this.corked) this.res.uncork();
+    this.corked = false;
+    this.record.stalled = true;
+    this.onChange();
+    // Over early when the client goes away: nothing is left to hold.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([once(this.res, 'close'), new Promise((r) => (timer = setTimeout(r, this.fault?.stallMs ?? 10_000)))]);
+    clearTimeout(timer);
+    this.record.stalled = false;
+    this.onChange();
   }
 
   error(status: number, message: string, code?: string): void {
@@ -150,7 +189,7 @@ export class Exchange {
     socket.end(); // flushes the chunks already written, then closes without the chunked terminator
   }
 
-  startStream(): void {
+  async startStream(): Promise<void> {
     this.record.status = 200;
     this.res.writeHead(200, {
       'content-type': 'text/event-stream',
@@ -158,6 +197,10 @@ export class Exchange {
       'x-accel-buffering': 'no',
       ...this.idHeader(),
     });
+    if (this.fault?.stallAt === 'headers') {
+      this.res.flushHeaders();
+      await this.stall();
+    }
     // Unpaced streams are written in one burst; corking turns them into few socket writes.
     if (this.firstTokenDelayMs === 0 && this.tokenDelayMs === 0) {
       this.res.cork();
@@ -200,9 +243,15 @@ export class Exchange {
    */
   pacedSender(): (frame: string, tokens: number) => Promise<boolean> {
     let first = true;
+    let stalled = false;
+    const stallAfter = this.fault?.stallAfterChunks;
     return async (frame, tokens) => {
       if (!first) await this.pause(this.tokenDelayMs);
       first = false;
+      if (stallAfter !== undefined && !stalled && this.chunks >= stallAfter) {
+        stalled = true;
+        await this.stall();
+      }
       return this.send(frame, tokens);
     };
   }

@@ -21,6 +21,17 @@ export interface FaultSpec {
   /** Per-request pacing overrides. */
   firstTokenDelayMs?: number;
   tokenDelayMs?: number;
+  /**
+   * Hold a successful reply `stallMs` (default 10 s) once the upstream has accepted the request (its 2xx
+   * headers sent), then carry on: 'headers' before any body byte, 'mid-body' with the first half of a
+   * whole reply's body sent. The request's `stalled` is true meanwhile, for a test to act on.
+   */
+  stallAt?: 'headers' | 'mid-body';
+  /** Stream: hold `stallMs` before the next token once N events are out (a stream's events are chunks). */
+  stallAfterChunks?: number;
+  stallMs?: number;
+  /** A whole reply: drop the connection once its headers and the first half of its body are out. */
+  cutMidBody?: boolean;
 }
 
 const NUMERIC_FIELDS = [
@@ -32,6 +43,8 @@ const NUMERIC_FIELDS = [
   'errorEventAfterChunks',
   'firstTokenDelayMs',
   'tokenDelayMs',
+  'stallAfterChunks',
+  'stallMs',
 ] as const;
 
 /** The largest delay (ms) or count a fault may carry: about 17 minutes, or a million chunks. */
@@ -50,6 +63,8 @@ export function parseFault(value: unknown): FaultSpec | string {
     return 'status must be between 400 and 599';
   }
   if (v.hang !== undefined && typeof v.hang !== 'boolean') return 'hang must be a boolean';
+  if (v.cutMidBody !== undefined && typeof v.cutMidBody !== 'boolean') return 'cutMidBody must be a boolean';
+  if (v.stallAt !== undefined && v.stallAt !== 'headers' && v.stallAt !== 'mid-body') return 'stallAt must be "headers" or "mid-body"';
   if (v.message !== undefined && typeof v.message !== 'string') return 'message must be a string';
   if (v.match !== undefined) {
     const m = v.match as Record<string, unknown> | null;

@@ -113,11 +113,12 @@ export async function handleGenerateContent(ex: Exchange, body: Json, model: str
 async function streamReply(ex: Exchange, plan: ReplyPlan, envelope: Json, usage: Json): Promise<void> {
   const frame = (parts: Json[], end?: { finishReason: string; usage: Json }): string => {
     const candidate = { content: { role: 'model', parts }, index: 0, ...(end === undefined ? {} : { finishReason: end.finishReason }) };
-    // Every chunk reports the prompt so far; the last one the whole usage.
-    const usageMetadata = end?.usage ?? { promptTokenCount: usage.promptTokenCount, totalTokenCount: usage.promptTokenCount };
+    // Every chunk reports the prompt (its cached part too); the last one the whole usage.
+    const prompt = { promptTokenCount: usage.promptTokenCount, totalTokenCount: usage.promptTokenCount };
+    const usageMetadata = end?.usage ?? (usage.cachedContentTokenCount === undefined ? prompt : { ...prompt, cachedContentTokenCount: usage.cachedContentTokenCount });
     return `data: ${JSON.stringify({ candidates: [candidate], usageMetadata, ...envelope })}\r\n\r\n`;
   };
-  ex.startStream();
+  await ex.startStream();
   await ex.pause(ex.firstTokenDelayMs);
   const paced = ex.pacedSender();
   for (const r of plan.reasoning) if (!(await paced(frame([{ text: r, thought: true }]), 1))) return;

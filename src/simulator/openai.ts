@@ -128,7 +128,7 @@ async function stream(ex: Exchange, plan: ReplyPlan, id: string, created: number
       ? chunk({ content: t })
       : `${head}${JSON.stringify({ content: t })},"logprobs":${JSON.stringify({ content: [tokenLogprob(t, logprobsTop)], refusal: null })},"finish_reason":null}]${usageNull}}\n\n`;
 
-  ex.startStream();
+  await ex.startStream();
   if (!ex.send(chunk({ role: 'assistant', content: '' }), 0)) return;
   await ex.pause(ex.firstTokenDelayMs);
   const paced = ex.pacedSender();

@@ -216,6 +216,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       outputTokensSent: 0,
       aborted: false,
       finished: false,
+      stalled: false,
       fault,
       startedAt: Date.now(),
     };

@@ -4,7 +4,7 @@
 // (src/responses/pair.ts) both use it.
 import { upstreamFormat } from '../formats/index.js';
 import type { CatalogUpstream } from '../catalog/snapshot.js';
-import { billableUsage } from '../relay/billable-usage.js';
+import { billablePrompt, billableUsage } from '../relay/billable-usage.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from '../relay/client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from '../relay/relay.js';
 import { pumpUpstreamEvents } from '../relay/upstream-events.js';
@@ -70,7 +70,8 @@ export async function pumpTranslated(
     out.generated = translator.generatedPieces();
     out.reasoningGenerated = translator.reasoningPieces();
     out.finishReason = translator.finishReason;
-    if (translator.reportedInputTokens !== undefined) out.reportedInputTokens = translator.reportedInputTokens;
+    const prompt = translator.reportedPromptUsage;
+    if (prompt !== undefined) out.reportedPrompt = billablePrompt(prompt);
     if (translator.responseModel !== undefined) out.responseModel = translator.responseModel;
     if (cancellation.clientGone || !client.open) {
       out.status = 'client_cancelled';

@@ -93,6 +93,47 @@ describe('simulator injected faults', () => {
     await expect(messages({})).rejects.toThrow();
   });
 
+  it('stalls hold an accepted reply where a test wants to end it: after the headers, mid-body, after N events; cutMidBody drops a whole reply halfway', async () => {
+    // After the headers: the 200 is out, no body byte yet; then the reply carries on.
+    sim.injectFault({ stallAt: 'headers', stallMs: 300 });
+    const headersFirst = chat({});
+    const held = await sim.waitForRequest((r) => r.stalled, 2000);
+    expect({ status: held.status, finished: held.finished, outputTokensSent: held.outputTokensSent }).toEqual({ status: 200, finished: false, outputTokensSent: 0 });
+    const whole = await headersFirst;
+    expect(((await whole.json()) as { object: string }).object).toBe('chat.completion');
+    expect(held).toMatchObject({ stalled: false, finished: true });
+
+    // Mid-body: half the JSON is out; a client that gives up meanwhile ends the stall at once.
+    sim.injectFault({ stallAt: 'mid-body', stallMs: 10_000 });
+    const abort = new AbortController();
+    const midBody = fetch(`${sim.openaiBaseUrl}/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'sim-chat', messages: user }), signal: abort.signal });
+    const half = await sim.waitForRequest((r) => r.stalled && r.id > held.id, 2000);
+    const partial = await midBody;
+    abort.abort();
+    await expect(partial.text()).rejects.toThrow();
+    await sim.waitForRequest((r) => r === half && r.aborted && !r.stalled, 2000);
+    expect(half.outputTokensSent).toBe(0);
+
+    // After N events of a stream: the role chunk and two tokens, then the hold.
+    sim.injectFault({ stallAfterChunks: 3, stallMs: 200 });
+    const streamed = await chat({ stream: true });
+    const paused = await sim.waitForRequest((r) => r.stalled && r.id > half.id, 2000);
+    expect(paused.outputTokensSent).toBe(2);
+    expect(await streamed.text()).toContain('[DONE]');
+
+    // cutMidBody: a 200 and half a body, then the connection is gone.
+    sim.injectFault({ cutMidBody: true });
+    const cut = await messages({});
+    expect(cut.status).toBe(200);
+    await expect(cut.text()).rejects.toThrow();
+    expect(sim.requests.at(-1)).toMatchObject({ status: 200, finished: false, outputTokensSent: 0 });
+
+    const bad = await postFault({ stallAt: 'later' } as unknown as FaultSpec);
+    expect(bad.status).toBe(400);
+    // The aborted request above would answer later tests' look-ups of the first aborted one.
+    sim.clearLog();
+  });
+
   it('malformedAfterChunks injects a non-JSON data line that the SDK rejects', async () => {
     sim.injectFault({ malformedAfterChunks: 2 });
     const text = await (await chat({ stream: true })).text();

@@ -141,9 +141,9 @@ describe('usage mapping (C.6) round trips', () => {
   });
 
   it('missing or null usage reads as zeros for the client, and is unbillable where a count is missing', () => {
-    expect(usageFromOpenAI(null)).toEqual({ input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true });
-    // A null counter is "not reported", as Anthropic streams send it; the output count is there.
-    expect(usageFromAnthropic({ input_tokens: null, output_tokens: 3 })).toEqual({ input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 3, reasoning: 0 });
+    expect(usageFromOpenAI(null)).toEqual({ input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true, promptUnbillable: true });
+    // A null counter is "not reported", as Anthropic streams send it; the output count is there, the prompt's is not.
+    expect(usageFromAnthropic({ input_tokens: null, output_tokens: 3 })).toEqual({ input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 3, reasoning: 0, promptUnbillable: true });
     expect(usageFromAnthropic({ input_tokens: 5 })).toEqual({ input: 5, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true });
     expect(usageFromOpenAI({ prompt_tokens: 5, completion_tokens: -2 })).toMatchObject({ input: 5, output: 0, unbillable: true });
   });

@@ -3,6 +3,6 @@ export { anthropicMessagesClient } from './client.js';
 export { ANTHROPIC_VERSION, anthropicMessagesUpstream } from './upstream.js';
 export { collectAnthropicContent } from './generated.js';
 export { stripGatewayThinking } from './request.js';
-export { anthropicInputTokens, mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';
+export { mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';
 export { ThinkingBlockFilter, thinkingRequested, withoutThinking } from './thinking-shown.js';
 export { COST_NEUTRAL_BETAS, refuseUnpriced, serverTools, unpricedBetas } from './priced-features.js';

@@ -50,6 +50,8 @@ export function usageFromAnthropicCounters(c: AnthropicUsageCounters): Normalize
     output: c.output_tokens ?? 0,
     reasoning: c.thinking_tokens ?? 0,
     ...(c.invalid === true || c.output_tokens === undefined ? { unbillable: true as const } : {}),
+    // message_start already has the prompt's counts; a counter that is not a count spoils them all.
+    ...(c.invalid === true || c.input_tokens === undefined ? { promptUnbillable: true as const } : {}),
   };
 }
 
@@ -68,10 +70,4 @@ export function usageToAnthropic(u: NormalizedUsage): Record<string, unknown> {
     cache_read_input_tokens: u.cacheRead,
     cache_creation: { ephemeral_5m_input_tokens: u.cacheWrite5m, ephemeral_1h_input_tokens: u.cacheWrite1h },
   };
-}
-
-/** All prompt tokens reported so far (Anthropic message_start), or undefined when none can be trusted. */
-export function anthropicInputTokens(c: AnthropicUsageCounters): number | undefined {
-  if (c.invalid === true || c.input_tokens === undefined) return undefined;
-  return c.input_tokens + (c.cache_creation_input_tokens ?? 0) + (c.cache_read_input_tokens ?? 0);
 }

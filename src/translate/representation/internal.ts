@@ -93,6 +93,12 @@ export interface NormalizedUsage {
    * counts above are clamped for the client's eyes, and the exchange estimates the charge instead.
    */
   unbillable?: true;
+  /**
+   * The prompt's counts cannot be billed by (its count missing or not a number): a cut exchange then
+   * charges the prompt by its own count rather than by this report. Apart from `unbillable`: a report
+   * without its output count (Anthropic's message_start, Gemini's chunks) still has a billable prompt.
+   */
+  promptUnbillable?: true;
 }
 
 export interface InternalResponse {

@@ -19,7 +19,7 @@ export class StreamTranslator {
   private ended = false;
   private endState: StreamState = 'open';
   private readonly reasoningText: string[] = [];
-  private firstInputTokens: number | undefined;
+  private promptReport: NormalizedUsage | undefined;
   private reportedUsage: NormalizedUsage | undefined;
   private upstreamFinish: FinishReason | undefined;
   private stopSequence: string | null = null;
@@ -105,9 +105,12 @@ export class StreamTranslator {
     return this.startModel;
   }
 
-  /** Input tokens of the first usage the upstream reported (Anthropic message_start), for cut streams. */
-  get reportedInputTokens(): number | undefined {
-    return this.firstInputTokens;
+  /**
+   * The last usage the upstream reported with a billable prompt (Anthropic's message_start, Gemini's
+   * chunks), final or not: what a cut stream's prompt is charged at.
+   */
+  get reportedPromptUsage(): NormalizedUsage | undefined {
+    return this.promptReport;
   }
 
   /** Generated pieces (answer, reasoning, tool names and arguments), for estimating output tokens. */
@@ -129,7 +132,7 @@ export class StreamTranslator {
     switch (e.type) {
       case 'usage':
         this.reportedUsage = e.usage;
-        if (this.firstInputTokens === undefined && e.usage.input > 0) this.firstInputTokens = e.usage.input;
+        if (e.usage.promptUnbillable !== true && e.usage.input > 0) this.promptReport = e.usage;
         return '';
       case 'finish':
         this.upstreamFinish = e.reason;

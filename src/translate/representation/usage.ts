@@ -46,7 +46,7 @@ export interface OpenAIUsageNames {
  * input/output): the prompt count includes cache reads and writes; a missing count makes it unbillable.
  */
 export function usageFromOpenAIShape(u: unknown, names: OpenAIUsageNames): NormalizedUsage {
-  if (!isRecord(u)) return { input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true };
+  if (!isRecord(u)) return { input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true, promptUnbillable: true };
   const inDetails = u[names.inputDetails];
   const outDetails = u[names.outputDetails];
   const id = isRecord(inDetails) ? inDetails : {};
@@ -60,5 +60,6 @@ export function usageFromOpenAIShape(u: unknown, names: OpenAIUsageNames): Norma
     output: output ?? 0,
     reasoning: tokenCount(od.reasoning_tokens) ?? 0,
     ...(input === undefined || output === undefined ? { unbillable: true as const } : {}),
+    ...(input === undefined ? { promptUnbillable: true as const } : {}),
   };
 }
