@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['eslint.config.js', '.dependency-cruiser.cjs', 'dist/**', '.bench-build/**', 'node_modules/**', 'bench/results/**', 'bench/.peer/**', 'bench/.litellm/**', 'bench/.bifrost/**', 'coverage/**'] },
+  { ignores: ['eslint.config.js', '.dependency-cruiser.cjs', 'dist/**', '.bench-build/**', 'node_modules/**', 'bench/results/**', 'bench/.peer/**', 'bench/.litellm/**', 'bench/.bifrost/**', 'coverage/**', 'tools/require-node.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
