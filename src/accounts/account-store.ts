@@ -17,7 +17,13 @@ export interface KeyCaps {
   monthlyCap?: Micros;
 }
 
-export interface ApiKeyRecord extends KeyCaps {
+/** The key's default cost ceiling per request (a request's x-tollgate-max-cost-usd header can lower it, not raise it). */
+export interface KeyRequestCeiling {
+  /** Micro-USD; undefined = none. */
+  maxCostPerRequest?: Micros;
+}
+
+export interface ApiKeyRecord extends KeyCaps, KeyRequestCeiling {
   id: string;
   accountId: string;
   name: string;
@@ -36,7 +42,7 @@ export interface CreatedKey {
   secret: string;
 }
 
-export interface NewKeyOptions extends KeyCaps {
+export interface NewKeyOptions extends KeyCaps, KeyRequestCeiling {
   name?: string;
   rateLimits?: RateLimits;
 }
@@ -54,6 +60,8 @@ export interface AccountStore {
   listKeys(accountId: string): Promise<ApiKeyRecord[]>;
   revokeKey(accountId: string, keyId: string): Promise<boolean>;
   setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean>;
+  /** Sets (or, with undefined, clears) the key's default cost ceiling per request; false when the account has no such key. */
+  setKeyMaxCostPerRequest(accountId: string, keyId: string, maxCostPerRequest: Micros | undefined): Promise<boolean>;
   /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */
   setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean>;
   /** Sets the account's default rate limits for keys given and clears the others; false when no such account. */

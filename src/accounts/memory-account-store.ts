@@ -1,9 +1,10 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
 import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
+import type { Micros } from '../catalog/snapshot.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret } from './validation.js';
+import { checkCap, checkCaps, checkImportedSecret } from './validation.js';
 import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
 import { checkRateLimits, compactRateLimits, type RateLimits } from './rate-limits.js';
 
@@ -113,6 +114,15 @@ export class MemoryAccountStore implements RestorableAccountStore {
     else k.record.lifetimeCap = caps.lifetimeCap;
     if (caps.monthlyCap === undefined) delete k.record.monthlyCap;
     else k.record.monthlyCap = caps.monthlyCap;
+    return true;
+  }
+
+  async setKeyMaxCostPerRequest(accountId: string, keyId: string, maxCostPerRequest: Micros | undefined): Promise<boolean> {
+    checkCap(maxCostPerRequest, 'maxCostPerRequest');
+    const k = this.state.accounts.get(accountId)?.keys.get(keyId);
+    if (!k) return false;
+    if (maxCostPerRequest === undefined) delete k.record.maxCostPerRequest;
+    else k.record.maxCostPerRequest = maxCostPerRequest;
     return true;
   }
 

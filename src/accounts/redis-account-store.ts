@@ -6,7 +6,8 @@ import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyL
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret } from './validation.js';
+import { checkCap, checkCaps, checkImportedSecret } from './validation.js';
+import type { Micros } from '../catalog/snapshot.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
@@ -30,6 +31,7 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
   if (h.lifetimeCap !== undefined) rec.lifetimeCap = Number(h.lifetimeCap);
   if (h.monthlyCap !== undefined) rec.monthlyCap = Number(h.monthlyCap);
+  if (h.maxCost !== undefined) rec.maxCostPerRequest = Number(h.maxCost);
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
   return rec;
@@ -41,6 +43,7 @@ function keyFields(record: ApiKeyRecord): string[] {
   fields.push('createdAt', String(record.createdAt));
   if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
   if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+  if (record.maxCostPerRequest !== undefined) fields.push('maxCost', String(record.maxCostPerRequest));
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
   return fields;
@@ -193,6 +196,15 @@ export class RedisAccountStore implements RestorableAccountStore {
     if (caps.monthlyCap === undefined) m.hdel(key, 'monthlyCap');
     else m.hset(key, 'monthlyCap', String(caps.monthlyCap));
     await m.exec();
+    return true;
+  }
+
+  async setKeyMaxCostPerRequest(accountId: string, keyId: string, maxCostPerRequest: Micros | undefined): Promise<boolean> {
+    checkCap(maxCostPerRequest, 'maxCostPerRequest');
+    const key = this.k.key(accountId, keyId);
+    if (!(await this.redis.hexists(key, 'id'))) return false;
+    if (maxCostPerRequest === undefined) await this.redis.hdel(key, 'maxCost');
+    else await this.redis.hset(key, 'maxCost', String(maxCostPerRequest));
     return true;
   }
 

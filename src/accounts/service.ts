@@ -94,6 +94,11 @@ export class AccountService {
     return this.opts.accounts.setKeyCaps(accountId, keyId, caps);
   }
 
+  /** Sets (undefined: clears) the key's default cost ceiling per request; false when the account has no such key. */
+  setMaxCostPerRequest(accountId: string, keyId: string, maxCostPerRequest: Micros | undefined): Promise<boolean> {
+    return this.opts.accounts.setKeyMaxCostPerRequest(accountId, keyId, maxCostPerRequest);
+  }
+
   /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */
   setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {
     return this.opts.accounts.setKeyRateLimits(accountId, keyId, limits);

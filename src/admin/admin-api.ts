@@ -1,5 +1,5 @@
 // The admin interface: HTTP on its own port, guarded by a bearer admin token. It creates accounts
-// and keys, credits balances (idempotently), revokes keys, sets caps and rate limits, refunds a request, lists
+// and keys, credits balances (idempotently), revokes keys, sets caps, cost ceilings and rate limits, refunds a request, lists
 // usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
@@ -76,6 +76,12 @@ const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
 };
 
 const CAP_FIELDS = ['lifetime_cap_usd', 'lifetime_cap_micro_usd', 'monthly_cap_usd', 'monthly_cap_micro_usd'] as const;
+/** A key's default cost ceiling per request (the x-tollgate-max-cost-usd header can lower it, not raise it). */
+const MAX_COST_FIELDS = ['max_cost_per_request_usd', 'max_cost_per_request_micro_usd'] as const;
+
+function maxCostFrom(body: Body): Micros | undefined {
+  return amount(body, 'max_cost_per_request_usd', 'max_cost_per_request_micro_usd', false);
+}
 
 /** The rate-limit fields of a body, as the admin API names them, and the limit each sets. */
 const LIMIT_FIELDS = {
@@ -217,9 +223,15 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
   });
   r.post('/accounts/:accountId/keys', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...LIMIT_FIELD_NAMES]);
+    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
     const name = optionalName(ctx.state.body, 'key');
-    const created = await accounts.createKey(a.id, { name, ...capsFrom(ctx.state.body), rateLimits: limitsFrom(ctx.state.body) });
+    const maxCostPerRequest = maxCostFrom(ctx.state.body);
+    const created = await accounts.createKey(a.id, {
+      name,
+      ...capsFrom(ctx.state.body),
+      ...(maxCostPerRequest === undefined ? {} : { maxCostPerRequest }),
+      rateLimits: limitsFrom(ctx.state.body),
+    });
     ctx.status = 201;
     ctx.body = { key: created.secret, record: created.record, note: 'The key is shown once; only its hash is stored.' };
   });
@@ -240,6 +252,14 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     const ok = await accounts.setCaps(a.id, ctx.params.keyId ?? '', caps);
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { updated: true, lifetime_cap_micro_usd: caps.lifetimeCap ?? null, monthly_cap_micro_usd: caps.monthlyCap ?? null };
+  });
+  // The key's default cost ceiling per request: none given (or null) clears it.
+  r.put('/accounts/:accountId/keys/:keyId/max-cost-per-request', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, MAX_COST_FIELDS);
+    const maxCostPerRequest = maxCostFrom(ctx.state.body);
+    if (!(await accounts.setMaxCostPerRequest(a.id, ctx.params.keyId ?? '', maxCostPerRequest))) throw new AdminError(404, 'no such key');
+    ctx.body = { updated: true, max_cost_per_request_micro_usd: maxCostPerRequest ?? null };
   });
   // Rate limits: every limit not given is cleared, as with caps.
   r.put('/accounts/:accountId/keys/:keyId/rate-limits', async (ctx) => {

@@ -4,10 +4,11 @@ const USAGE = `usage: npm run admin -- <command>
   accounts                                  list accounts
   create-account <name>
   account <accountId>                       balance and details
-  create-key <accountId> [name] [--lifetime-cap USD] [--monthly-cap USD]
+  create-key <accountId> [name] [--lifetime-cap USD] [--monthly-cap USD] [--max-cost-per-request USD]
   keys <accountId>
   revoke <accountId> <keyId>
   caps <accountId> <keyId> [--lifetime-cap USD] [--monthly-cap USD]   (omit both to clear)
+  max-cost <accountId> <keyId> [USD]         a key's default cost ceiling per request (omitted: cleared)
   rate-limits <accountId> <keyId> [--rpm N] [--tpm N] [--concurrency N]   a key's own limits (omitted: cleared)
   default-rate-limits <accountId> [--rpm N] [--tpm N] [--concurrency N]   the account's default for its keys
   credit <accountId> <USD> <idempotencyKey>
@@ -20,7 +21,7 @@ const USAGE = `usage: npm run admin -- <command>
   audit <accountId>`;
 
 /** Positional arguments each command needs. */
-const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
+const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 2, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
 
 /** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
 const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
@@ -38,6 +39,8 @@ interface Parsed {
   rest: string[];
   /** --lifetime-cap and --monthly-cap as the admin API's body fields. */
   caps: { lifetime_cap_usd?: string; monthly_cap_usd?: string };
+  /** --max-cost-per-request as the admin API's body field. */
+  maxCost: { max_cost_per_request_usd?: string };
   /** --rpm, --tpm and --concurrency as the admin API's body fields (numbers; the API refuses bad ones). */
   limits: Record<string, number | string>;
   /** The listing commands' flags as a query string. */
@@ -52,6 +55,8 @@ function parseArgs(argv: string[]): Parsed {
   const lifetime = flag(args, '--lifetime-cap');
   const monthly = flag(args, '--monthly-cap');
   const caps = { ...(lifetime ? { lifetime_cap_usd: lifetime } : {}), ...(monthly ? { monthly_cap_usd: monthly } : {}) };
+  const maxCostFlag = flag(args, '--max-cost-per-request');
+  const maxCost = maxCostFlag ? { max_cost_per_request_usd: maxCostFlag } : {};
   const limits: Record<string, number | string> = {};
   for (const [name, field] of [['--rpm', 'requests_per_minute'], ['--tpm', 'tokens_per_minute'], ['--concurrency', 'concurrent_requests']] as const) {
     const v = flag(args, name);
@@ -66,7 +71,7 @@ function parseArgs(argv: string[]): Parsed {
   const all = args.includes('--all');
   if (all) args.splice(args.indexOf('--all'), 1);
   const [cmd, ...rest] = args;
-  return { cmd, rest, caps, limits, query, all };
+  return { cmd, rest, caps, maxCost, limits, query, all };
 }
 
 /** A response body as it came, pretty-printed when it is JSON. */
@@ -134,13 +139,15 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
     case 'account':
       return call('GET', `/accounts/${id(a)}`);
     case 'create-key':
-      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps });
+      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps, ...p.maxCost });
     case 'keys':
       return call('GET', `/accounts/${id(a)}/keys`);
     case 'revoke':
       return call('POST', `/accounts/${id(a)}/keys/${id(b)}/revoke`);
     case 'caps':
       return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/caps`, p.caps);
+    case 'max-cost':
+      return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/max-cost-per-request`, c ? { max_cost_per_request_usd: c } : {});
     case 'rate-limits':
       return call('PUT', `/accounts/${id(a)}/keys/${id(b)}/rate-limits`, p.limits);
     case 'default-rate-limits':

@@ -1,10 +1,10 @@
-// The holder's API keys: the Keys pages (create with a one-time reveal, caps, rate limits and the
-// account's default ones, revoke) and /api/keys.
+// The holder's API keys: the Keys pages (create with a one-time reveal, caps, the cost ceiling per
+// request, rate limits and the account's default ones, revoke) and /api/keys.
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { editCapsPage, keysPage, revokePage } from './pages.js';
-import { capsFromInput, DashboardError, hasRateLimitInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
+import { capsFromInput, DashboardError, hasRateLimitInput, MAX_COST_INPUT, maxCostFromInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { send, who, type Ctx, type DashboardState } from './state.js';
 
@@ -20,6 +20,7 @@ function apiKey(k: KeyView): Record<string, unknown> {
     revoked_at: k.revokedAt === undefined ? null : new Date(k.revokedAt).toISOString(),
     lifetime_cap_micro_usd: k.lifetimeCap ?? null,
     monthly_cap_micro_usd: k.monthlyCap ?? null,
+    max_cost_per_request_micro_usd: k.maxCostPerRequest ?? null,
     lifetime_spent_micro_usd: k.lifetimeSpent,
     month_spent_micro_usd: k.monthSpent,
     held_micro_usd: k.held,
@@ -68,7 +69,7 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     const s = who(ctx);
     const b = ctx.state.body ?? {};
     try {
-      const { key, secret } = await service.createKey(s.user, b.name, capsFromInput(b), rateLimitsFromInput(b));
+      const { key, secret } = await service.createKey(s.user, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
       // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
       // a log or a cache), and shown by the GET the redirect leads to.
       const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
@@ -104,6 +105,17 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
       send(ctx, editCapsPage(s, key, err.message), err.status);
     }
   });
+  guarded.post('/keys/:keyId/max-cost', async (ctx) => {
+    const s = who(ctx);
+    const key = await service.getKey(s.user, keyId(ctx));
+    try {
+      await service.setMaxCostPerRequest(s.user, key.id, maxCostFromInput(ctx.state.body ?? {}).maxCostPerRequest);
+      ctx.redirect('/keys');
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, editCapsPage(s, key, err.message), err.status);
+    }
+  });
   guarded.get('/keys/:keyId/revoke', async (ctx) => send(ctx, revokePage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
   guarded.post('/keys/:keyId/revoke', async (ctx) => {
     await service.revokeKey(who(ctx).user, keyId(ctx));
@@ -117,7 +129,7 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   });
   guarded.post('/api/keys', async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { key, secret } = await service.createKey(who(ctx).user, b.name, capsFromInput(b), rateLimitsFromInput(b));
+    const { key, secret } = await service.createKey(who(ctx).user, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
     ctx.status = 201;
     ctx.body = { key: apiKey(key), secret };
   });
@@ -131,6 +143,8 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
     const limits = hasRateLimitInput(b) ? rateLimitsFromInput(b) : undefined;
     let key = await service.setCaps(who(ctx).user, keyId(ctx), caps);
     if (limits !== undefined) key = await service.setRateLimits(who(ctx).user, keyId(ctx), limits);
+    // The cost ceiling only when the body names it (null or empty clears it).
+    if (MAX_COST_INPUT in b) key = await service.setMaxCostPerRequest(who(ctx).user, keyId(ctx), maxCostFromInput(b).maxCostPerRequest);
     ctx.body = { key: apiKey(key) };
   });
   guarded.post('/api/keys/:keyId/revoke', async (ctx) => {

@@ -3,7 +3,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
 import { ClientError } from '../http/client-error.js';
-import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
+import type { AccountStore, ApiKeyRecord, KeyCaps, KeyRequestCeiling } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
 import { usdTextToMicros } from '../billing/money.js';
 import { AccountService } from '../accounts/service.js';
@@ -45,6 +45,8 @@ export interface KeyView {
   revokedAt?: number;
   lifetimeCap?: number;
   monthlyCap?: number;
+  /** The key's default cost ceiling per request, micro-USD. */
+  maxCostPerRequest?: number;
   lifetimeSpent: number;
   monthSpent: number;
   held: number;
@@ -450,6 +452,7 @@ export class DashboardService {
       ...(k.revokedAt === undefined ? {} : { revokedAt: k.revokedAt }),
       ...(k.lifetimeCap === undefined ? {} : { lifetimeCap: k.lifetimeCap }),
       ...(k.monthlyCap === undefined ? {} : { monthlyCap: k.monthlyCap }),
+      ...(k.maxCostPerRequest === undefined ? {} : { maxCostPerRequest: k.maxCostPerRequest }),
       lifetimeSpent: spend.lifetimeSpent,
       monthSpent: spend.monthSpent,
       held: spend.lifetimeHeld,
@@ -497,7 +500,7 @@ export class DashboardService {
     return this.view(user, k);
   }
 
-  async createKey(user: User, name: unknown, caps: KeyCaps, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
+  async createKey(user: User, name: unknown, caps: KeyCaps & KeyRequestCeiling, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
     DashboardService.requireConfirmed(user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
@@ -508,6 +511,13 @@ export class DashboardService {
   async setCaps(user: User, keyId: string, caps: KeyCaps): Promise<KeyView> {
     await this.getKey(user, keyId);
     if (!(await this.accounts.setCaps(user.accountId, keyId, caps))) throw new DashboardError(404, 'No such key in your account.');
+    return this.getKey(user, keyId);
+  }
+
+  /** Sets (undefined: clears) the key's default cost ceiling per request. */
+  async setMaxCostPerRequest(user: User, keyId: string, maxCostPerRequest: number | undefined): Promise<KeyView> {
+    await this.getKey(user, keyId);
+    if (!(await this.accounts.setMaxCostPerRequest(user.accountId, keyId, maxCostPerRequest))) throw new DashboardError(404, 'No such key in your account.');
     return this.getKey(user, keyId);
   }
 
@@ -548,6 +558,15 @@ export function capsFromInput(body: Record<string, unknown>): KeyCaps {
   const lifetimeCap = capFromUsd(body.lifetime_cap_usd, 'lifetime_cap_usd');
   const monthlyCap = capFromUsd(body.monthly_cap_usd, 'monthly_cap_usd');
   return { ...(lifetimeCap === undefined ? {} : { lifetimeCap }), ...(monthlyCap === undefined ? {} : { monthlyCap }) };
+}
+
+/** The form and JSON field of a key's default cost ceiling per request, in decimal USD. */
+export const MAX_COST_INPUT = 'max_cost_per_request_usd';
+
+/** The key's default cost ceiling per request from a form or JSON body: "0.05" USD, or empty / null / absent for none. */
+export function maxCostFromInput(body: Record<string, unknown>): KeyRequestCeiling {
+  const maxCostPerRequest = capFromUsd(body[MAX_COST_INPUT], MAX_COST_INPUT);
+  return maxCostPerRequest === undefined ? {} : { maxCostPerRequest };
 }
 
 /** The rate-limit fields of a form or JSON body, and the limit each sets. */
