@@ -94,6 +94,27 @@ describe.each(backends)('account store (%s)', (_name, make) => {
     await expect(store.setKeyCaps(acct.id, record.id, { lifetimeCap: -1 })).rejects.toThrow(RangeError);
     await expect(store.setKeyCaps(acct.id, record.id, { monthlyCap: 1.5 })).rejects.toThrow(RangeError);
   });
+
+  it("sets and clears a key's max cost per request, apart from its caps", async () => {
+    const store = make();
+    const acct = await store.createAccount('Ceiling');
+    const { record, secret } = await store.createKey(acct.id, { name: 'agent', monthlyCap: 9, maxCostPerRequest: 50_000 });
+    expect(record).toMatchObject({ monthlyCap: 9, maxCostPerRequest: 50_000 });
+    expect(await store.findKeyByHash(hashApiKey(secret))).toMatchObject({ maxCostPerRequest: 50_000 });
+    expect(await store.setKeyMaxCostPerRequest(acct.id, record.id, 1)).toBe(true);
+    expect(await store.getKey(acct.id, record.id)).toMatchObject({ monthlyCap: 9, maxCostPerRequest: 1 });
+    // Caps set or cleared leave it as it is, and it leaves them.
+    expect(await store.setKeyCaps(acct.id, record.id, {})).toBe(true);
+    expect((await store.getKey(acct.id, record.id))?.maxCostPerRequest).toBe(1);
+    expect(await store.setKeyMaxCostPerRequest(acct.id, record.id, undefined)).toBe(true);
+    expect((await store.getKey(acct.id, record.id))?.maxCostPerRequest).toBeUndefined();
+    expect((await store.findKeyByHash(hashApiKey(secret)))?.maxCostPerRequest).toBeUndefined();
+    expect((await store.listKeys(acct.id))[0]).not.toHaveProperty('maxCostPerRequest');
+    expect(await store.setKeyMaxCostPerRequest(acct.id, 'key_missing', 1)).toBe(false);
+    await expect(store.setKeyMaxCostPerRequest(acct.id, record.id, -1)).rejects.toThrow(RangeError);
+    await expect(store.setKeyMaxCostPerRequest(acct.id, record.id, 0.5)).rejects.toThrow(RangeError);
+    await expect(store.createKey(acct.id, { maxCostPerRequest: -5 })).rejects.toThrow(RangeError);
+  });
 });
 
 describe('Redis keeps only hashes of keys', () => {
