@@ -141,10 +141,11 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
     const caps = capsFromInput(b);
     // Rate limits only when the body names one (then all three are set as given): a PATCH of caps alone keeps them.
     const limits = hasRateLimitInput(b) ? rateLimitsFromInput(b) : undefined;
+    // The cost ceiling only when the body names it (null or empty clears it); read before anything is set.
+    const ceiling = MAX_COST_INPUT in b ? maxCostFromInput(b) : undefined;
     let key = await service.setCaps(who(ctx).user, keyId(ctx), caps);
     if (limits !== undefined) key = await service.setRateLimits(who(ctx).user, keyId(ctx), limits);
-    // The cost ceiling only when the body names it (null or empty clears it).
-    if (MAX_COST_INPUT in b) key = await service.setMaxCostPerRequest(who(ctx).user, keyId(ctx), maxCostFromInput(b).maxCostPerRequest);
+    if (ceiling !== undefined) key = await service.setMaxCostPerRequest(who(ctx).user, keyId(ctx), ceiling.maxCostPerRequest);
     ctx.body = { key: apiKey(key) };
   });
   guarded.post('/api/keys/:keyId/revoke', async (ctx) => {

@@ -11,6 +11,7 @@ import { hashApiKey } from '../../src/accounts/api-key.js';
 import { startAdminServer } from '../../src/admin/server.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { until } from './e2e-support.js';
 
 const TOKEN = `adm-${randomBytes(18).toString('base64url')}`;
 const MODEL = 'outlaw-1-xploded';
@@ -257,6 +258,55 @@ describe('accounts and keys', () => {
     const ok = await complete(key);
     expect(ok.status).toBe(200);
     await ok.json();
+  });
+
+  it("sets and clears a key's max cost per request; the gateway serves within it; bad values are 400s and change nothing", async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const created = await call('POST', `/accounts/${accountId}/keys`, { name: 'agent', max_cost_per_request_usd: '0.0005' });
+    expect(created.status).toBe(201);
+    expect(created.body.record).toMatchObject({ name: 'agent', maxCostPerRequest: 500 });
+    const key = created.body.key as string;
+    const keyId = (created.body.record as Json).id as string;
+    const sentLimit = async (): Promise<number | null> => {
+      const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, max_tokens: 2_000, messages: [{ role: 'user', content: 'Say something short.' }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.json();
+      const named = res.headers.get('x-tollgate-max-tokens');
+      return named === null ? null : Number(named);
+    };
+    const underDefault = await sentLimit();
+    expect(underDefault).toBeGreaterThan(0);
+    expect(underDefault).toBeLessThan(2_000);
+
+    const set = await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, { max_cost_per_request_micro_usd: 300 });
+    expect(set.body).toEqual({ updated: true, max_cost_per_request_micro_usd: 300 });
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ id: keyId, maxCostPerRequest: 300 })]);
+    // The gateway's key cache holds a lookup for TOLLGATE_KEY_CACHE_TTL_MS (1 s).
+    await until('the lower default to reach the gateway', async () => ((await sentLimit()) ?? 2_000) < (underDefault ?? 0) || undefined);
+
+    for (const [body, message] of [
+      [{ max_cost_per_request_usd: '-1' }, /max_cost_per_request_usd must be a decimal USD string/],
+      [{ max_cost_per_request_usd: '0.0000001' }, /max_cost_per_request_usd must be a decimal USD string with at most 6 decimals/],
+      [{ max_cost_per_request_micro_usd: -3 }, /max_cost_per_request_micro_usd must be a non-negative integer/],
+      [{ max_cost_per_request_usd: '1', max_cost_per_request_micro_usd: 1 }, /not both/],
+      [{ max_cost_usd: '1' }, /unknown field max_cost_usd/],
+    ] as const) {
+      const bad = await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, body);
+      expect(bad.status, JSON.stringify(body)).toBe(400);
+      expect(errorOf(bad)).toMatch(message);
+    }
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ maxCostPerRequest: 300 })]);
+    expect((await call('PUT', `/accounts/${accountId}/keys/key_nope/max-cost-per-request`, {})).status).toBe(404);
+
+    const cleared = await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, {});
+    expect(cleared.body).toEqual({ updated: true, max_cost_per_request_micro_usd: null });
+    expect(((await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[])[0]).not.toHaveProperty('maxCostPerRequest');
+    await until('the cleared default to reach the gateway', async () => ((await sentLimit()) === null ? true : undefined));
   });
 
   it("sets a key's rate limits and the account's default; the gateway applies them at once; bad values are 400s", async () => {
@@ -575,6 +625,26 @@ describe('the CLI', () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toMatch(/admin token missing or wrong/);
     expect(refused.stdout + refused.stderr).not.toContain(wrong);
+  });
+});
+
+describe('the CLI: a key\'s max cost per request', () => {
+  it('sets it at creation and after, clears it, and refuses a bad amount', async () => {
+    const id = JSON.parse((await cli(['create-account', 'cli-ceiling'])).stdout).id as string;
+    const key = await cli(['create-key', id, 'agent', '--max-cost-per-request', '0.05']);
+    expect(key.code).toBe(0);
+    const record = (JSON.parse(key.stdout) as { record: Json }).record;
+    expect(record).toMatchObject({ name: 'agent', maxCostPerRequest: 50_000 });
+    const set = await cli(['max-cost', id, record.id as string, '0.25']);
+    expect([set.code, JSON.parse(set.stdout)]).toEqual([0, { updated: true, max_cost_per_request_micro_usd: 250_000 }]);
+    const cleared = await cli(['max-cost', id, record.id as string]);
+    expect([cleared.code, JSON.parse(cleared.stdout)]).toEqual([0, { updated: true, max_cost_per_request_micro_usd: null }]);
+    const bad = await cli(['max-cost', id, record.id as string, 'lots']);
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ error: { message: expect.stringMatching(/max_cost_per_request_usd/) } });
+    const missing = await cli(['max-cost', id]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('max-cost <accountId> <keyId> [USD]');
   });
 });
 
