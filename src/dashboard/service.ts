@@ -3,7 +3,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
 import { ClientError } from '../http/client-error.js';
-import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
+import type { AccountStore, ApiKeyRecord, KeyCaps, KeyChange } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
 import { usdTextToMicros } from '../billing/money.js';
 import { AccountService } from '../accounts/service.js';
@@ -505,16 +505,10 @@ export class DashboardService {
     return { key: await this.view(user, created.record), secret: created.secret };
   }
 
-  async setCaps(user: User, keyId: string, caps: KeyCaps): Promise<KeyView> {
+  /** Changes only the caps and rate limits `change` names (null clears one); the rest stay as they are. */
+  async updateKey(user: User, keyId: string, change: KeyChange): Promise<KeyView> {
     await this.getKey(user, keyId);
-    if (!(await this.accounts.setCaps(user.accountId, keyId, caps))) throw new DashboardError(404, 'No such key in your account.');
-    return this.getKey(user, keyId);
-  }
-
-  /** Sets the key's own rate limits given and clears the others. */
-  async setRateLimits(user: User, keyId: string, limits: RateLimits): Promise<KeyView> {
-    await this.getKey(user, keyId);
-    if (!(await this.accounts.setKeyRateLimits(user.accountId, keyId, limits))) throw new DashboardError(404, 'No such key in your account.');
+    if (!(await this.accounts.updateKey(user.accountId, keyId, change))) throw new DashboardError(404, 'No such key in your account.');
     return this.getKey(user, keyId);
   }
 
@@ -550,17 +544,30 @@ export function capsFromInput(body: Record<string, unknown>): KeyCaps {
   return { ...(lifetimeCap === undefined ? {} : { lifetimeCap }), ...(monthlyCap === undefined ? {} : { monthlyCap }) };
 }
 
+/**
+ * A partial change of a key from a form or JSON body: only the fields present change; an empty string
+ * or null clears one (no cap, or the account's default limit), a value sets it.
+ */
+export function keyChangeFromInput(body: Record<string, unknown>): KeyChange {
+  const change: KeyChange = {};
+  const given = (field: string): boolean => Object.hasOwn(body, field);
+  const cleared = (field: string): boolean => body[field] === null || body[field] === '';
+  for (const [field, cap] of [['lifetime_cap_usd', 'lifetimeCap'], ['monthly_cap_usd', 'monthlyCap']] as const) {
+    if (given(field)) change[cap] = cleared(field) ? null : (capFromUsd(body[field], field) ?? null);
+  }
+  const limits = rateLimitsFromInput(body);
+  for (const [field, limit] of RATE_LIMIT_INPUTS) {
+    if (given(field)) change[limit] = cleared(field) ? null : (limits[limit] ?? null);
+  }
+  return change;
+}
+
 /** The rate-limit fields of a form or JSON body, and the limit each sets. */
 export const RATE_LIMIT_INPUTS = [
   ['requests_per_minute', 'requestsPerMinute'],
   ['tokens_per_minute', 'tokensPerMinute'],
   ['concurrent_requests', 'concurrentRequests'],
 ] as const;
-
-/** Whether a body names any rate limit (a PATCH that names none leaves them as they are). */
-export function hasRateLimitInput(body: Record<string, unknown>): boolean {
-  return RATE_LIMIT_INPUTS.some(([field]) => field in body);
-}
 
 /** Rate limits from a form (text) or JSON (numbers): a whole number from 1, or empty / null for none. */
 export function rateLimitsFromInput(body: Record<string, unknown>): RateLimits {

@@ -8,11 +8,11 @@
 // overwrites a newer one. A push that fails (Redis down or refusing writes after the COMMIT) is retried
 // by this process at short intervals, and every process's key sweeper pushes any key whose hot_version
 // is behind its version, so a revocation reaches the gateways however the first write went.
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, KeySetting, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
 import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
 import { newAccountId } from '../accounts/ids.js';
 import { newKeyRecord } from '../accounts/key-record.js';
-import { checkCaps, checkImportedSecret } from '../accounts/validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange } from '../accounts/validation.js';
 import { checkRateLimits, compactRateLimits, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
 
@@ -70,6 +70,15 @@ function toAccount(r: AccountRow): Account {
   if (limits !== undefined) account.rateLimits = limits;
   return account;
 }
+
+/** Where each of a key's settings is kept. */
+const KEY_SETTING_COLUMNS: Record<KeySetting, string> = {
+  lifetimeCap: 'lifetime_cap',
+  monthlyCap: 'monthly_cap',
+  requestsPerMinute: 'rpm_limit',
+  tokensPerMinute: 'tpm_limit',
+  concurrentRequests: 'concurrency_limit',
+};
 
 function toKey(r: KeyRow): ApiKeyRecord {
   const rec: ApiKeyRecord = {
@@ -297,6 +306,14 @@ export class RecordedAccountStore implements AccountStore {
   async setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
     checkCaps(caps);
     return this.changeKey('lifetime_cap = $3, monthly_cap = $4', [accountId, keyId, caps.lifetimeCap ?? null, caps.monthlyCap ?? null]);
+  }
+
+  /** One UPDATE of the columns the change names (the others are not written), with the key's version bumped. */
+  async updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    checkKeyChange(change);
+    const named = (Object.keys(KEY_SETTING_COLUMNS) as KeySetting[]).filter((s) => change[s] !== undefined);
+    if (named.length === 0) return (await this.getKey(accountId, keyId)) !== undefined;
+    return this.changeKey(named.map((s, i) => `${KEY_SETTING_COLUMNS[s]} = $${i + 3}`).join(', '), [accountId, keyId, ...named.map((s) => change[s] ?? null)]);
   }
 
   async setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {

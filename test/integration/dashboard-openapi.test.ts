@@ -122,6 +122,7 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     await h.api('GET', '/api/keys');
     await h.api('GET', `/api/keys/${created.key.id}`);
     await h.api('PATCH', `/api/keys/${created.key.id}`, { monthly_cap_usd: '4' });
+    await h.api('PATCH', `/api/keys/${created.key.id}`, { requests_per_minute: 60, lifetime_cap_usd: null });
     expect((await h.api('PATCH', `/api/keys/${created.key.id}`, { monthly_cap_usd: 'lots' })).status).toBe(400);
     expect((await h.api('GET', '/api/keys/key_nope')).status).toBe(404);
 
@@ -166,6 +167,9 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     await h.api('GET', `/api/top-ups/${topUp.top_up.id}`);
     await h.api('POST', `/api/top-ups/${topUp.top_up.id}/recheck`);
     expect((await h.api('GET', '/api/top-ups/tu_nope')).status).toBe(404);
+    expect(((await h.api('POST', `/api/top-ups/${topUp.top_up.id}/cancel`)).json() as { top_up: { state: string } }).top_up.state).toBe('cancelled');
+    expect((await h.api('POST', `/api/top-ups/${topUp.top_up.id}/cancel`)).status).toBe(409);
+    expect((await h.api('POST', '/api/top-ups/tu_nope/cancel')).status).toBe(404);
 
     await root.api('POST', `/api/admin/accounts/${accountId}/keys/${created.key.id}/revoke`);
     expect((await root.api('POST', `/api/admin/accounts/${accountId}/keys/key_nope/revoke`)).status).toBe(404);

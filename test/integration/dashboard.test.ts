@@ -241,7 +241,8 @@ describe('dashboard keys', () => {
 
     const edited = await alice.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '1.25' });
     expect(edited.status).toBe(200);
-    expect(edited.json()).toMatchObject({ key: { monthly_cap_micro_usd: 1_250_000, lifetime_cap_micro_usd: null } });
+    // Partial: the lifetime cap, not named, is kept.
+    expect(edited.json()).toMatchObject({ key: { monthly_cap_micro_usd: 1_250_000, lifetime_cap_micro_usd: 20_000_001 } });
     expect((await alice.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '-1' })).status).toBe(400);
     expect((await alice.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: 'lots' })).status).toBe(400);
 
@@ -668,12 +669,46 @@ describe('rate limits in the dashboard (issue 32, item 3)', () => {
     const { response } = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
     expect(response.headers.get('x-ratelimit-limit-requests')).toBe('1');
     expect(response.headers.get('x-ratelimit-limit-tokens')).toBe('50000');
-    // The PATCH of the JSON API sets the key's own limit, overriding the default.
+    // The PATCH of the JSON API sets the key's own limit, overriding the default, and keeps the others.
     const patched = await carol.api('PATCH', `/api/keys/${keyId}`, { requests_per_minute: 100 });
-    expect((patched.json() as { key: { rate_limits: unknown } }).key.rate_limits).toEqual({ requests_per_minute: 100, tokens_per_minute: null, concurrent_requests: null });
+    expect((patched.json() as { key: { rate_limits: unknown } }).key.rate_limits).toEqual({ requests_per_minute: 100, tokens_per_minute: 50000, concurrent_requests: null });
     const after = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
     expect(after.response.headers.get('x-ratelimit-limit-requests')).toBe('100');
     // Another holder cannot touch the key's limits.
     expect((await dave.req('POST', `/keys/${keyId}/rate-limits`, { requests_per_minute: '1', csrf: dave.csrf }, { form: true })).status).toBe(404);
+  });
+
+  it('a partial update keeps what it does not name: a rate limit alone leaves the caps, a cap alone the limits, in the JSON API and the forms; null or empty clears one', async () => {
+    const made = await carol.api('POST', '/api/keys', { name: 'capped', monthly_cap_usd: '5', lifetime_cap_usd: '20', requests_per_minute: 30, concurrent_requests: 3 });
+    expect(made.status).toBe(201);
+    const { key, secret } = made.json() as { key: { id: string }; secret: string };
+    secrets.push(secret);
+    const accountId = ((await carol.api('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    /** The key as the gateway's store holds it: what it enforces. */
+    const enforced = async () => {
+      const k = await harness.backend.accounts.getKey(accountId, key.id);
+      return { lifetimeCap: k?.lifetimeCap, monthlyCap: k?.monthlyCap, rateLimits: k?.rateLimits };
+    };
+    // The defect: a rate limit alone used to clear both caps, leaving the key free to spend the whole balance.
+    const limitOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { requests_per_minute: 60 });
+    expect(limitOnly.status).toBe(200);
+    expect(limitOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 5_000_000, lifetime_cap_micro_usd: 20_000_000, rate_limits: { requests_per_minute: 60, tokens_per_minute: null, concurrent_requests: 3 } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 5_000_000, rateLimits: { requestsPerMinute: 60, concurrentRequests: 3 } });
+    // A cap alone keeps the other cap and the limits.
+    const capOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '7.5' });
+    expect(capOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 7_500_000, lifetime_cap_micro_usd: 20_000_000, rate_limits: { requests_per_minute: 60, concurrent_requests: 3 } } });
+    // null (JSON) or an empty string clears only the one named.
+    const cleared = await carol.api('PATCH', `/api/keys/${key.id}`, { lifetime_cap_usd: null, concurrent_requests: '' });
+    expect(cleared.json()).toMatchObject({ key: { monthly_cap_micro_usd: 7_500_000, lifetime_cap_micro_usd: null, rate_limits: { requests_per_minute: 60, tokens_per_minute: null, concurrent_requests: null } } });
+    expect(await enforced()).toEqual({ lifetimeCap: undefined, monthlyCap: 7_500_000, rateLimits: { requestsPerMinute: 60 } });
+    // An empty PATCH changes nothing; a bad value changes nothing either.
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, {})).status).toBe(200);
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { requests_per_minute: 5, monthly_cap_usd: 'lots' })).status).toBe(400);
+    expect(await enforced()).toEqual({ lifetimeCap: undefined, monthlyCap: 7_500_000, rateLimits: { requestsPerMinute: 60 } });
+    // The edit page's two forms each change only their own fields.
+    expect((await carol.req('POST', `/keys/${key.id}/rate-limits`, { requests_per_minute: '90', tokens_per_minute: '', concurrent_requests: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: undefined, monthlyCap: 7_500_000, rateLimits: { requestsPerMinute: 90 } });
+    expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '3', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 3_000_000, monthlyCap: undefined, rateLimits: { requestsPerMinute: 90 } });
   });
 });
