@@ -15,7 +15,7 @@ import type { Micros } from '../catalog/snapshot.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { ClientError } from '../http/client-error.js';
 import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
-import type { Queryable } from '../record/database.js';
+import type { Database, Queryable } from '../record/database.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
 import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
@@ -184,9 +184,12 @@ export interface AdminApiOptions {
   reconcile?: () => Promise<ReconciliationReport>;
   /**
    * The record (PostgreSQL or the local run's PGlite): usage, statements and daily spend are read from
-   * it, with paging and no cap. Without it usage is the hot path's recent records only.
+   * it, with paging and no cap, and dashboard users' two-factor sign-in is cleared in it. Without it
+   * usage is the hot path's recent records only.
    */
-  record?: Queryable;
+  record?: Database;
+  /** Structured log lines of what must be on record (a user's two-factor sign-in cleared); default stderr. */
+  log?: (line: string) => void;
   /** Top-ups of every account, with their timelines and the re-check action (when a provider is set up). */
   topUps?: TopUpService;
 }
@@ -385,6 +388,21 @@ function recordRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }
   });
 }
 
+/** Dashboard users: a locked-out user's two-factor sign-in turned off (lost phone and recovery codes). */
+function dashboardUserRoutes(r: Router<AdminState>, { opts }: AdminDeps): void {
+  r.post('/dashboard-users/clear-two-factor', async (ctx) => {
+    onlyFields(ctx.state.body, ['email']);
+    const email = ctx.state.body.email;
+    if (typeof email !== 'string' || email.trim() === '') throw new AdminError(400, 'email is required: the address the user signs in to the dashboard with');
+    if (opts.record === undefined) throw new AdminError(404, 'dashboard users live in the record (DATABASE_URL): this gateway runs without one');
+    // Loaded when used: the dashboard's mail and TOTP modules are not the admin API's to carry.
+    const { clearSecondFactor } = await import('../dashboard/two-factor.js');
+    const done = await clearSecondFactor(opts.record, { email }, { adminApi: true }, opts.log ?? ((l) => process.stderr.write(`${l}\n`)));
+    if (done === undefined) throw new AdminError(404, 'no dashboard user with this e-mail');
+    ctx.body = { email: done.email, cleared: done.cleared, note: done.cleared ? 'Two-factor sign-in is off; the user was mailed and every session of theirs ended.' : 'Two-factor sign-in was already off.' };
+  });
+}
+
 /** Top-ups of every account, and the reconciliation of the books. */
 function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void {
   const topUps = (): TopUpService => {
@@ -424,6 +442,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   accountRoutes(r, deps);
   recordRoutes(r, deps);
   topUpRoutes(r, deps);
+  dashboardUserRoutes(r, deps);
   app.use(r.routes());
   return app;
 }

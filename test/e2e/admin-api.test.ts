@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { hashApiKey } from '../../src/accounts/api-key.js';
 import { startAdminServer } from '../../src/admin/server.js';
+import { DashboardService } from '../../src/dashboard/service.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -640,10 +641,35 @@ describe('usage of record (PostgreSQL)', () => {
   let rh: Harness;
   let recordAdmin: { url: string; close(): Promise<void> };
   const base = (): CallOptions => ({ base: recordAdmin.url });
+  const logged: string[] = [];
 
   beforeAll(async () => {
     rh = await startHarness({ ledger: 'redis', record: recordDb.db });
-    recordAdmin = await startAdminServer({ backend: rh.backend, token: TOKEN, record: recordDb.db }, 0, '127.0.0.1');
+    recordAdmin = await startAdminServer({ backend: rh.backend, token: TOKEN, record: recordDb.db, log: (l) => logged.push(l) }, 0, '127.0.0.1');
+  });
+
+  it("turns a locked-out dashboard user's two-factor sign-in off (issue 37, item 5): logged as totp_cleared, the user mailed and signed out", async () => {
+    const account = await rh.backend.accounts.createAccount('locked-out');
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: rh.backend.accounts, ledger: rh.backend.ledger, signUp: false, sessionTtlMs: 60_000 });
+    const user = await dashboard.upsertUser('Locked.Out@example.com', 'a long password', account.id);
+    // Enrolled as the Security page does it (the phone and the recovery codes are then lost).
+    await recordDb.db.query("UPDATE dashboard_users SET totp_secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', totp_enabled_at = now() WHERE id = $1", [user.id]);
+    await recordDb.db.query("INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at) VALUES ('h-locked-out', $1, 'c', now() + interval '1 hour')", [user.id]);
+    const done = await call('POST', '/dashboard-users/clear-two-factor', { email: 'locked.out@example.com' }, base());
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({ email: 'locked.out@example.com', cleared: true });
+    const row = (await recordDb.db.query<{ totp_secret: string | null; totp_enabled_at: Date | null }>('SELECT totp_secret, totp_enabled_at FROM dashboard_users WHERE id = $1', [user.id])).rows[0];
+    expect(row).toEqual({ totp_secret: null, totp_enabled_at: null });
+    expect((await recordDb.db.query('SELECT 1 FROM dashboard_sessions WHERE user_id = $1', [user.id])).rows).toEqual([]);
+    expect((await recordDb.db.query<{ subject: string }>('SELECT subject FROM email_outbox WHERE recipient = $1', ['locked.out@example.com'])).rows.map((m) => m.subject)).toEqual(['Two-factor sign-in was turned off for your Tollgate account']);
+    expect(logged.map((l) => JSON.parse(l) as Json)).toEqual([{ level: 'info', event: 'totp_cleared', user_id: user.id, admin_id: 'admin-api' }]);
+    // Again: nothing to clear, nothing logged. Unknown users, bad bodies and a gateway without the record say so.
+    expect((await call('POST', '/dashboard-users/clear-two-factor', { email: 'locked.out@example.com' }, base())).body).toMatchObject({ cleared: false });
+    expect(logged).toHaveLength(1);
+    expect((await call('POST', '/dashboard-users/clear-two-factor', { email: 'nobody@example.com' }, base())).status).toBe(404);
+    expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', {}, base()))).toMatch(/email is required/);
+    expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com', user: 'x' }, base()))).toMatch(/unknown field user/);
+    expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com' }))).toMatch(/the record/);
   });
 
   afterAll(async () => {

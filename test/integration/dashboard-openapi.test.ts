@@ -158,6 +158,10 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     expect((await root.api('POST', `/api/admin/refund-tickets/${t1.ticket.id}/approve`)).status).toBe(409);
     expect((await root.api('POST', '/api/admin/refund-tickets/rt_nope/approve')).status).toBe(404);
     await root.api('GET', '/api/admin/reconciliation');
+    const holderId = (await tdb.db.query<{ id: string }>("SELECT id FROM dashboard_users WHERE email = 'openapi@example.com'")).rows[0]?.id ?? '';
+    expect(((await root.api('POST', `/api/admin/accounts/${accountId}/users/${holderId}/clear-two-factor`)).json() as { cleared: boolean }).cleared).toBe(false);
+    expect((await root.api('POST', `/api/admin/accounts/${accountId}/users/usr_nope/clear-two-factor`)).status).toBe(404);
+    expect((await h.api('POST', `/api/admin/accounts/${accountId}/users/${holderId}/clear-two-factor`)).status).toBe(403);
 
     await h.api('POST', '/api/top-ups/quote', { amount_usd: '10' });
     expect((await h.api('POST', '/api/top-ups/quote', { amount_usd: '4.99' })).status).toBe(400);
