@@ -32,7 +32,7 @@ form.filters label{display:inline-block;margin-right:.8rem}nav a{margin-right:.5
 .card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px;overflow-wrap:anywhere}
 textarea{width:100%;max-width:40rem}input{max-width:100%}.actions a{white-space:nowrap}
 .big{font-size:2rem;font-weight:650;letter-spacing:-.01em}
-ol.codes{columns:2;column-gap:2.5rem;max-width:26rem;margin:.8rem 0;padding-left:1.8rem;font:1rem/1.9 ui-monospace,SFMono-Regular,Menlo,monospace}.warn{background:#fff4e5;padding:.6rem .8rem;border-left:4px solid #d97706;border-radius:4px}
+ol.codes{columns:2 11rem;column-gap:2.5rem;max-width:26rem;margin:.8rem 0;padding-left:2.2rem;font:1rem/1.9 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.secret.words{word-break:normal}.warn{background:#fff4e5;padding:.6rem .8rem;border-left:4px solid #d97706;border-radius:4px}
 dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
 @media(max-width:40rem){main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}.card{padding:.8rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}

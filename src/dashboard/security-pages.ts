@@ -66,7 +66,7 @@ export function recoveryCodesPage(session: Session, codes: readonly string[], ma
     'Your recovery codes',
     session,
     html`<h1>Save your recovery codes</h1><p class="ok" role="status">${made === 'enabled' ? 'Two-factor sign-in is on.' : 'New recovery codes are ready; the old ones no longer work.'}</p>
-<div class="secret" role="note"><p><strong>They are shown only now.</strong> Keep them apart from your phone: in a password manager, or printed. Each works once, in place of a code from the app.</p>
+<div class="secret words" role="note"><p><strong>They are shown only now.</strong> Keep them apart from your phone: in a password manager, or printed. Each works once, in place of a code from the app.</p>
 <ol class="codes" id="recovery-code-list">${codes.map((c) => html`<li><code>${c}</code></li>\n`)}</ol>
 <p><button type="button" class="copy" data-copy="recovery-code-list">Copy all</button></p></div>
 <p><a href="/account/two-factor">I have saved them</a></p>`,
