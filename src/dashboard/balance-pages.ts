@@ -186,7 +186,7 @@ ${methods.map((m) => html`<button name="provider" value="${m.name}">Pay ${dollar
 }
 
 export function topUpPage(session: Session, t: TopUpView, labelOf: MethodLabel, admin = false): Html {
-  const canRecheck = t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired';
+  const canRecheck = t.origin === 'checkout' && (t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired');
   return layout(
     'Top-up',
     session,

@@ -302,6 +302,8 @@ export class TopUpService {
   async recheck(accountId: string | undefined, topUpId: string): Promise<TopUpView> {
     const t = await this.get(accountId, topUpId);
     const row = await this.row(topUpId);
+    // Its reference is an off-session payment, not a checkout the provider could be asked about.
+    if (t.origin === 'auto') throw new TopUpError(409, 'An automatic top-up follows its payment by the provider\'s events; there is no checkout to re-check.');
     if (row?.provider_ref === null || row === undefined) throw new TopUpError(409, 'This top-up never reached its checkout; start a new one.');
     const provider = this.provider(t.provider);
     const fact = await provider.currentFact(row.provider_ref);

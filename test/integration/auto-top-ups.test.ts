@@ -373,6 +373,9 @@ describe('the holder decides what is charged', () => {
     const page = await browser.req('GET', `/top-ups/${stuck?.id ?? ''}`);
     expect(page.text).toContain('Not charged yet');
     expect(page.text).toContain('Cancel this automatic top-up');
+    // There is no checkout to re-check: its payment is followed by its events.
+    expect(page.text).not.toContain('Re-check payment');
+    expect((await browser.api('POST', `/api/top-ups/${stuck?.id ?? ''}/recheck`)).status).toBe(409);
     const done = await browser.req('POST', `/top-ups/${stuck?.id ?? ''}/cancel`, { csrf: browser.csrf }, { form: true });
     expect(done.status).toBe(303);
     expect((await autoTopUpsOf(accountId)).map((t) => t.state)).toEqual(['cancelled']);
