@@ -1,6 +1,6 @@
 // Accounts and their API keys. Only a hash of a key is ever stored; the secret exists once, at creation.
 import type { Micros } from '../catalog/snapshot.js';
-import type { RateLimits } from './rate-limits.js';
+import type { RateLimitField, RateLimits } from './rate-limits.js';
 
 export interface Account {
   id: string;
@@ -16,6 +16,15 @@ export interface KeyCaps {
   /** Spending cap per calendar month (UTC); undefined = none. */
   monthlyCap?: Micros;
 }
+
+/** A key's spending caps and own rate limits, by name. */
+export type KeySetting = keyof KeyCaps | RateLimitField;
+
+/**
+ * A partial change of a key's caps and own rate limits: a setting left out keeps its value, `null`
+ * clears it, a number sets it (micro-USD for caps).
+ */
+export type KeyChange = Partial<Record<KeySetting, number | null>>;
 
 export interface ApiKeyRecord extends KeyCaps {
   id: string;
@@ -54,6 +63,8 @@ export interface AccountStore {
   listKeys(accountId: string): Promise<ApiKeyRecord[]>;
   revokeKey(accountId: string, keyId: string): Promise<boolean>;
   setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean>;
+  /** Changes only the settings `change` names, in one write; false when the account has no such key. */
+  updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean>;
   /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */
   setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean>;
   /** Sets the account's default rate limits for keys given and clears the others; false when no such account. */

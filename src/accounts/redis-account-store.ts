@@ -2,11 +2,11 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
 import { randomUUID } from 'node:crypto';
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
+import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyChange, KeyPointer, KeySetting, NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
@@ -192,6 +192,22 @@ export class RedisAccountStore implements RestorableAccountStore {
     else m.hset(key, 'lifetimeCap', String(caps.lifetimeCap));
     if (caps.monthlyCap === undefined) m.hdel(key, 'monthlyCap');
     else m.hset(key, 'monthlyCap', String(caps.monthlyCap));
+    await m.exec();
+    return true;
+  }
+
+  async updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    checkKeyChange(change);
+    const key = this.k.key(accountId, keyId);
+    if (!(await this.redis.hexists(key, 'id'))) return false;
+    // Only the fields the change names, in one MULTI: the others keep whatever they hold.
+    const fields: Record<KeySetting, string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap', ...KEY_LIMIT_FIELDS };
+    const m = this.redis.multi();
+    for (const [setting, field] of Object.entries(fields) as Array<[KeySetting, string]>) {
+      const v = change[setting];
+      if (v === null) m.hdel(key, field);
+      else if (v !== undefined) m.hset(key, field, String(v));
+    }
     await m.exec();
     return true;
   }

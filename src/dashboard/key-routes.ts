@@ -4,7 +4,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { editCapsPage, keysPage, revokePage } from './pages.js';
-import { capsFromInput, DashboardError, hasRateLimitInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
+import { capsFromInput, DashboardError, keyChangeFromInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { send, who, type Ctx, type DashboardState } from './state.js';
 
@@ -82,28 +82,20 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     }
   });
   guarded.get('/keys/:keyId/edit', async (ctx) => send(ctx, editCapsPage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
-  guarded.post('/keys/:keyId/caps', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setCaps(s.user, key.id, capsFromInput(ctx.state.body ?? {}));
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
-  guarded.post('/keys/:keyId/rate-limits', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setRateLimits(s.user, key.id, rateLimitsFromInput(ctx.state.body ?? {}));
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
+  // Each form posts its own fields (the caps, or the rate limits), and only those change.
+  for (const form of ['caps', 'rate-limits']) {
+    guarded.post(`/keys/:keyId/${form}`, async (ctx) => {
+      const s = who(ctx);
+      const key = await service.getKey(s.user, keyId(ctx));
+      try {
+        await service.updateKey(s.user, key.id, keyChangeFromInput(ctx.state.body ?? {}));
+        ctx.redirect('/keys');
+      } catch (err) {
+        if (!(err instanceof DashboardError)) throw err;
+        send(ctx, editCapsPage(s, key, err.message), err.status);
+      }
+    });
+  }
   guarded.get('/keys/:keyId/revoke', async (ctx) => send(ctx, revokePage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
   guarded.post('/keys/:keyId/revoke', async (ctx) => {
     await service.revokeKey(who(ctx).user, keyId(ctx));
@@ -124,14 +116,9 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   guarded.get('/api/keys/:keyId', async (ctx) => {
     ctx.body = { key: apiKey(await service.getKey(who(ctx).user, keyId(ctx))) };
   });
+  // Partial: a cap or limit the body does not name is kept; null clears it.
   guarded.patch('/api/keys/:keyId', async (ctx) => {
-    const b = ctx.state.body ?? {};
-    const caps = capsFromInput(b);
-    // Rate limits only when the body names one (then all three are set as given): a PATCH of caps alone keeps them.
-    const limits = hasRateLimitInput(b) ? rateLimitsFromInput(b) : undefined;
-    let key = await service.setCaps(who(ctx).user, keyId(ctx), caps);
-    if (limits !== undefined) key = await service.setRateLimits(who(ctx).user, keyId(ctx), limits);
-    ctx.body = { key: apiKey(key) };
+    ctx.body = { key: apiKey(await service.updateKey(who(ctx).user, keyId(ctx), keyChangeFromInput(ctx.state.body ?? {}))) };
   });
   guarded.post('/api/keys/:keyId/revoke', async (ctx) => {
     ctx.body = { key: apiKey(await service.revokeKey(who(ctx).user, keyId(ctx))) };
