@@ -2,12 +2,11 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
 import { randomUUID } from 'node:crypto';
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCap, checkCaps, checkImportedSecret } from './validation.js';
-import type { Micros } from '../catalog/snapshot.js';
+import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
@@ -19,6 +18,9 @@ export interface RedisAccountStoreOptions {
   now: () => number;
 }
 
+/** Hash fields of a key's amounts (micro-USD); key.lua writes the same names. */
+const KEY_AMOUNT_FIELDS: Record<(typeof KEY_AMOUNT_SETTINGS)[number], string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap', maxCostPerRequest: 'maxCost' };
+
 function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (!h.id || !h.accountId) return undefined;
   const rec: ApiKeyRecord = {
@@ -29,9 +31,10 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
     createdAt: Number(h.createdAt),
   };
   if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
-  if (h.lifetimeCap !== undefined) rec.lifetimeCap = Number(h.lifetimeCap);
-  if (h.monthlyCap !== undefined) rec.monthlyCap = Number(h.monthlyCap);
-  if (h.maxCost !== undefined) rec.maxCostPerRequest = Number(h.maxCost);
+  for (const s of KEY_AMOUNT_SETTINGS) {
+    const v = h[KEY_AMOUNT_FIELDS[s]];
+    if (v !== undefined) rec[s] = Number(v);
+  }
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
   return rec;
@@ -41,9 +44,10 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
 function keyFields(record: ApiKeyRecord): string[] {
   const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
   fields.push('createdAt', String(record.createdAt));
-  if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
-  if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
-  if (record.maxCostPerRequest !== undefined) fields.push('maxCost', String(record.maxCostPerRequest));
+  for (const s of KEY_AMOUNT_SETTINGS) {
+    const v = record[s];
+    if (v !== undefined) fields.push(KEY_AMOUNT_FIELDS[s], String(v));
+  }
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
   return fields;
@@ -199,12 +203,19 @@ export class RedisAccountStore implements RestorableAccountStore {
     return true;
   }
 
-  async setKeyMaxCostPerRequest(accountId: string, keyId: string, maxCostPerRequest: Micros | undefined): Promise<boolean> {
-    checkCap(maxCostPerRequest, 'maxCostPerRequest');
+  async updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    checkKeyChange(change);
     const key = this.k.key(accountId, keyId);
     if (!(await this.redis.hexists(key, 'id'))) return false;
-    if (maxCostPerRequest === undefined) await this.redis.hdel(key, 'maxCost');
-    else await this.redis.hset(key, 'maxCost', String(maxCostPerRequest));
+    // Only the fields the change names, in one MULTI: the others keep whatever they hold.
+    const fields: Record<KeySetting, string> = { ...KEY_AMOUNT_FIELDS, ...KEY_LIMIT_FIELDS };
+    const m = this.redis.multi();
+    for (const [setting, field] of Object.entries(fields) as Array<[KeySetting, string]>) {
+      const v = change[setting];
+      if (v === null) m.hdel(key, field);
+      else if (v !== undefined) m.hset(key, field, String(v));
+    }
+    await m.exec();
     return true;
   }
 

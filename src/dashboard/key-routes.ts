@@ -4,7 +4,7 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { editCapsPage, keysPage, revokePage } from './pages.js';
-import { capsFromInput, DashboardError, hasRateLimitInput, MAX_COST_INPUT, maxCostFromInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
+import { capsFromInput, DashboardError, keyChangeFromInput, maxCostFromInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { send, who, type Ctx, type DashboardState } from './state.js';
 
@@ -83,39 +83,20 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     }
   });
   guarded.get('/keys/:keyId/edit', async (ctx) => send(ctx, editCapsPage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
-  guarded.post('/keys/:keyId/caps', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setCaps(s.user, key.id, capsFromInput(ctx.state.body ?? {}));
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
-  guarded.post('/keys/:keyId/rate-limits', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setRateLimits(s.user, key.id, rateLimitsFromInput(ctx.state.body ?? {}));
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
-  guarded.post('/keys/:keyId/max-cost', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setMaxCostPerRequest(s.user, key.id, maxCostFromInput(ctx.state.body ?? {}).maxCostPerRequest);
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
+  // Each form posts its own fields (the caps, the cost ceiling, or the rate limits), and only those change.
+  for (const form of ['caps', 'max-cost', 'rate-limits']) {
+    guarded.post(`/keys/:keyId/${form}`, async (ctx) => {
+      const s = who(ctx);
+      const key = await service.getKey(s.user, keyId(ctx));
+      try {
+        await service.updateKey(s.user, key.id, keyChangeFromInput(ctx.state.body ?? {}));
+        ctx.redirect('/keys');
+      } catch (err) {
+        if (!(err instanceof DashboardError)) throw err;
+        send(ctx, editCapsPage(s, key, err.message), err.status);
+      }
+    });
+  }
   guarded.get('/keys/:keyId/revoke', async (ctx) => send(ctx, revokePage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
   guarded.post('/keys/:keyId/revoke', async (ctx) => {
     await service.revokeKey(who(ctx).user, keyId(ctx));
@@ -136,17 +117,9 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   guarded.get('/api/keys/:keyId', async (ctx) => {
     ctx.body = { key: apiKey(await service.getKey(who(ctx).user, keyId(ctx))) };
   });
+  // Partial: a cap, the cost ceiling or a limit the body does not name is kept; null clears it.
   guarded.patch('/api/keys/:keyId', async (ctx) => {
-    const b = ctx.state.body ?? {};
-    const caps = capsFromInput(b);
-    // Rate limits only when the body names one (then all three are set as given): a PATCH of caps alone keeps them.
-    const limits = hasRateLimitInput(b) ? rateLimitsFromInput(b) : undefined;
-    // The cost ceiling only when the body names it (null or empty clears it); read before anything is set.
-    const ceiling = MAX_COST_INPUT in b ? maxCostFromInput(b) : undefined;
-    let key = await service.setCaps(who(ctx).user, keyId(ctx), caps);
-    if (limits !== undefined) key = await service.setRateLimits(who(ctx).user, keyId(ctx), limits);
-    if (ceiling !== undefined) key = await service.setMaxCostPerRequest(who(ctx).user, keyId(ctx), ceiling.maxCostPerRequest);
-    ctx.body = { key: apiKey(key) };
+    ctx.body = { key: apiKey(await service.updateKey(who(ctx).user, keyId(ctx), keyChangeFromInput(ctx.state.body ?? {}))) };
   });
   guarded.post('/api/keys/:keyId/revoke', async (ctx) => {
     ctx.body = { key: apiKey(await service.revokeKey(who(ctx).user, keyId(ctx))) };

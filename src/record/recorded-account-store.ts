@@ -12,14 +12,13 @@
 // The hot path holds every key's hash (the directory), loaded whole from the record after it lost its
 // data, so a hash it does not know is refused without a query: a flood of made-up keys costs the record
 // nothing but a few budgeted look-ups a second (LookupBudget), which find a key whose push is late.
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyPointer, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, KeyPointer, KeySetting, NewKeyOptions, RestorableAccountStore } from '../accounts/account-store.js';
 import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
 import { newAccountId } from '../accounts/ids.js';
 import { newKeyRecord } from '../accounts/key-record.js';
-import { checkCap, checkCaps, checkImportedSecret } from '../accounts/validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange } from '../accounts/validation.js';
 import { checkRateLimits, compactRateLimits, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
-import type { Micros } from '../catalog/snapshot.js';
 import { LookupBudget } from './lookup-budget.js';
 
 interface AccountRow {
@@ -77,6 +76,16 @@ function toAccount(r: AccountRow): Account {
   if (limits !== undefined) account.rateLimits = limits;
   return account;
 }
+
+/** Where each of a key's settings is kept. */
+const KEY_SETTING_COLUMNS: Record<KeySetting, string> = {
+  lifetimeCap: 'lifetime_cap',
+  monthlyCap: 'monthly_cap',
+  maxCostPerRequest: 'max_cost_per_request',
+  requestsPerMinute: 'rpm_limit',
+  tokensPerMinute: 'tpm_limit',
+  concurrentRequests: 'concurrency_limit',
+};
 
 function toKey(r: KeyRow): ApiKeyRecord {
   const rec: ApiKeyRecord = {
@@ -371,9 +380,12 @@ export class RecordedAccountStore implements AccountStore {
     return this.changeKey('lifetime_cap = $3, monthly_cap = $4', [accountId, keyId, caps.lifetimeCap ?? null, caps.monthlyCap ?? null]);
   }
 
-  async setKeyMaxCostPerRequest(accountId: string, keyId: string, maxCostPerRequest: Micros | undefined): Promise<boolean> {
-    checkCap(maxCostPerRequest, 'maxCostPerRequest');
-    return this.changeKey('max_cost_per_request = $3', [accountId, keyId, maxCostPerRequest ?? null]);
+  /** One UPDATE of the columns the change names (the others are not written), with the key's version bumped. */
+  async updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    checkKeyChange(change);
+    const named = (Object.keys(KEY_SETTING_COLUMNS) as KeySetting[]).filter((s) => change[s] !== undefined);
+    if (named.length === 0) return (await this.getKey(accountId, keyId)) !== undefined;
+    return this.changeKey(named.map((s, i) => `${KEY_SETTING_COLUMNS[s]} = $${i + 3}`).join(', '), [accountId, keyId, ...named.map((s) => change[s] ?? null)]);
   }
 
   async setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {

@@ -361,7 +361,7 @@ describe("a key's default through the record (PostgreSQL) and Redis", () => {
 
   it('set on a key, it is in the record and the Redis key hash, and the gateway applies it; cleared, it is gone', async () => {
     const created = await h.backend.accounts.createKey(h.accountId, { name: 'recorded' });
-    expect(await h.backend.accounts.setKeyMaxCostPerRequest(h.accountId, created.record.id, CEILING_MICROS)).toBe(true);
+    expect(await h.backend.accounts.updateKey(h.accountId, created.record.id, { maxCostPerRequest: CEILING_MICROS })).toBe(true);
     const row = await testDb.db.query<{ max_cost_per_request: string | null }>('SELECT max_cost_per_request FROM api_keys WHERE id = $1', [created.record.id]);
     expect(Number(row.rows[0]?.max_cost_per_request)).toBe(CEILING_MICROS);
     const keyHash = redisKeys(h.redisNamespace ?? '').key(h.accountId, created.record.id);
@@ -370,7 +370,7 @@ describe("a key's default through the record (PostgreSQL) and Redis", () => {
     const keyed = clientsOf(h, created.secret);
     await expectServedWithin(h, 'openai', await ask(keyed, 'chat completions', true), CEILING_MICROS);
 
-    expect(await h.backend.accounts.setKeyMaxCostPerRequest(h.accountId, created.record.id, undefined)).toBe(true);
+    expect(await h.backend.accounts.updateKey(h.accountId, created.record.id, { maxCostPerRequest: null })).toBe(true);
     expect(await redis.hget(keyHash, 'maxCost')).toBeNull();
     expect((await h.backend.accounts.getKey(h.accountId, created.record.id))?.maxCostPerRequest).toBeUndefined();
     // The gateway's key cache holds a lookup for TOLLGATE_KEY_CACHE_TTL_MS (1 s): then the ceiling is gone.

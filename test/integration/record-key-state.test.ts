@@ -144,7 +144,7 @@ describe('reconciliation compares keys and repairs Redis from the record', () =>
 
   it("a key's max cost per request Redis lost is reported and pushed again", async () => {
     const w = await world();
-    expect(await w.backend.accounts.setKeyMaxCostPerRequest(w.accountId, w.keyId, 40_000)).toBe(true);
+    expect(await w.backend.accounts.updateKey(w.accountId, w.keyId, { maxCostPerRequest: 40_000 })).toBe(true);
     const k = redisKeys(w.namespace);
     expect(await testRedis.redis.hget(k.key(w.accountId, w.keyId), 'maxCost')).toBe('40000');
     await testRedis.redis.hdel(k.key(w.accountId, w.keyId), 'maxCost');

@@ -3,7 +3,7 @@
 // version and beta flags, anyone else gets the version the translators are written against.
 import { chatBodyShape } from '../chat-images.js';
 import { MAX_IMAGE_TOKENS } from '../../wire/image-tokens.js';
-import { isRecord } from '../../translate/representation/index.js';
+import { isRecord } from '../../representation/index.js';
 import { nestedErrorMessage, type UpstreamFormat } from '../types.js';
 import { collectAnthropicContent } from './generated.js';
 import { encodeAnthropicRequest } from './request.js';

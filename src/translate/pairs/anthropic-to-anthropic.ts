@@ -8,7 +8,7 @@ import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
 import type { ClientBody } from '../../request/client-body.js';
 import { editTopLevel } from '../body-edit.js';
 import { serialised, type FormatPair, type PairRequest } from '../pair.js';
-import { isRecord, type JsonObject } from '../representation/index.js';
+import { isRecord, type JsonObject } from '../../representation/index.js';
 
 /** Anthropic refuses a max_tokens not above the client's thinking.budget_tokens: the smallest limit the body can take. */
 function minOutputLimit(body: JsonObject): number {
