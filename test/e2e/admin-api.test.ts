@@ -400,6 +400,35 @@ describe('accounts and keys', () => {
     expect((await call('PUT', `/accounts/${accountId}/keys/${keyId}/caps`, { monthly_cap_usd: '1' })).body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 1_000_000 });
     expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ monthlyCap: 1_000_000, rateLimits: { tokensPerMinute: 500_000 } })]);
   });
+
+  it("a PATCH naming only the key's max cost per request keeps its caps and rate limits, one naming only a cap keeps the ceiling; the ceiling's PUT leaves the rest", async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const created = await call('POST', `/accounts/${accountId}/keys`, { name: 'ceilinged', monthly_cap_usd: '5', lifetime_cap_usd: '20', max_cost_per_request_usd: '0.05', requests_per_minute: 100, concurrent_requests: 4 });
+    const keyId = (created.body.record as { id: string }).id;
+    const patch = (body: Json) => call('PATCH', `/accounts/${accountId}/keys/${keyId}`, body);
+    const limits = { requests_per_minute: 100, tokens_per_minute: null, concurrent_requests: 4 };
+    expect((await patch({ max_cost_per_request_usd: '0.02' })).body).toEqual({ updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 5_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: limits });
+    expect((await patch({ monthly_cap_micro_usd: 6_000_000 })).body).toEqual({ updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: limits });
+    expect((await patch({ lifetime_cap_usd: null, tokens_per_minute: 9_000 })).body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: { ...limits, tokens_per_minute: 9_000 } });
+    // The ceiling in micro-USD with a cap, in one change; then cleared alone.
+    expect((await patch({ max_cost_per_request_micro_usd: 700, monthly_cap_usd: '7' })).body).toMatchObject({ monthly_cap_micro_usd: 7_000_000, max_cost_per_request_micro_usd: 700 });
+    expect((await patch({ max_cost_per_request_usd: null })).body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 7_000_000, max_cost_per_request_micro_usd: null, rate_limits: { ...limits, tokens_per_minute: 9_000 } });
+    // Bad ceilings change nothing.
+    for (const [body, message] of [
+      [{ max_cost_per_request_usd: '1', max_cost_per_request_micro_usd: 1 }, 'not both'],
+      [{ max_cost_per_request_usd: '-1', monthly_cap_usd: '1' }, 'max_cost_per_request_usd must be a decimal USD string'],
+    ] as const) {
+      const bad = await patch(body);
+      expect(bad.status).toBe(400);
+      expect(errorOf(bad)).toContain(message);
+    }
+    // The ceiling's PUT is routed through the same partial change: caps and limits stay.
+    expect((await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, { max_cost_per_request_usd: '0.01' })).body).toEqual({ updated: true, max_cost_per_request_micro_usd: 10_000 });
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([
+      expect.objectContaining({ id: keyId, monthlyCap: 7_000_000, maxCostPerRequest: 10_000, rateLimits: { requestsPerMinute: 100, tokensPerMinute: 9_000, concurrentRequests: 4 } }),
+    ]);
+  });
 });
 
 describe('revocation', () => {

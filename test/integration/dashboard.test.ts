@@ -724,6 +724,33 @@ describe('rate limits in the dashboard (issue 32, item 3)', () => {
     expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '3', csrf: carol.csrf }, { form: true })).status).toBe(302);
     expect(await enforced()).toEqual({ lifetimeCap: 3_000_000, monthlyCap: undefined, rateLimits: { requestsPerMinute: 90 } });
   });
+
+  it('a partial update naming only the cost ceiling keeps the caps and rate limits, and one naming only a cap or a limit keeps the ceiling, in the JSON API and the forms', async () => {
+    const made = await carol.api('POST', '/api/keys', { name: 'ceilinged', monthly_cap_usd: '5', lifetime_cap_usd: '20', max_cost_per_request_usd: '0.05', requests_per_minute: 30, concurrent_requests: 3 });
+    expect(made.status).toBe(201);
+    const { key, secret } = made.json() as { key: { id: string }; secret: string };
+    secrets.push(secret);
+    const accountId = ((await carol.api('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    /** The key as the gateway's store holds it: what it enforces. */
+    const enforced = async () => {
+      const k = await harness.backend.accounts.getKey(accountId, key.id);
+      return { lifetimeCap: k?.lifetimeCap, monthlyCap: k?.monthlyCap, maxCostPerRequest: k?.maxCostPerRequest, rateLimits: k?.rateLimits };
+    };
+    // The ceiling alone: the caps and the limits stay.
+    const ceilingOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { max_cost_per_request_usd: '0.02' });
+    expect(ceilingOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 5_000_000, lifetime_cap_micro_usd: 20_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: { requests_per_minute: 30, concurrent_requests: 3 } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 5_000_000, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 30, concurrentRequests: 3 } });
+    // A cap alone, then a limit alone: the ceiling stays.
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '6' })).json()).toMatchObject({ key: { monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000 } });
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { concurrent_requests: null })).json()).toMatchObject({ key: { max_cost_per_request_micro_usd: 20_000, rate_limits: { requests_per_minute: 30, concurrent_requests: null } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 6_000_000, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 30 } });
+    // The edit page's forms: caps and rate limits keep the ceiling, the ceiling's form keeps both.
+    expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '4', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect((await carol.req('POST', `/keys/${key.id}/rate-limits`, { requests_per_minute: '45', tokens_per_minute: '', concurrent_requests: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 4_000_000, monthlyCap: undefined, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 45 } });
+    expect((await carol.req('POST', `/keys/${key.id}/max-cost`, { max_cost_per_request_usd: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 4_000_000, monthlyCap: undefined, maxCostPerRequest: undefined, rateLimits: { requestsPerMinute: 45 } });
+  });
 });
 
 describe('two-factor sign-in that can be turned off and recovered (issue 37, item 5)', () => {
