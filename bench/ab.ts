@@ -1,38 +1,104 @@
 // A/B of the gateway's CPU per request between two builds of the project (each a checkout whose
 // .bench-build/ was compiled by `npx tsx -e "import('./bench/build.ts').then(m => m.buildTargets())"`):
-// `npx tsx bench/ab.ts <dirA> <dirB> [rounds]`. Both gateways share one Redis and one simulator and are
-// driven in interleaved rounds (alternating which goes first) at 50 connections; prints the median
-// CPU µs per request and requests per second of each, and B/A.
+// `npx tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--keep] [--together]`.
+// The gateways share one Redis and one simulator and are driven at 50 connections in interleaved
+// rounds whose order rotates. Each round starts fresh processes: A, B, and A again (A′), so every run
+// carries its own A/A. Two processes of one build differ by up to 25% here for their whole life
+// (placement, JIT, heap sizing), so one process per side measures which process it got, not the
+// change; a new pair per round samples that. `--keep` keeps one process per side for the whole run
+// (the method until issue 41, and without A′). Prints the median CPU µs per request and req/s of each,
+// the median of the rounds' B/A and A′/A ratios, and their ranges.
 import { startRedisServer } from '../test/helpers/redis-server.js';
-import { requestShape, throughput } from './load.js';
+import { requestShape, throughput, type BenchFormat } from './load.js';
 import { builtEntry, cpuSeconds, startTarget, type Target } from './targets.js';
 
-const [dirA, dirB, roundsArg] = process.argv.slice(2);
-if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ab.ts <dirA> <dirB> [rounds]');
+const args = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const positional = args.filter((a, i) => !a.startsWith('--') && !(args[i - 1] === '--format' || args[i - 1] === '--seconds'));
+const [dirA, dirB, roundsArg] = positional;
+if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--keep] [--together]');
 const rounds = Number(roundsArg ?? '7');
+const format = (flag('format') ?? 'openai') as BenchFormat;
+const stream = args.includes('--stream');
+const seconds = Number(flag('seconds') ?? '4');
+const keep = args.includes('--keep');
+// Every side's load runs at the same time, each at 50 / sides connections: the machine's drift (other
+// work on it) then falls on every side alike instead of on whichever round it hits.
+const together = args.includes('--together');
 const entry = (dir: string) => builtEntry(`${dir}/.bench-build/bench/serve.js`);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+const range = (xs: number[]): [number, number] => [Math.min(...xs), Math.max(...xs)];
+
+type Side = 'A' | 'B' | 'A2';
+const sides: Side[] = keep ? ['A', 'B'] : ['A', 'B', 'A2'];
+const dirOf: Record<Side, string> = { A: dirA, B: dirB, A2: dirA };
 
 const redis = await startRedisServer();
 const sim = await startTarget({ role: 'simulator' }, [], entry(dirA));
-const start = (dir: string, ns: string) => startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: ns, tracing: 'off' }, [], entry(dir));
-const targets: Record<'A' | 'B', Target> = { A: await start(dirA, 'ab-a'), B: await start(dirB, 'ab-b') };
-const cpu: Record<'A' | 'B', number[]> = { A: [], B: [] };
-const rps: Record<'A' | 'B', number[]> = { A: [], B: [] };
-for (const name of ['A', 'B'] as const) await throughput(targets[name].url, requestShape('openai', targets[name].key), 50, 2);
+let started = 0;
+const start = (side: Side): Promise<Target> =>
+  startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `ab-${side.toLowerCase()}-${started++}`, tracing: 'off' }, [], entry(dirOf[side]));
+const shape = (t: Target) => requestShape(format, t.key, stream);
+const warm = (t: Target) => throughput(t.url, shape(t), 50, 2);
+
+const cpu: Record<Side, number[]> = { A: [], B: [], A2: [] };
+const rps: Record<Side, number[]> = { A: [], B: [], A2: [] };
+const ratio = { BA: [] as number[], A2A: [] as number[] };
+let kept: Partial<Record<Side, Target>> = {};
 for (let i = 0; i < rounds; i++) {
-  for (const name of (i % 2 === 0 ? ['A', 'B'] : ['B', 'A']) as Array<'A' | 'B'>) {
-    const t = targets[name];
-    const before = cpuSeconds(t.pid);
-    const r = await throughput(t.url, requestShape('openai', t.key), 50, 4);
-    const used = cpuSeconds(t.pid) - before;
-    if (r.non2xx + r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
-    cpu[name].push((used / r.requests) * 1e6);
-    rps[name].push(r.requestsPerSec);
+  // The order rotates, so no side is always first after the start or last before the stop.
+  const order = sides.map((_, j) => sides[(i + j) % sides.length] as Side);
+  const targets: Partial<Record<Side, Target>> = keep ? kept : {};
+  for (const side of order) {
+    if (targets[side] === undefined) {
+      const t = await start(side);
+      targets[side] = t;
+      await warm(t);
+    }
   }
+  if (keep) kept = targets;
+  const round: Partial<Record<Side, number>> = {};
+  const measure = async (side: Side, connections: number): Promise<void> => {
+    const t = targets[side] as Target;
+    const before = cpuSeconds(t.pid);
+    const r = await throughput(t.url, shape(t), connections, seconds);
+    const used = cpuSeconds(t.pid) - before;
+    if (r.non2xx + r.errors > 0) throw new Error(`${side}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+    round[side] = (used / r.requests) * 1e6;
+    cpu[side].push(round[side]);
+    rps[side].push(r.requestsPerSec);
+  };
+  if (together) await Promise.all(order.map((side) => measure(side, Math.round(50 / sides.length))));
+  else for (const side of order) await measure(side, 50);
+  ratio.BA.push((round.B as number) / (round.A as number));
+  if (round.A2 !== undefined) ratio.A2A.push(round.A2 / (round.A as number));
+  if (!keep) for (const t of Object.values(targets)) await t.stop();
+  process.stderr.write(`round ${i + 1}/${rounds}: ${sides.map((s) => `${s} ${round[s]?.toFixed(0)}`).join(', ')} µs/request\n`);
 }
-const a = { cpu: median(cpu.A), rps: median(rps.A) };
-const b = { cpu: median(cpu.B), rps: median(rps.B) };
-console.log(JSON.stringify({ rounds, A: { dir: dirA, cpuUsPerRequest: a.cpu, requestsPerSec: a.rps, all: cpu.A }, B: { dir: dirB, cpuUsPerRequest: b.cpu, requestsPerSec: b.rps, all: cpu.B }, cpuRatioBA: b.cpu / a.cpu, rpsRatioBA: b.rps / a.rps }, null, 1));
-for (const t of [...Object.values(targets), sim]) await t.stop();
+for (const t of Object.values(kept)) await t.stop();
+const summary = (side: Side) => ({ dir: dirOf[side], cpuUsPerRequest: median(cpu[side]), requestsPerSec: median(rps[side]), all: cpu[side].map(Math.round) });
+console.log(
+  JSON.stringify(
+    {
+      rounds,
+      format,
+      stream,
+      freshProcessesPerRound: !keep,
+      together,
+      A: summary('A'),
+      B: summary('B'),
+      ...(keep ? {} : { A2: summary('A2') }),
+      cpuRatioBA: median(ratio.BA),
+      cpuRatioBARange: range(ratio.BA),
+      ...(keep ? {} : { cpuRatioA2A: median(ratio.A2A), cpuRatioA2ARange: range(ratio.A2A) }),
+      rpsRatioBA: median(rps.B) / median(rps.A),
+    },
+    null,
+    1,
+  ),
+);
+await sim.stop();
 await redis.stop();

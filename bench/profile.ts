@@ -7,7 +7,7 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape, throughput, type BenchFormat } from './load.js';
 import { createBenchDatabase } from './record-db.js';
-import { startTarget } from './targets.js';
+import { builtEntry, SOURCE_ENTRY, startTarget } from './targets.js';
 import { siteOf, type CpuProfile } from './cpu-profile.js';
 
 
@@ -21,17 +21,21 @@ const seconds = Number(flag('seconds', '10'));
 const tracing = flag('tracing', 'off') as 'off' | 'sampled-0' | 'sampled-100';
 // `--journal on`: every settlement journaled to a fresh database of the test PostgreSQL.
 const record = flag('journal', 'off') === 'on' ? await createBenchDatabase() : undefined;
+// `--build <checkout>`: the gateway from that checkout's .bench-build/ (bench/build.ts), as the bench runs
+// it, instead of the sources under tsx (whose loader shows in the profile).
+const built = flag('build', '');
+const entry = built === '' ? SOURCE_ENTRY : builtEntry(`${built}/.bench-build/bench/serve.js`);
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
 const before = new Set(readdirSync(dir));
 
 const redis = await startRedisServer();
-const sim = await startTarget({ role: 'simulator' });
+const sim = await startTarget({ role: 'simulator' }, [], entry);
 const startedAt = Date.now();
 const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: 'profile', tracing, ...(record === undefined ? {} : { databaseUrl: record.url }) }, [
   '--cpu-prof',
   `--cpu-prof-dir=${dir}`,
-]);
+], entry);
 // A short warm-up so JIT tiers settle before the profiled window dominates.
 await throughput(gw.url, requestShape(format, gw.key), 50, 2);
 // Samples before this point are start-up and warm-up (module loading, the tokenizer table), not requests.
