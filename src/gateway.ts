@@ -24,7 +24,6 @@ import { UpstreamDispatchers } from './upstream/dispatchers.js';
 import { UpstreamRouter } from './upstream/router.js';
 import type { JournalWriter } from './record/journal-writer.js';
 import { JournaledLedger } from './record/journaled-ledger.js';
-import { loadEncoder } from './wire/token-count.js';
 
 /** Status recorded for a request whose client disconnected before the response was complete. */
 export const CLIENT_CLOSED_REQUEST = 499;
@@ -255,9 +254,6 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   const logger = parts.logger ?? createLogger();
   metrics.onCatalog(catalog.current());
   const unsubscribe = catalog.onSwap((snapshot) => metrics.onCatalog(snapshot));
-  // Cut streams and Anthropic message_start count tokens; loading the table lazily stalled the
-  // process for seconds on the first such request, so it loads now, before the server listens.
-  await loadEncoder();
   const observer = telemetryObserver(metrics, tracing);
   const health = parts.ledgerHealth ?? new LedgerHealth();
   const unwatchHealth = watchLedgerHealth(health, metrics, logger, () => settlements.retryNow());

@@ -1,166 +1,144 @@
 // Token counts for what the upstream did not report: the prompt of a stream cut before its usage
-// arrived, the output relayed before a cut, and count_tokens. The o200k_base encoder comes from
-// gpt-tokenizer: it holds the rank table in about a third of the memory of js-tiktoken (~45 MB RSS
-// against ~145 MB, measured), which matters for a pod that holds thousands of open streams.
-import type * as O200k from 'gpt-tokenizer/encoding/o200k_base';
-
-type Encoding = typeof O200k;
+// arrived, the output relayed before a cut, the prompt an Anthropic client's translated stream opens
+// with, and count_tokens. Counted off the event loop, in a worker thread started on the first count
+// and ended after a minute without one: the o200k tables (~45 MB, ~100 ms to load, which once stalled
+// the first such request for seconds) are held only while counts come, and never loaded where
+// requests are served. The count itself is o200k-count.ts.
+import { Worker } from 'node:worker_threads';
+import { COUNT_WORKER, type CountAnswer, type CountMessage } from './o200k-count.js';
 
 /** Chat-template tokens per message, the convention of OpenAI-compatible servers. */
 export const TEMPLATE_TOKENS_PER_MESSAGE = 4;
 /** Tokens an image is counted as when nothing better is known. */
 export const TOKENS_PER_IMAGE = 85;
+/** A worker with no count for this long is ended, and its memory with it. */
+export const COUNT_WORKER_IDLE_MS = 60_000;
 /**
- * Text that spells a special token (`<|endoftext|>`) is counted as the ordinary text it is: a client
- * must not be able to make the count throw, which would leave a cut stream uncharged.
+ * Longer texts go to the worker in parts of this many characters, one per turn of the event loop:
+ * copying a 10 MB cut-stream output into one message held the loop for ~10-30 ms.
  */
-const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
-/** Recently merged words the encoder keeps; its default (100,000) grows the heap for no gain here. */
-const MERGE_CACHE_SIZE = 10_000;
-
-let encoder: Promise<Encoding> | undefined;
-
-/**
- * Text of several scripts, counted once at load: the first count of a kind of text runs the encoder's
- * cold code (measured: 16-25 ms for the first CJK piece, ~2 ms after), which would otherwise be a
- * stall of the first request to bring such text.
- */
-const WARM_UP = [
-  Array.from({ length: 128 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join(''),
-  '😀🚀'.repeat(32),
-  'Привет мир, '.repeat(10),
-  'مرحبا بالعالم '.repeat(9),
-  'a'.repeat(128),
-  'The gateway reserves the worst case, then settles: 12,345 tokens at 0.30 USD.',
-];
-
-/** Loads o200k once (and warms it up); concurrent callers during the load share the same promise. */
-export function loadEncoder(): Promise<Encoding> {
-  encoder ??= import('gpt-tokenizer/encoding/o200k_base').then((enc) => {
-    enc.setMergeCacheSize(MERGE_CACHE_SIZE);
-    for (const text of WARM_UP) enc.countTokens(text, AS_PLAIN_TEXT);
-    return enc;
-  });
-  return encoder;
-}
-
-/**
- * Why counting is cut into pieces: BPE merging is superlinear in the length of one pre-token (a run of
- * CJK characters or a single long "word" is one pre-token), so one call on a 300 KB word ran for 48 s
- * on the event loop and stalled every other client. Counting pieces of at most PIECE_CHARS code units
- * bounds the cost of each synchronous call (about 3 ms for the worst 128-unit piece measured, distinct
- * CJK characters, once the encoder is warm), so the total is linear in the text's length. Pieces are
- * cut just before a space where one is near, where o200k pre-tokens begin anyway (" word"), so
- * ordinary prose counts exactly as it would whole. Token counts here are estimates (the upstream's own
- * tokenizer decides what is billed), so a cut inside a long word, which may add a token, is harmless.
- */
-export const PIECE_CHARS = 128;
-/** How far back from a piece's end a clean cut is looked for. */
-const SPACE_LOOKBACK = 48;
-/** Counting yields to the event loop after this much work, so other clients wait at most about this long. */
-export const SLICE_MS = 4;
-/**
- * Event-loop time one count may take in total. Past it the rest is bounded instead of counted: every
- * o200k token stands for at least one byte of UTF-8, so a text has at most as many tokens as bytes.
- */
-export const COUNT_BUDGET_MS = 250;
-
-export interface CountOptions {
-  /** Total event-loop time the exact count may use (default COUNT_BUDGET_MS). */
-  budgetMs?: number;
-  /** Time source (tests). */
-  now?: () => number;
-}
-
-const WORD_CHAR = /[\p{L}\p{N}\p{M}]/u;
-const SPACE_CHAR = /\s/u;
-
-/**
- * Whether o200k's pre-tokenizer always splits between text[i - 1] and text[i], so counting the two
- * sides apart gives the same tokens: before a space that follows a non-space (the space begins the next
- * pre-token, " word"), or before punctuation that follows a letter or digit (a word never takes
- * punctuation after it; the apostrophe is left out, for contractions like "it's").
- */
-function isCleanCut(text: string, i: number): boolean {
-  const before = text[i - 1] as string;
-  const at = text[i] as string;
-  if (at === ' ') return !SPACE_CHAR.test(before);
-  return WORD_CHAR.test(before) && !WORD_CHAR.test(at) && !SPACE_CHAR.test(at) && at !== "'" && at !== '\u2019' && !isLowSurrogate(at.charCodeAt(0));
-}
-
-/**
- * The pieces of `text`, each at most PIECE_CHARS UTF-16 units, never split inside a surrogate pair,
- * and cut at a clean pre-token boundary (isCleanCut) when one lies in the last SPACE_LOOKBACK units.
- */
-export function* pieces(text: string): Generator<string> {
-  let start = 0;
-  while (text.length - start > PIECE_CHARS) {
-    const limit = start + PIECE_CHARS;
-    let end = limit;
-    for (let i = limit; i > limit - SPACE_LOOKBACK && i > start; i--) {
-      if (isCleanCut(text, i)) {
-        end = i;
-        break;
-      }
-    }
-    if (end === limit && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
-    yield text.slice(start, end);
-    start = end;
-  }
-  if (start < text.length) yield start === 0 ? text : text.slice(start);
-}
-
-const isHighSurrogate = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
-const isLowSurrogate = (c: number): boolean => c >= 0xdc00 && c <= 0xdfff;
-
-/** UTF-8 bytes of text[from..]: the linear upper bound on its tokens. */
-function byteBound(text: string, from: number): number {
-  return Buffer.byteLength(from === 0 ? text : text.slice(from), 'utf8');
-}
+const PART_CHARS = 64 * 1024;
 
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+export interface CountOptions {
+  /** Total time the exact count may use (default COUNT_BUDGET_MS of o200k-count.ts); past it the rest is bounded. */
+  budgetMs?: number;
+}
+
+type Waiting = { resolve: (tokens: number) => void; reject: (err: Error) => void };
+
+/** The counting worker: started when a count comes, ended when none has for COUNT_WORKER_IDLE_MS. */
+export class CountWorker {
+  private worker: Worker | undefined;
+  private readonly waiting = new Map<number, Waiting>();
+  private nextId = 0;
+  private idle: NodeJS.Timeout | undefined;
+
+  constructor(private readonly idleMs: number) {}
+
+  /** Whether a worker (and the tables it loaded) is there now. */
+  get running(): boolean {
+    return this.worker !== undefined;
+  }
+
+  count(texts: readonly string[], budgetMs: number | undefined): Promise<number> {
+    const worker = this.started();
+    const id = this.nextId++;
+    clearTimeout(this.idle);
+    const answer = new Promise<number>((resolve, reject) => this.waiting.set(id, { resolve, reject }));
+    const budget = budgetMs === undefined ? {} : { budgetMs };
+    let chars = 0;
+    for (const t of texts) chars += t.length;
+    if (chars <= PART_CHARS) this.send(worker, { kind: 'count', id, texts, ...budget });
+    else void this.sendInParts(worker, id, texts, budget);
+    return answer;
+  }
+
+  private send(worker: Worker, m: CountMessage): void {
+    worker.postMessage(m);
+  }
+
+  /** The texts in messages of at most PART_CHARS characters (a long text split over several), one per turn of the loop. */
+  private async sendInParts(worker: Worker, id: number, texts: readonly string[], budget: { budgetMs?: number }): Promise<void> {
+    let batch: string[] = [];
+    let first = 0;
+    let size = 0;
+    const flush = async (): Promise<boolean> => {
+      // A worker lost meanwhile has failed this count already (see started()).
+      if (this.worker !== worker) return false;
+      if (batch.length > 0) this.send(worker, { kind: 'part', id, index: first, texts: batch });
+      batch = [];
+      size = 0;
+      await yieldToLoop();
+      return true;
+    };
+    for (let index = 0; index < texts.length; index++) {
+      const text = texts[index] as string;
+      let at = 0;
+      do {
+        const piece = text.slice(at, at + PART_CHARS - size);
+        if (batch.length === 0) first = index;
+        batch.push(piece);
+        size += piece.length;
+        at += piece.length;
+        if (size >= PART_CHARS && !(await flush())) return;
+      } while (at < text.length);
+    }
+    if ((await flush()) && this.worker === worker) this.send(worker, { kind: 'count-parts', id, texts: texts.length, ...budget });
+  }
+
+  private started(): Worker {
+    if (this.worker !== undefined) return this.worker;
+    // From the sources (tests, tsx) the module is a .ts file, which the worker runs with Node's type stripping.
+    const file = import.meta.url.endsWith('.ts') ? './o200k-count.ts' : './o200k-count.js';
+    // execArgv empty: a profiler or loader flag of the gateway's process is not the worker's.
+    const worker = new Worker(new URL(file, import.meta.url), { workerData: COUNT_WORKER, execArgv: [] });
+    worker.unref();
+    worker.on('message', (answer: CountAnswer) => this.answered(answer));
+    // A worker that fails or exits takes its pending counts with it; the next count starts another.
+    const lost = (err: Error): void => {
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      for (const w of this.waiting.values()) w.reject(err);
+      this.waiting.clear();
+    };
+    worker.on('error', lost);
+    worker.on('exit', (code) => lost(new Error(`the token-count worker exited (code ${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+
+  private answered(answer: CountAnswer): void {
+    const w = this.waiting.get(answer.id);
+    if (w === undefined) return;
+    this.waiting.delete(answer.id);
+    if ('error' in answer) w.reject(new Error(answer.error));
+    else w.resolve(answer.tokens);
+    if (this.waiting.size === 0) {
+      this.idle = setTimeout(() => this.stop(), this.idleMs);
+      this.idle.unref();
+    }
+  }
+
+  private stop(): void {
+    const worker = this.worker;
+    if (worker === undefined || this.waiting.size > 0) return;
+    this.worker = undefined;
+    void worker.terminate();
+  }
+}
+
+const counter = new CountWorker(COUNT_WORKER_IDLE_MS);
+
 /**
  * o200k tokens of `texts`: exact (piecewise) while the time budget lasts, then the byte bound for the
- * rest. Never holds the event loop for more than about SLICE_MS plus one piece.
+ * rest (o200k-count.ts). Counted in the worker; the first count after an idle minute waits for it to
+ * start and load its tables (about 0.1–0.2 s).
  */
-export async function countTokens(texts: readonly string[], opts: CountOptions = {}): Promise<number> {
-  if (texts.length === 0) return 0;
-  const enc = await loadEncoder();
-  const now = opts.now ?? ((): number => performance.now());
-  const budget = opts.budgetMs ?? COUNT_BUDGET_MS;
-  let spent = 0;
-  let sliceStart = now();
-  let exhausted = false;
-  let n = 0;
-  for (let i = 0; i < texts.length; i++) {
-    const text = texts[i] as string;
-    let offset = 0;
-    if (exhausted) {
-      // Bounding is cheap but not free: a stream of a million small deltas still yields now and then.
-      if ((i & 4095) === 0 && now() - sliceStart >= SLICE_MS) {
-        await yieldToLoop();
-        sliceStart = now();
-      }
-    } else {
-      for (const piece of pieces(text)) {
-        const elapsed = now() - sliceStart;
-        if (elapsed >= SLICE_MS) {
-          spent += elapsed;
-          if (spent >= budget) {
-            exhausted = true;
-            break;
-          }
-          await yieldToLoop();
-          sliceStart = now();
-        }
-        n += enc.countTokens(piece, AS_PLAIN_TEXT);
-        offset += piece.length;
-      }
-    }
-    if (offset < text.length) n += byteBound(text, offset);
-  }
-  return n;
+export function countTokens(texts: readonly string[], opts: CountOptions = {}): Promise<number> {
+  if (texts.every((t) => t === '')) return Promise.resolve(0);
+  return counter.count(texts, opts.budgetMs);
 }
 
 /** The text pieces and counts of a prompt, gathered by a wire decoder. */

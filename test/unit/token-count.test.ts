@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { COUNT_BUDGET_MS, countPromptTokens, countTokens, loadEncoder, PIECE_CHARS, pieces, TEMPLATE_TOKENS_PER_MESSAGE } from '../../src/wire/token-count.js';
+import { COUNT_BUDGET_MS, countTokensHere, loadEncoder, PIECE_CHARS, pieces } from '../../src/wire/o200k-count.js';
+import { countPromptTokens, countTokens, CountWorker, TEMPLATE_TOKENS_PER_MESSAGE } from '../../src/wire/token-count.js';
 
 describe('token count', () => {
   it('counts o200k tokens of known text', async () => {
@@ -18,6 +19,56 @@ describe('token count', () => {
 
   it('loads the encoder once for concurrent callers', () => {
     expect(loadEncoder()).toBe(loadEncoder());
+  });
+});
+
+describe('token count off the event loop', () => {
+  it('counts in another thread: a count finishes while this thread is busy', async () => {
+    // 50,000 distinct-ish CJK characters (one message): about 0.1 s to count, on top of the tables' load.
+    const cjk = Array.from({ length: 50_000 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join('');
+    const worker = new CountWorker(60_000);
+    const counted = worker.count([cjk], 60_000);
+    // This thread is held for a second: the worker starts, loads its tables and counts meanwhile.
+    const until = performance.now() + 1000;
+    while (performance.now() < until);
+    const waited = performance.now();
+    const n = await counted;
+    // Counted here (the old way), the count (and the tables' load) would both come after the hold.
+    expect(performance.now() - waited).toBeLessThan(40);
+    expect(n).toBe(await countTokensHere([cjk], { budgetMs: 60_000 }));
+  });
+
+  it('starts the worker on the first count and ends it, with its tables, after the idle time', async () => {
+    const worker = new CountWorker(100);
+    expect(worker.running).toBe(false);
+    expect(await worker.count(['hello world'], undefined)).toBe(2);
+    expect(worker.running).toBe(true);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(worker.running).toBe(false);
+    // The next count starts another.
+    expect(await worker.count(['hello world', 'again'], undefined)).toBe(3);
+    expect(worker.running).toBe(true);
+  });
+
+  it('counts long texts and many small ones, sent in parts, as the same texts counted whole', async () => {
+    const worker = new CountWorker(60_000);
+    const enc = await loadEncoder();
+    // 70,000 emoji: 140,000 UTF-16 units, so parts of 65,536 units cut inside surrogate pairs.
+    const emoji = '😀'.repeat(70_000);
+    const prose = 'tokens before calling the upstream, '.repeat(5000);
+    const many = Array.from({ length: 30_000 }, (_, i) => `delta ${i} `);
+    const texts = [prose, '', emoji, ...many, 'tail'];
+    const exact = await countTokensHere(texts, { budgetMs: 60_000 });
+    expect(await worker.count(texts, 60_000)).toBe(exact);
+    expect(exact).toBe(texts.reduce((n, t) => n + [...pieces(t)].reduce((m, p) => m + enc.countTokens(p, { disallowedSpecial: new Set() }), 0), 0));
+  });
+
+  it('answers concurrent counts each with its own figure', async () => {
+    const worker = new CountWorker(60_000);
+    const texts = ['hello world', 'a'.repeat(5000), 'Привет мир', '😀'.repeat(300), ''];
+    const enc = await loadEncoder();
+    const counts = await Promise.all(texts.map((t) => worker.count([t], undefined)));
+    expect(counts).toEqual(texts.map((t) => (t === '' ? 0 : enc.countTokens(t))));
   });
 });
 
@@ -93,7 +144,7 @@ describe('token count of hostile text: linear time, never a long stall', () => {
     };
     setImmediate(spin);
     const text = 'x'.repeat(PIECE_CHARS * 100);
-    const n = await countTokens([text, 'hello world'], { now, budgetMs: 20 });
+    const n = await countTokensHere([text, 'hello world'], { now, budgetMs: 20 });
     counting = false;
     expect(yields).toBeGreaterThanOrEqual(3);
     // Past the budget the rest is the byte bound: far more than the exact count of a repeated letter.
