@@ -19,8 +19,8 @@ import {
   propagation,
   trace,
 } from '@opentelemetry/api';
-import type { Attributes, AttributeValue, Context, Span, Tracer } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { Attributes, AttributeValue, Context, Span, TextMapPropagator, Tracer } from '@opentelemetry/api';
+import type * as Core from '@opentelemetry/core';
 import { createRequire } from 'node:module';
 import type * as SdkNode from '@opentelemetry/sdk-node';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
@@ -231,7 +231,11 @@ export const DISABLED_TRACING: Tracing = Object.freeze({
   shutdown: () => Promise.resolve(),
 });
 
-const w3c = new W3CTraceContextPropagator();
+/**
+ * W3C trace context in and out of headers, set by initTracing when tracing is on (only live spans use
+ * it): @opentelemetry/core, about 2 MB of heap, is then loaded with the SDK, never with tracing off.
+ */
+let w3c: TextMapPropagator;
 
 class LiveRequestSpan implements RequestSpan {
   readonly recording = true;
@@ -454,6 +458,7 @@ export function initTracing(options: TracingOptions = {}): Tracing {
   const env = options.env ?? process.env;
   if (!options.spanProcessors && !tracingRequested(env)) return DISABLED_TRACING;
   const { NodeSDK: Sdk } = loadSdk();
+  w3c ??= new (createRequire(import.meta.url)('@opentelemetry/core') as typeof Core).W3CTraceContextPropagator();
   const sdk = new Sdk({
     serviceName: env.OTEL_SERVICE_NAME ? undefined : (options.serviceName ?? 'tollgate-gateway'),
     ...(options.spanProcessors ? { spanProcessors: options.spanProcessors } : {}),
