@@ -1,6 +1,8 @@
 // Authenticates the key of every request. Lookups are cached for a short TTL so the hot path
 // usually makes no Redis round trip, while a revocation still takes effect within the TTL
-// on every gateway process (the reserve script also refuses revoked keys at once). Answers for unknown
+// on every gateway process (the reserve script also refuses revoked keys at once). A key in use is
+// read again in the background once its entry is past half its TTL, so its requests do not wait for
+// the read when the entry would have expired; an entry is never used past its TTL. Answers for unknown
 // keys are cached apart from known ones, so a flood of made-up keys never evicts the keys in use.
 import type { Next } from 'koa';
 import type { AccountStore, ApiKeyRecord } from '../accounts/account-store.js';
@@ -38,10 +40,19 @@ export class KeyAuthenticator {
     const hash = hashApiKey(secret);
     const now = Date.now();
     const cached = this.cache.get(hash);
-    if (cached !== undefined && cached.expiresAt > now) return cached.record;
+    if (cached !== undefined && cached.expiresAt > now) {
+      // Read again ahead of expiry (the entry's age stays within the TTL either way): a failed read
+      // leaves the entry to expire, and the next request after that reads the store itself.
+      if (cached.expiresAt - now < this.ttlMs / 2 && !this.inFlight.has(hash)) this.read(hash, now).catch(() => undefined);
+      return cached.record;
+    }
     const unknownUntil = this.unknown.get(hash);
     if (unknownUntil !== undefined && unknownUntil > now) return undefined;
-    // Coalesce concurrent lookups of one key into one store read.
+    return this.read(hash, now);
+  }
+
+  /** One store read of a key (concurrent reads of one key share it), cached by its answer. */
+  private async read(hash: string, now: number): Promise<ApiKeyRecord | undefined> {
     let pending = this.inFlight.get(hash);
     if (pending === undefined) {
       pending = this.timeLookup(() => this.accounts.findKeyByHash(hash)).finally(() => this.inFlight.delete(hash));
@@ -49,6 +60,8 @@ export class KeyAuthenticator {
     }
     const record = await pending;
     if (record === undefined) {
+      // A key read again ahead of expiry that is gone now is not served from its old entry either.
+      this.cache.delete(hash);
       if (this.unknown.size >= MAX_UNKNOWN_ENTRIES) this.unknown.clear();
       this.unknown.set(hash, now + this.ttlMs);
       return undefined;
