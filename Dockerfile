@@ -38,5 +38,8 @@ COPY src/record/migrations ./src/record/migrations
 USER 10001:10001
 EXPOSE 8080 9090
 # exec: node is PID 1 and gets SIGTERM directly (both roles shut down gracefully on it).
-ENTRYPOINT ["/bin/sh", "-c", "case \"$1\" in gateway) exec node dist/src/gateway-main.js ;; operator) exec node dist/operator/main.js ;; migrate) exec node dist/src/record/migrate-cli.js ;; *) echo \"usage: gateway | operator | migrate (got: $1)\" >&2; exit 64 ;; esac", "tollgate"]
+# --max-semi-space-size=16: V8 on Node 24 grows its young generation to 64 MB semi-spaces where it sees
+# gigabytes of memory, 100 MB more RSS under load for no CPU the A/B could show (docs/performance.md,
+# issue 41); 16 MB is what Node 20 took. bench/targets.ts runs the bench's gateways with the same flags.
+ENTRYPOINT ["/bin/sh", "-c", "case \"$1\" in gateway) exec node --max-semi-space-size=16 dist/src/gateway-main.js ;; operator) exec node dist/operator/main.js ;; migrate) exec node dist/src/record/migrate-cli.js ;; *) echo \"usage: gateway | operator | migrate (got: $1)\" >&2; exit 64 ;; esac", "tollgate"]
 CMD ["gateway"]

@@ -77,6 +77,12 @@ export interface TargetEntry {
   execPath?: string;
 }
 
+/**
+ * The V8 flags the image runs the gateway with (the Dockerfile's `gateway` command; a test keeps the
+ * two the same), so the bench's gateways are sized as production's are.
+ */
+export const GATEWAY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
+
 export const SOURCE_ENTRY: TargetEntry = { path: new URL('./serve.ts', import.meta.url).pathname, execArgv: ['--import', 'tsx'] };
 
 export function builtEntry(servePath: string): TargetEntry {
@@ -86,7 +92,7 @@ export function builtEntry(servePath: string): TargetEntry {
 export async function startTarget(spec: ServeSpec, extraNodeArgs: string[] = [], entry: TargetEntry = SOURCE_ENTRY): Promise<Target> {
   const child: ChildProcess = fork(entry.path, [], {
     env: { ...process.env, BENCH_SERVE_SPEC: JSON.stringify(spec) },
-    execArgv: [...entry.execArgv, '--expose-gc', ...extraNodeArgs],
+    execArgv: [...entry.execArgv, '--expose-gc', ...(spec.role === 'gateway' ? GATEWAY_NODE_FLAGS : []), ...extraNodeArgs],
     ...(entry.execPath === undefined ? {} : { execPath: entry.execPath }),
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });

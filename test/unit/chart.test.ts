@@ -8,6 +8,7 @@ import { join, relative } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readConfig } from '../../src/config.js';
+import { GATEWAY_NODE_FLAGS } from '../../bench/targets.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const CHART = join(ROOT, 'charts', 'tollgate');
@@ -57,6 +58,11 @@ describe('Helm chart', () => {
     const settlementFlushS = readConfig({}).settlementFlushMs / 1000;
     expect(g.terminationGracePeriodSeconds).toBeGreaterThan(g.drain.preStopSleepSeconds + g.drain.timeoutSeconds + 5 + settlementFlushS);
     expect(15).toBeGreaterThanOrEqual(5 + settlementFlushS);
+  });
+
+  it('the image runs the gateway with the V8 flags the bench runs its gateways with', () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toContain(`gateway) exec node ${GATEWAY_NODE_FLAGS.join(' ')} dist/src/gateway-main.js ;;`);
   });
 
   it("the migration Job's `migrate` argument is a command of the image and of npm", () => {
