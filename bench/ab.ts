@@ -1,6 +1,6 @@
 // A/B of the gateway's CPU per request between two builds of the project (each a checkout whose
 // .bench-build/ was compiled by `npx tsx -e "import('./bench/build.ts').then(m => m.buildTargets())"`):
-// `npx tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--keep] [--together]`.
+// `npx tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--warm 8] [--keep] [--together] [--b-args "<node flags>"]`.
 // The gateways share one Redis and one simulator and are driven at 50 connections in interleaved
 // rounds whose order rotates. Each round starts fresh processes: A, B, and A again (A′), so every run
 // carries its own A/A. Two processes of one build differ by up to 25% here for their whole life
@@ -10,16 +10,16 @@
 // the median of the rounds' B/A and A′/A ratios, and their ranges.
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape, throughput, type BenchFormat } from './load.js';
-import { builtEntry, cpuSeconds, startTarget, type Target } from './targets.js';
+import { builtEntry, cpuSeconds, procStats, startTarget, type Target } from './targets.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : undefined;
 };
-const positional = args.filter((a, i) => !a.startsWith('--') && !(args[i - 1] === '--format' || args[i - 1] === '--seconds'));
+const positional = args.filter((a, i) => !a.startsWith('--') && !['--format', '--seconds', '--warm', '--b-args'].includes(args[i - 1] ?? ''));
 const [dirA, dirB, roundsArg] = positional;
-if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--keep] [--together]');
+if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--warm 8] [--keep] [--together] [--b-args "<node flags>"]');
 const rounds = Number(roundsArg ?? '7');
 const format = (flag('format') ?? 'openai') as BenchFormat;
 const stream = args.includes('--stream');
@@ -28,6 +28,11 @@ const keep = args.includes('--keep');
 // Every side's load runs at the same time, each at 50 / sides connections: the machine's drift (other
 // work on it) then falls on every side alike instead of on whichever round it hits.
 const together = args.includes('--together');
+// A fresh process spends its first seconds compiling: 2 s of warm-up left the first 5 s measured 40%
+// above the steady state, so each process is warmed for `--warm` seconds (default 8) first.
+const warmSeconds = Number(flag('warm') ?? '8');
+// `--b-args "<node flags>"`: B runs with these (e.g. a V8 heap flag) on A's or its own build.
+const bArgs = (flag('b-args') ?? '').split(' ').filter((a) => a !== '');
 const entry = (dir: string) => builtEntry(`${dir}/.bench-build/bench/serve.js`);
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 const range = (xs: number[]): [number, number] => [Math.min(...xs), Math.max(...xs)];
@@ -40,25 +45,30 @@ const redis = await startRedisServer();
 const sim = await startTarget({ role: 'simulator' }, [], entry(dirA));
 let started = 0;
 const start = (side: Side): Promise<Target> =>
-  startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `ab-${side.toLowerCase()}-${started++}`, tracing: 'off' }, [], entry(dirOf[side]));
+  startTarget({ role: 'gateway', redisUrl: redis.url, upstream: sim.url, namespace: `ab-${side.toLowerCase()}-${started++}`, tracing: 'off' }, side === 'B' ? bArgs : [], entry(dirOf[side]));
 const shape = (t: Target) => requestShape(format, t.key, stream);
-const warm = (t: Target) => throughput(t.url, shape(t), 50, 2);
+const warm = (t: Target, connections = 50) => throughput(t.url, shape(t), connections, warmSeconds);
 
 const cpu: Record<Side, number[]> = { A: [], B: [], A2: [] };
 const rps: Record<Side, number[]> = { A: [], B: [], A2: [] };
+/** Each process's resident memory at the end of its round. */
+const rss: Record<Side, number[]> = { A: [], B: [], A2: [] };
 const ratio = { BA: [] as number[], A2A: [] as number[] };
 let kept: Partial<Record<Side, Target>> = {};
 for (let i = 0; i < rounds; i++) {
   // The order rotates, so no side is always first after the start or last before the stop.
   const order = sides.map((_, j) => sides[(i + j) % sides.length] as Side);
   const targets: Partial<Record<Side, Target>> = keep ? kept : {};
+  const fresh: Target[] = [];
   for (const side of order) {
     if (targets[side] === undefined) {
       const t = await start(side);
       targets[side] = t;
-      await warm(t);
+      fresh.push(t);
+      if (!together) await warm(t);
     }
   }
+  if (together) await Promise.all(fresh.map((t) => warm(t, Math.round(50 / sides.length))));
   if (keep) kept = targets;
   const round: Partial<Record<Side, number>> = {};
   const measure = async (side: Side, connections: number): Promise<void> => {
@@ -75,11 +85,12 @@ for (let i = 0; i < rounds; i++) {
   else for (const side of order) await measure(side, 50);
   ratio.BA.push((round.B as number) / (round.A as number));
   if (round.A2 !== undefined) ratio.A2A.push(round.A2 / (round.A as number));
+  for (const side of sides) rss[side].push(procStats((targets[side] as Target).pid).rss / 1048576);
   if (!keep) for (const t of Object.values(targets)) await t.stop();
   process.stderr.write(`round ${i + 1}/${rounds}: ${sides.map((s) => `${s} ${round[s]?.toFixed(0)}`).join(', ')} µs/request\n`);
 }
 for (const t of Object.values(kept)) await t.stop();
-const summary = (side: Side) => ({ dir: dirOf[side], cpuUsPerRequest: median(cpu[side]), requestsPerSec: median(rps[side]), all: cpu[side].map(Math.round) });
+const summary = (side: Side) => ({ dir: dirOf[side], cpuUsPerRequest: median(cpu[side]), requestsPerSec: median(rps[side]), rssMbAfter: Math.round(median(rss[side])), all: cpu[side].map(Math.round) });
 console.log(
   JSON.stringify(
     {
@@ -88,6 +99,8 @@ console.log(
       stream,
       freshProcessesPerRound: !keep,
       together,
+      warmSeconds,
+      ...(bArgs.length > 0 ? { bArgs } : {}),
       A: summary('A'),
       B: summary('B'),
       ...(keep ? {} : { A2: summary('A2') }),
