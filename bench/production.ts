@@ -31,6 +31,8 @@ const flag = (name: string): string | undefined => {
 const rounds = Number(args.find((a, i) => /^\d+$/.test(a) && !args[i - 1]?.startsWith('--')) ?? '7');
 const format = (flag('format') ?? 'openai') as BenchFormat;
 const seconds = Number(flag('seconds') ?? '4');
+/** Warm-up of each fresh process before its measured load (see bench/ab.ts). */
+const warmSeconds = Number(flag('warm') ?? '8');
 // `--profile`: every gateway runs with --cpu-prof; its self time per request by function is printed
 // for the functions that differ most between the bench composition with PostgreSQL and the entry.
 const profileDir = args.includes('--profile') ? mkdtempSync(join(tmpdir(), 'tollgate-production-prof-')) : undefined;
@@ -157,7 +159,7 @@ try {
     for (const s of order) {
       const t = await s.start();
       running.push(t);
-      await throughput(t.url, requestShape(format, t.key), 50, 2);
+      await throughput(t.url, requestShape(format, t.key), 50, warmSeconds);
     }
     for (const t of running) {
       for (let w = 0; w < windows; w++) {
