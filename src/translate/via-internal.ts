@@ -9,6 +9,7 @@ import { isRecord, type InternalRequest, type JsonObject } from '../representati
 import { serialised, type FormatPair } from './pair.js';
 import { billFrom, pumpTranslated, streamCost, upstreamReply } from './pump.js';
 import { createStreamTranslator, encodeRequest, translateResponse, type TranslationContext } from './translation.js';
+import { readAhead } from '../upstream/read-ahead.js';
 
 export interface CrossFormatRequest {
   /** The client's format and its body. */
@@ -28,8 +29,16 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
   // Decoded once, for every upstream the exchange may try. A request the upstream's format cannot
   // express throws TranslationError, which the HTTP edge answers as the client's 400.
   let decoded: InternalRequest | undefined;
+  // A stream to a client whose first event reports the prompt's tokens (Anthropic's message_start):
+  // the count starts with the upstream bodies, before the reservation, so it is usually done (in the
+  // counting worker) by the time the upstream answers.
+  const opensWithCount = req.stream && clientFormat(req.client).opensWithInputTokens;
+  let inputTokenEstimate: Promise<number> | undefined;
+  const estimate = (): Promise<number> => (inputTokenEstimate ??= req.estimateInputTokens());
   const request = (upstream: CatalogUpstream, outputLimit: number): JsonObject => {
     decoded ??= clientFormat(req.client).decodeRequest(req.body);
+    // Unhandled here if it fails: the relay awaits it and fails the exchange as any count failure would.
+    if (opensWithCount) estimate().catch(() => undefined);
     // The upstream gets exactly the output limit the reservation covers (the client's, capped by the
     // context window, or the model's default), so it can never generate past what was held.
     return encodeRequest(decoded, upstream.format, contextFor(upstream), outputLimit);
@@ -58,9 +67,15 @@ export function viaInternal(req: CrossFormatRequest): FormatPair {
         };
       }
       return async (args) => {
-        const inputTokenEstimate = clientFormat(client).opensWithInputTokens ? await req.estimateInputTokens() : 0;
-        const translator = createStreamTranslator(upstream.format, client, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate, costUsd: streamCost(args) });
-        return pumpTranslated(translator, '', args);
+        if (!opensWithCount) {
+          const translator = createStreamTranslator(upstream.format, client, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate: 0, costUsd: streamCost(args) });
+          return pumpTranslated(translator, '', args);
+        }
+        // While the count is finishing, what the upstream sends is read and kept (a cut meanwhile
+        // must not take the output before it with it).
+        const body = readAhead(args.response.body);
+        const translator = createStreamTranslator(upstream.format, client, { ...ctxBase, includeUsage: req.includeUsage, inputTokenEstimate: await estimate(), costUsd: streamCost(args) });
+        return pumpTranslated(translator, '', { ...args, response: { ...args.response, body } });
       };
     },
   };
