@@ -3,7 +3,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { MemoryResponsesStore, type ResponsesStore } from './responses/store.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Backend } from './billing/backends.js';
 import type { Ledger } from './billing/ledger.js';
 import { LedgerHealth } from './billing/ledger-health.js';
@@ -154,7 +154,12 @@ interface CountedListener {
   port: number;
   /** Requests whose middleware has not finished. */
   inFlight: () => number;
+  /** Closes the connections that have sent nothing for SILENT_CONNECTION_MS (see drain()). */
+  closeSilentConnections: () => void;
 }
+
+/** A connection that has sent no byte for this long, once the drain has begun, is closed. */
+const SILENT_CONNECTION_MS = 1_000;
 
 /** The gateway's HTTP listener, counting the requests in flight for the drain. */
 async function listenCounted(callback: (req: IncomingMessage, res: ServerResponse) => Promise<void>, shutdown: ShutdownSignal, port: number, host: string): Promise<CountedListener> {
@@ -170,6 +175,18 @@ async function listenCounted(callback: (req: IncomingMessage, res: ServerRespons
     });
   };
   const server = createServer(handle);
+  // When each connection came, for the drain: Node counts a connection that has sent nothing as one
+  // receiving a request, so closeIdleConnections() leaves it (a client's spare connection held the
+  // drain to its bound).
+  const connectedAt = new Map<Socket, number>();
+  server.on('connection', (socket: Socket) => {
+    connectedAt.set(socket, performance.now());
+    socket.once('close', () => connectedAt.delete(socket));
+  });
+  const closeSilentConnections = (): void => {
+    const now = performance.now();
+    for (const [socket, at] of connectedAt) if (socket.bytesRead === 0 && now - at >= SILENT_CONNECTION_MS) socket.destroy();
+  };
   // With a listener here Node does not answer `Expect: 100-continue` by itself: the key check does,
   // so an unknown key is refused before it is invited to send a body.
   server.on('checkContinue', handle);
@@ -178,14 +195,14 @@ async function listenCounted(callback: (req: IncomingMessage, res: ServerRespons
     server.once('error', reject);
     server.listen(port, host, () => resolve());
   });
-  return { server, port: (server.address() as AddressInfo).port, inFlight: () => inFlight };
+  return { server, port: (server.address() as AddressInfo).port, inFlight: () => inFlight, closeSilentConnections };
 }
 
 /**
  * The drain: readiness false at once, no new connections, open requests run to completion up to the
  * drain bound, then the rest are ended in their client's format and settled for what was generated.
  */
-async function drain({ server, inFlight }: CountedListener, shutdown: ShutdownSignal, drainTimeoutMs: number, logger: TollgateLogger): Promise<void> {
+async function drain({ server, inFlight, closeSilentConnections }: CountedListener, shutdown: ShutdownSignal, drainTimeoutMs: number, logger: TollgateLogger): Promise<void> {
   shutdown.startDrain();
   logger.log.info({ event: 'drain_started', inFlight: inFlight(), drainTimeoutMs }, 'draining: not ready, no new connections');
   let listenerClosed = false;
@@ -199,8 +216,10 @@ async function drain({ server, inFlight }: CountedListener, shutdown: ShutdownSi
   const waitDrained = async (ms: number): Promise<boolean> => {
     const until = Date.now() + ms;
     while (!drained() && Date.now() < until) {
-      // Kept-alive connections whose last response has ended would hold the listener open.
+      // Kept-alive connections whose last response has ended would hold the listener open, and so would
+      // connections that never sent a request.
       server.closeIdleConnections();
+      closeSilentConnections();
       await sleep(Math.min(50, Math.max(1, until - Date.now())));
     }
     return drained();

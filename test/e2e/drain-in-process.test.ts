@@ -1,6 +1,7 @@
 // The drain bound inside one process: a stream still open when it passes is ended with the client's
 // error event, charged for what was generated, and not counted as an upstream failure (a deploy with
 // long streams must not page whoever looks after the upstreams).
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 
@@ -45,5 +46,20 @@ describe('drain bound', () => {
 
     const exposition = await h.gateway.metrics.registry.metrics();
     expect(exposition).not.toMatch(/upstream_errors_total\{[^}]*class="stream_cut"[^}]*\} [1-9]/);
+  }, 30_000);
+
+  it('closes a connection that never sent a request instead of waiting the drain bound for it', async () => {
+    h = await startHarness({ config: { drainTimeoutMs: 20_000 } });
+    // A client's spare connection: connected, nothing sent (Node counts it as receiving a request).
+    const { port } = new URL(h.baseUrl);
+    const silent = connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve) => silent.once('connect', () => resolve()));
+    const closedBySilence = new Promise<void>((resolve) => silent.once('close', () => resolve()));
+    const started = performance.now();
+    await h.gateway.close();
+    await closedBySilence;
+    // Well inside the 20 s bound: closed a second or so after the drain began.
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(h.logLines.some((l) => l.includes('"drain_timeout"'))).toBe(false);
   }, 30_000);
 });
