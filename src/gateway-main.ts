@@ -4,7 +4,6 @@
 import { AccountService } from './accounts/service.js';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
-import { compactHeapAfterStart } from './compact-heap.js';
 import type { Backend } from './billing/backends.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
@@ -114,8 +113,6 @@ async function main(): Promise<void> {
           config.adminPort,
           config.host,
         );
-  // What the start allocated is garbage now; the pages V8 kept for it go back before traffic comes.
-  compactHeapAfterStart();
   logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined, dashboard: dashboard?.url, payments: topUps?.payments }, 'tollgate gateway started');
   const stop = async (): Promise<void> => {
     reconciler?.stop();
