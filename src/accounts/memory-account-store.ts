@@ -54,7 +54,7 @@ export class MemoryAccountStore implements RestorableAccountStore {
     const record = newKeyRecord(accountId, secret, opts, this.now());
     const acct = this.state.accounts.get(accountId);
     if (!acct) throw new Error(`unknown account ${accountId}`);
-    acct.keys.set(record.id, { record, lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    acct.keys.set(record.id, { record });
     this.state.keyHash.set(hashApiKey(secret), { accountId, keyId: record.id });
     return copy(record);
   }
@@ -157,7 +157,7 @@ export class MemoryAccountStore implements RestorableAccountStore {
     // An older copy than the one held never overwrites it (see the Redis store's key script).
     if (k !== undefined && version !== undefined && k.version !== undefined && k.version > version) return false;
     if (k) k.record = copy(record);
-    else acct.keys.set(record.id, { record: copy(record), lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    else acct.keys.set(record.id, { record: copy(record) });
     const held = acct.keys.get(record.id);
     if (held !== undefined && version !== undefined) held.version = version;
     this.state.keyHash.set(secretHash, { accountId: record.accountId, keyId: record.id });

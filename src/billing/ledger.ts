@@ -2,23 +2,12 @@
 // (one Lua script in Redis; one synchronous step in memory), and every amount is integer micro-USD.
 import type { RequestDetail } from './request-detail.js';
 import type { Micros } from '../catalog/snapshot.js';
+import type { RefusalReason } from '../limits/limits.js';
 
 export type { Micros };
 
-export type RefusalReason =
-  | 'insufficient_balance'
-  | 'key_lifetime_cap_reached'
-  | 'key_monthly_cap_reached'
-  | 'key_revoked'
-  | 'unknown_key'
-  | RateLimitReason;
-
-/** A refusal by one of the key's rate limits (requests or tokens per window, requests in flight). */
-export type RateLimitReason = 'rate_limit_requests' | 'rate_limit_tokens' | 'rate_limit_concurrency';
-
-export function isRateLimitReason(reason: RefusalReason): reason is RateLimitReason {
-  return reason === 'rate_limit_requests' || reason === 'rate_limit_tokens' || reason === 'rate_limit_concurrency';
-}
+export type { RateLimitReason, RefusalReason } from '../limits/limits.js';
+export { isRateLimitReason } from '../limits/limits.js';
 
 /**
  * A key's rate-limit state as the reservation left it (what the answer's rate-limit headers say). A limit
@@ -67,9 +56,10 @@ export type ReservationOutcome =
       /** The key's rate limits as they stood (absent for unknown or revoked keys, or none set). */
       rateLimit?: RateLimitState;
       /**
-       * The limit that refused: of the account balance, the key's lifetime cap and its monthly cap, the
-       * one with the least left. On a tie the first in that order is named (balance, lifetime, monthly).
-       * Money is checked first; an affordable request can still be refused by a rate limit.
+       * The limit that refused (src/limits/limits.ts; admission.ts has the rule): of the limits of money
+       * (the account balance, the key's lifetime and monthly caps), the one with the least left, the first
+       * declared on a tie. Money is checked first; an affordable request can still be refused by a rate
+       * limit, then by the first unit (requests, tokens, requests in flight) it does not fit in.
        */
       reason: RefusalReason;
       /** Micro-USD; for a rate-limit refusal, the requests or tokens the request needed. */

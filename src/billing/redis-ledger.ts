@@ -20,7 +20,6 @@ import type {
   Ledger,
   ReapResult,
   RefundOutcome,
-  RefusalReason,
   ReservationOutcome,
   ReservationRequest,
   SettlementOutcome,
@@ -34,6 +33,8 @@ import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
+import { bucketHashes, bucketsJson, bucketsOf, KEY_SPEND_FIELDS, SCOPED, type Bucket } from './buckets.js';
+import { decodeReserveReply, decodeSettleReply } from './script-replies.js';
 
 export interface RedisLedgerOptions {
   redis: RedisClient;
@@ -192,13 +193,14 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private async reserveAt(req: ReservationRequest, attempt: number): Promise<ReservationOutcome> {
     checkReservation(req);
     const a = req.accountId;
+    const buckets = bucketsOf({ keyId: req.keyId });
     const keys = [
       this.k.account(a),
-      this.k.key(a, req.keyId),
       this.k.hold(a, req.requestId),
       this.k.holds(a),
       this.k.reapIndex(a),
-      this.k.inflight(a, req.keyId),
+      this.k.key(a, req.keyId),
+      ...this.bucketKeys(a, buckets),
     ];
     const args = [
       String(req.amount),
@@ -210,34 +212,39 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(this.seeding ? (this.seen.get(a) ?? 0) : 0),
       String(req.rateLimitTokens ?? 0),
       String(req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS),
+      bucketsJson(buckets),
     ];
-    const r = await this.scripts.run<Array<number | string>>('reserve', keys, args);
-    if (r[0] === 1) {
-      if (r[3] === 1) this.announceSlot(a);
-      const rateLimit = rateLimitStateOf(r, 4);
-      const limited = rateLimit === undefined ? {} : { rateLimit };
-      if (!r[1]) return { admitted: true, ...limited };
-      const generation = String(r[1]);
-      const seq = Number(r[2] ?? 0);
-      this.saw(a, seq);
-      this.holds.set(req.requestId, { generation, amount: req.amount, seq });
-      return { admitted: true, generation, ...limited };
+    const r = decodeReserveReply(await this.scripts.run<Array<number | string>>('reserve', keys, args), buckets);
+    switch (r.kind) {
+      case 'not_seeded':
+      case 'rebuilding':
+        await this.readyOrThrow(r.kind === 'not_seeded' ? new AccountNotSeededError(a) : new AccountRebuildingError(a, r.retryAfterMs), attempt);
+        return this.reserveAt(req, attempt + 1);
+      case 'admitted': {
+        if (r.announce) this.announceSlot(a);
+        const rateLimit = rateLimitStateOf(r.readings, r.resetMs);
+        const limited = rateLimit === undefined ? {} : { rateLimit };
+        if (r.generation === '') return { admitted: true, ...limited };
+        this.saw(a, r.seq);
+        this.holds.set(req.requestId, { generation: r.generation, amount: req.amount, seq: r.seq });
+        return { admitted: true, generation: r.generation, ...limited };
+      }
+      case 'refused': {
+        this.sink?.refused(req, r.reason);
+        const rateLimit = rateLimitStateOf(r.readings, r.resetMs);
+        const { reason, needed, available, availableOverall } = r;
+        return { admitted: false, reason, needed, available, availableOverall, ...(rateLimit === undefined ? {} : { rateLimit }) };
+      }
+      default: {
+        const never: never = r;
+        throw new Error(`unknown reserve reply ${JSON.stringify(never)}`);
+      }
     }
-    if (r[0] === -1 || r[0] === -2) {
-      await this.readyOrThrow(r[0] === -1 ? new AccountNotSeededError(a) : new AccountRebuildingError(a, Number(r[1])), attempt);
-      return this.reserveAt(req, attempt + 1);
-    }
-    const reason = r[1] as RefusalReason;
-    this.sink?.refused(req, reason);
-    const rateLimit = rateLimitStateOf(r, 5);
-    return {
-      admitted: false,
-      reason,
-      needed: Number(r[2]),
-      available: Number(r[3]),
-      availableOverall: Number(r[4]),
-      ...(rateLimit === undefined ? {} : { rateLimit }),
-    };
+  }
+
+  /** The hashes the buckets name beyond the ones a script names itself: declared keys, for Redis Cluster. */
+  private bucketKeys(accountId: string, buckets: readonly Bucket[]): string[] {
+    return bucketHashes(buckets).map((at) => this.k.scoped(accountId, at));
   }
 
   /** One round trip: the settle script. */
@@ -251,18 +258,18 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const now = req.now ?? this.opts.now();
     const hold = this.holds.get(req.requestId);
     const seen = this.seeding ? Math.max(this.seen.get(a) ?? 0, hold?.seq ?? 0) : 0;
-    const r = await this.settlements.run(
+    const buckets = bucketsOf({ keyId: req.keyId });
+    const reply = await this.settlements.run(
       slotOfTag(a),
       [
         this.k.account(a),
-        this.k.key(a, req.keyId),
         this.k.hold(a, req.requestId),
         this.k.holds(a),
         this.k.settled(a, req.requestId),
         this.k.reaped(a, req.requestId),
         this.k.usage(a),
         this.k.journal(a),
-        this.k.inflight(a, req.keyId),
+        ...this.bucketKeys(a, buckets),
       ],
       [
         String(req.cost),
@@ -288,21 +295,23 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(rateLimitedTokens(req.usage)),
         String(req.usage.cacheWrite5m ?? 0),
         String(req.usage.cacheWrite1h ?? 0),
+        bucketsJson(buckets),
       ],
     );
-    if (r[0] === -1) {
+    const r = decodeSettleReply(reply);
+    if (r.kind === 'not_seeded') {
       await this.readyOrThrow(new AccountNotSeededError(a), attempt);
       return this.settleAt(req, attempt + 1);
     }
     if (hold !== undefined) this.holds.delete(req.requestId);
-    const out: SettlementOutcome = { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
-    if (r[4] !== undefined) {
-      out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
-      if (r[7]) out.journal.generation = r[7];
+    const out: SettlementOutcome = { charged: r.charged, released: r.released, duplicate: r.duplicate, late: r.late };
+    if (r.journal !== undefined) {
+      out.journal = { entryId: r.journal.entryId, month: r.journal.month, reserved: r.journal.reserved, time: now };
+      if (r.journal.generation !== '') out.journal.generation = r.journal.generation;
       // The seq matters where the account is loaded from the record (seeded): it goes to the record.
-      if (r[8] !== undefined && this.seeding) {
-        out.journal.seq = Number(r[8]);
-        this.saw(a, r[8]);
+      if (r.journal.seq !== undefined && this.seeding) {
+        out.journal.seq = r.journal.seq;
+        this.saw(a, r.journal.seq);
       }
       if (!out.duplicate) this.sink?.settled(req, out);
     }
@@ -386,12 +395,17 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       }
       const keyIds = (await Promise.all(rids.map((rid) => this.redis.hget(this.k.hold(a, rid), 'keyId')))).map((v) => v ?? '');
       const keys = [this.k.account(a), this.k.holds(a)];
-      const args: string[] = [String(now), String(this.opts.markerTtlSeconds)];
+      const args: string[] = [String(now), String(this.opts.markerTtlSeconds), String(rids.length)];
+      const named = new Set<string>();
       rids.forEach((rid, i) => {
         const keyId = keyIds[i] ?? '';
-        keys.push(this.k.hold(a, rid), this.k.key(a, keyId), this.k.reaped(a, rid));
-        args.push(rid, keyId);
+        // What the hold drew from, if it does not remember it itself (one taken before holds did).
+        const buckets = bucketsOf({ keyId });
+        keys.push(this.k.hold(a, rid), this.k.reaped(a, rid));
+        args.push(rid, keyId, bucketsJson(buckets));
+        for (const key of this.bucketKeys(a, buckets)) named.add(key);
       });
+      keys.push(...named);
       const [n, nextDeadline, released] = await this.scripts.run<[number, number, number]>('reap', keys, args);
       total.count += n;
       total.released += released;
@@ -486,7 +500,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
 
   async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
     const month = utcMonth(nowArg ?? this.opts.now());
-    const v = await this.redis.hmget(this.k.key(accountId, keyId), 'lifetimeSpent', 'lifetimeHeld', `ms:${month}`, `mh:${month}`);
+    const f = KEY_SPEND_FIELDS;
+    const v = await this.redis.hmget(this.k.scoped(accountId, SCOPED.key(keyId)), f.lifetimeSpent, f.lifetimeHeld, f.monthSpent(month), f.monthHeld(month));
     return {
       lifetimeSpent: Number(v[0] ?? 0),
       lifetimeHeld: Number(v[1] ?? 0),
