@@ -1,7 +1,7 @@
 // The rate-limit state a reservation reports (what the answer's rate-limit headers say), read from its
 // buckets, and what a settlement gives back to the token window.
 import type { BucketReading } from '../limits/admission.js';
-import type { LimitUnit } from '../limits/limits.js';
+import { rateLimitFamily } from '../limits/limits.js';
 import type { RateLimitState, TokenUsage } from './ledger.js';
 
 /** Per-minute limits: the window the request and token counts are kept in. */
@@ -10,22 +10,6 @@ export const DEFAULT_RATE_LIMIT_WINDOW_MS = 60_000;
 /** The tokens a request used against a token-per-window limit: input and output alike. */
 export function rateLimitedTokens(usage: TokenUsage): number {
   return usage.input + usage.output;
-}
-
-/** Which family of rate-limit headers a unit is reported in. */
-function reportedAs(unit: Exclude<LimitUnit, 'money'>): 'requests' | 'tokens' | 'concurrency' {
-  switch (unit) {
-    case 'requests':
-      return 'requests';
-    case 'tokens':
-      return 'tokens';
-    case 'concurrent_requests':
-      return 'concurrency';
-    default: {
-      const never: never = unit;
-      throw new Error(`unknown unit ${String(never)}`);
-    }
-  }
 }
 
 /**
@@ -38,7 +22,7 @@ export function rateLimitStateOf(readings: readonly BucketReading[], resetMs: nu
   for (const r of readings) {
     if (r.unit === 'money' || r.limit === undefined) continue;
     const remaining = Math.max(0, r.limit - r.used);
-    const family = reportedAs(r.unit);
+    const family = rateLimitFamily(r.unit);
     if (family === 'concurrency') {
       const was = state.concurrency;
       if (was === undefined || remaining < Math.max(0, was.limit - was.inFlight)) state.concurrency = { limit: r.limit, inFlight: r.used };

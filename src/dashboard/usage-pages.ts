@@ -1,6 +1,7 @@
 // The Usage page (requests newest first, filters, a daily spend chart per key, CSV export), the refund
 // request form, and the Refunds page.
 import { formatUsd } from '../billing/money.js';
+import { isLimitReason, LIMITS } from '../limits/limits.js';
 import { REQUEST_STATUSES, type DailyKeySpend, type RecordedUsage } from '../record/usage-query.js';
 import { html, type Html } from './html.js';
 import { errorBox, layout, usd } from './pages.js';
@@ -10,14 +11,6 @@ import type { UsageQuery } from './usage-view.js';
 
 const when = (ms: number | Date): string => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 
-const REFUSALS: Record<string, string> = {
-  insufficient_balance: 'refused: balance too low',
-  key_lifetime_cap_reached: 'refused: key lifetime cap',
-  key_monthly_cap_reached: 'refused: key monthly cap',
-  rate_limit_requests: 'refused: key requests per minute',
-  rate_limit_tokens: 'refused: key tokens per minute',
-  rate_limit_concurrency: 'refused: key requests at once',
-};
 
 const ms = (n: number): string => (n < 1000 ? `${n} ms` : `${(n / 1000).toFixed(n < 10_000 ? 2 : 1)} s`);
 
@@ -28,7 +21,7 @@ function finishCell(r: RecordedUsage): Html {
 }
 
 function statusCell(r: RecordedUsage): Html {
-  if (r.status === 'refused') return html`<span class="refused">${REFUSALS[r.refusalReason ?? ''] ?? 'refused'}</span>`;
+  if (r.status === 'refused') return html`<span class="refused">${r.refusalReason !== null && isLimitReason(r.refusalReason) ? LIMITS[r.refusalReason].dashboardLabel : 'refused'}</span>`;
   return html`${r.status.replace(/_/g, ' ')}${r.refunded ? html` · <strong>refunded</strong>` : ''}${r.modelRefused ? html` · <span title="The model declined to answer">model refused</span>` : ''}`;
 }
 

@@ -7,7 +7,8 @@ import { respondBeforeSettling } from '../settle/respond-first.js';
 import { stampAnswerCost } from '../settle/answer-cost.js';
 import { chargeOf, usdNumber, type ChargeOf } from '../billing/answer-cost.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
-import { isRateLimitReason, type Ledger, type RequestStatus, type TokenUsage } from '../billing/ledger.js';
+import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
+import { isLimitReason, isRateLimitReason, KEY_REFUSALS, LIMITS, type RateLimitReason, type RefusalReason } from '../limits/limits.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
 import { formatUsd, recordableUsage } from '../billing/money.js';
@@ -70,30 +71,18 @@ export interface ExchangePlan {
   estimateInputTokens(): Promise<number>;
 }
 
-const REFUSAL_TEXT: Record<string, string> = {
-  insufficient_balance: 'The account balance is too low for this request',
-  key_lifetime_cap_reached: "This key's lifetime spending cap is too close to be reached for this request",
-  key_monthly_cap_reached: "This key's monthly spending cap is too close to be reached for this request",
-  key_revoked: 'This API key was revoked',
-  unknown_key: 'This API key no longer exists',
-};
-
-function refusalError(plan: ExchangePlan, reason: string, needed: number, available: number, availableOverall: number, inputTokenBound: number): GatewayError {
-  if (reason === 'key_revoked' || reason === 'unknown_key') {
-    return new GatewayError(401, `${REFUSAL_TEXT[reason]}; create a new key in the dashboard.`, { code: reason === 'key_revoked' ? 'revoked_api_key' : 'invalid_api_key' });
+/** A refusal by a limit of money (402), or of the key itself (401), in the words the declaration gives it. */
+function refusalError(plan: ExchangePlan, reason: Exclude<RefusalReason, RateLimitReason>, needed: number, available: number, availableOverall: number, inputTokenBound: number): GatewayError {
+  if (!isLimitReason(reason)) {
+    const key = KEY_REFUSALS[reason];
+    return new GatewayError(key.status, `${key.wording}; create a new key in the dashboard.`, { code: key.code });
   }
+  const limit = LIMITS[reason];
   const hint = largestAffordableMaxTokens(availableOverall, inputTokenBound, plan.model);
   const outputGiven = plan.footprint.maxOutputTokens !== undefined;
-  let advice: string;
-  if (hint > 0) {
-    advice = ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.`;
-  } else if (reason === 'insufficient_balance') {
-    advice = ' Top up the balance in the dashboard.';
-  } else {
-    advice = ' Raise or clear the cap in the dashboard, or use another key.';
-  }
-  const base = `${REFUSAL_TEXT[reason] ?? 'Refused'}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
-  return new GatewayError(402, base + advice, {
+  const advice = hint > 0 ? ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.` : ` ${limit.wording.remedy}`;
+  const base = `${limit.wording.refused}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
+  return new GatewayError(limit.status, base + advice, {
     code: reason,
     details: {
       needed_micro_usd: needed,

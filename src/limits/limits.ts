@@ -81,6 +81,25 @@ export interface RateLimit extends LimitBase {
 
 export type LimitSpec = MoneyLimit | RateLimit;
 
+/**
+ * The family of rate-limit headers a rate limit is reported in (each client format's headers, and the
+ * `limit_type` of its 429), by what it counts.
+ */
+export function rateLimitFamily(unit: RateLimit['unit']): 'requests' | 'tokens' | 'concurrency' {
+  switch (unit) {
+    case 'requests':
+      return 'requests';
+    case 'tokens':
+      return 'tokens';
+    case 'concurrent_requests':
+      return 'concurrency';
+    default: {
+      const never: never = unit;
+      throw new Error(`unknown unit ${String(never)}`);
+    }
+  }
+}
+
 export const LIMITS = {
   insufficient_balance: {
     scope: 'account',
