@@ -23,6 +23,7 @@ import type { MemoryAccount, MemoryHold, MemoryKey, MemoryState } from './memory
 import type { KeyCaps } from '../accounts/account-store.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { admit, type BucketReading, type Needs } from '../limits/admission.js';
+import type { LimitScope } from '../limits/limits.js';
 import { bucketsOf, fieldFor, KEY_SPEND_FIELDS, SCOPED, type Bucket, type LimitSource } from './buckets.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
 import { utcMonth } from './month.js';
@@ -90,10 +91,24 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
   /** The limit in force: the first of the bucket's sources that is set (the key's own, then the account's default). */
   private limitOf(acct: MemoryAccount, key: MemoryKey, b: Bucket): number | undefined {
     for (const source of b.limit) {
-      const v = settingOf(source.scope === 'account' ? acct.account : key.record, source);
+      const v = settingOf(this.recordOf(acct, key, source.scope), source);
       if (v !== undefined) return v;
     }
     return undefined;
+  }
+
+  /** The record a scope's settings are kept on. */
+  private recordOf(acct: MemoryAccount, key: MemoryKey, scope: LimitScope): Partial<KeyCaps> & { rateLimits?: RateLimits } {
+    switch (scope) {
+      case 'account':
+        return acct.account;
+      case 'key':
+        return key.record;
+      default: {
+        const never: never = scope;
+        throw new Error(`unknown scope ${String(never)}`);
+      }
+    }
   }
 
   /** One bucket as it stands (reserve.lua's reading step). */
@@ -108,7 +123,7 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
       }
       case 'window': {
         const c = acct.counters.get(b.at);
-        return { ...at, limit: this.limitOf(acct, key, b), used: get(c, b.window) === win && c?.has(b.window) === true ? get(c, b.count) : 0 };
+        return { ...at, limit: this.limitOf(acct, key, b), used: c?.get(b.window) === win ? get(c, b.count) : 0 };
       }
       case 'in_flight': {
         const limit = this.limitOf(acct, key, b);
@@ -251,7 +266,7 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
         if (b.kind !== 'window' || counted === undefined) return;
         const c = acct.counters.get(b.at);
         const unused = counted.counted - rateLimitedTokens(req.usage);
-        if (unused > 0 && c !== undefined && c.has(b.window) && get(c, b.window) === counted.window) c.set(b.count, nonNeg(get(c, b.count) - unused));
+        if (unused > 0 && c?.get(b.window) === counted.window) c.set(b.count, nonNeg(get(c, b.count) - unused));
       });
       acct.holds.delete(req.requestId);
     } else {

@@ -21,10 +21,11 @@ local function fieldFor(b, name, month)
   return name
 end
 
--- The limit in force: the first of the bucket's sources that is set (nil: no limit).
-local function limitOf(prefix, b)
-  for _, src in ipairs(b.limit or {}) do
-    local v = redis.call('HGET', prefix .. src[1], src[2])
+-- The limit in force: the first of the bucket's sources (from the `from`th on) that is set (nil: no limit).
+local function limitOf(prefix, b, from)
+  local sources = b.limit or {}
+  for i = from or 1, #sources do
+    local v = redis.call('HGET', prefix .. sources[i][1], sources[i][2])
     if v then return tonumber(v) end
   end
   return nil

@@ -55,6 +55,17 @@ local win = math.floor(now / windowMs)
 local resetMs = (win + 1) * windowMs - now
 local need = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_requests = 1}
 
+-- A bucket's hash fields, read with its own limit when that is kept in the same hash (one call).
+local function readWith(b, ...)
+  local own = b.limit and b.limit[1]
+  if own and own[1] == b.at then
+    local v = redis.call('HMGET', b.h, own[2], ...)
+    return tonumber(v[1]) or limitOf(prefix, b, 2), v[2], v[3]
+  end
+  local v = redis.call('HMGET', b.h, ...)
+  return limitOf(prefix, b), v[1], v[2]
+end
+
 -- Each bucket as it stands: its limit (nil: none) and what is counted against it. Requests and tokens
 -- count in fixed windows of Redis's clock (every gateway shares them); requests in flight are a sorted
 -- set of request ids scored by hold deadline, so one whose settlement never came drops out when its hold
@@ -62,21 +73,24 @@ local need = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_re
 local readings = {}
 local counted = {}
 for i, b in ipairs(buckets) do
+  -- The full name, once: the draws below use it too.
   local at = prefix .. b.at
+  b.h = at
   local limit, used
   if b.kind == 'balance' then
     local v = redis.call('HMGET', at, b.funds, b.held)
     limit, used = num(v[1]), num(v[2])
   elseif b.kind == 'cap' then
-    limit = limitOf(prefix, b)
-    local v = redis.call('HMGET', at, fieldFor(b, b.spent, month), fieldFor(b, b.held, month))
-    used = num(v[1]) + num(v[2])
+    local spent, held
+    limit, spent, held = readWith(b, fieldFor(b, b.spent, month), fieldFor(b, b.held, month))
+    used = num(spent) + num(held)
   elseif b.kind == 'window' then
-    limit = limitOf(prefix, b)
-    local v = redis.call('HMGET', at, b.window, b.count)
+    local w, n
+    limit, w, n = readWith(b, b.window, b.count)
     used = 0
-    if tonumber(v[1]) == win then used = num(v[2]) end
-    if limit then counted[at .. '\0' .. b.window] = true end
+    if tonumber(w) == win then used = num(n) end
+    b.group = at .. '\0' .. b.window
+    if limit then counted[b.group] = true end
   elseif b.kind == 'in_flight' then
     limit = limitOf(prefix, b)
     used = 0
@@ -131,7 +145,7 @@ end
 -- Admitted: the request draws from every bucket.
 local remembered = {'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline), 'b', ARGV[10]}
 for i, b in ipairs(buckets) do
-  local at, r = prefix .. b.at, readings[i]
+  local at, r = b.h, readings[i]
   if b.kind == 'balance' then
     redis.call('HINCRBY', at, b.held, s(amount))
     r.used = r.used + amount
@@ -139,7 +153,7 @@ for i, b in ipairs(buckets) do
     redis.call('HINCRBY', at, fieldFor(b, b.held, month), s(amount))
     r.used = r.used + amount
   elseif b.kind == 'window' then
-    if counted[at .. '\0' .. b.window] then
+    if counted[b.group] then
       r.used = r.used + need[b.unit]
       redis.call('HSET', at, b.window, s(win), b.count, s(r.used))
       -- What the window counted, so the settlement gives back the unused part in the same window.

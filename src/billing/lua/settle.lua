@@ -36,18 +36,22 @@ end
 
 local charge, released, late, month, reserved
 local prefix = tagPrefix(KEYS[1])
--- The key's buckets as the gateway describes them now: for a hold lost with a wipe, and for the places in
--- flight, which the request leaves whatever became of its hold.
-local described = cjson.decode(ARGV[24])
-for _, b in ipairs(described) do
-  if b.kind == 'in_flight' then redis.call('ZREM', prefix .. b.at, ARGV[2]) end
+-- The key's buckets as the gateway describes them now (ARGV 24): what a hold lost with a wipe, or one
+-- that does not remember its own, drew from. Decoded only when needed: a hold remembers its own.
+local function described() return cjson.decode(ARGV[24]) end
+-- The request is no longer in flight, whatever became of its hold.
+local function leaveFlight(buckets)
+  for _, b in ipairs(buckets) do
+    if b.kind == 'in_flight' then redis.call('ZREM', prefix .. b.at, ARGV[2]) end
+  end
 end
 local h = redis.call('HMGET', KEYS[2], 'amount', 'keyId', 'month', 'b')
 if h[1] then
   if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
-  -- The buckets the hold drew from, as it remembers them (a hold without them predates the description).
-  local buckets = described
-  if h[4] then buckets = cjson.decode(h[4]) end
+  -- The buckets the hold drew from, as it remembers them.
+  local buckets
+  if h[4] then buckets = cjson.decode(h[4]) else buckets = described() end
+  leaveFlight(buckets)
   local held = num(h[1])
   reserved = held
   month = h[3]
@@ -59,9 +63,7 @@ if h[1] then
   chargeInto(prefix, buckets, month, charge)
   for i, b in ipairs(buckets) do
     local at = prefix .. b.at
-    if b.kind == 'in_flight' then
-      redis.call('ZREM', at, ARGV[2])
-    elseif b.kind == 'window' and b.giveBack then
+    if b.kind == 'window' and b.giveBack then
       -- The window counted the worst case: what the request did not use goes back, if the window is
       -- still the one it was counted in.
       local w = redis.call('HMGET', KEYS[2], 'win:' .. i, 'cnt:' .. i)
@@ -78,6 +80,9 @@ if h[1] then
   redis.call('DEL', KEYS[2])
   redis.call('ZREM', KEYS[3], ARGV[2])
 else
+  -- No hold (reaped, lost with a wipe, or never taken): the key's places in flight as described now.
+  local current = described()
+  leaveFlight(current)
   local r = redis.call('HMGET', KEYS[5], 'amount', 'keyId', 'month', 'b')
   if not r[1] then
     -- Reserved in an earlier generation of this Redis (wiped and seeded again since): the hold was lost
@@ -97,7 +102,7 @@ else
     end
   end
   if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
-  local buckets = described
+  local buckets = current
   if r[4] then buckets = cjson.decode(r[4]) end
   month = r[3]
   reserved = num(r[1])
