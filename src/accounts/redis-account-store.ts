@@ -9,6 +9,7 @@ import { newKeyRecord } from './key-record.js';
 import { checkCaps, checkImportedSecret } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
+import { KEY_CAP_FIELDS } from '../billing/buckets.js';
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
 
 export interface RedisAccountStoreOptions {
@@ -17,6 +18,9 @@ export interface RedisAccountStoreOptions {
   keyMarker: string;
   now: () => number;
 }
+
+/** A key's caps, each kept under its field (buckets.ts: where the reserve script reads it). */
+const CAP_SETTINGS = Object.keys(KEY_CAP_FIELDS) as Array<keyof typeof KEY_CAP_FIELDS>;
 
 function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (!h.id || !h.accountId) return undefined;
@@ -28,8 +32,10 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
     createdAt: Number(h.createdAt),
   };
   if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
-  if (h.lifetimeCap !== undefined) rec.lifetimeCap = Number(h.lifetimeCap);
-  if (h.monthlyCap !== undefined) rec.monthlyCap = Number(h.monthlyCap);
+  for (const cap of CAP_SETTINGS) {
+    const v = h[KEY_CAP_FIELDS[cap]];
+    if (v !== undefined) rec[cap] = Number(v);
+  }
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
   return rec;
@@ -39,8 +45,10 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
 function keyFields(record: ApiKeyRecord): string[] {
   const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
   fields.push('createdAt', String(record.createdAt));
-  if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
-  if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+  for (const cap of CAP_SETTINGS) {
+    const v = record[cap];
+    if (v !== undefined) fields.push(KEY_CAP_FIELDS[cap], String(v));
+  }
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
   return fields;
@@ -188,10 +196,11 @@ export class RedisAccountStore implements RestorableAccountStore {
     const key = this.k.key(accountId, keyId);
     if (!(await this.redis.hexists(key, 'id'))) return false;
     const m = this.redis.multi();
-    if (caps.lifetimeCap === undefined) m.hdel(key, 'lifetimeCap');
-    else m.hset(key, 'lifetimeCap', String(caps.lifetimeCap));
-    if (caps.monthlyCap === undefined) m.hdel(key, 'monthlyCap');
-    else m.hset(key, 'monthlyCap', String(caps.monthlyCap));
+    for (const cap of CAP_SETTINGS) {
+      const v = caps[cap];
+      if (v === undefined) m.hdel(key, KEY_CAP_FIELDS[cap]);
+      else m.hset(key, KEY_CAP_FIELDS[cap], String(v));
+    }
     await m.exec();
     return true;
   }

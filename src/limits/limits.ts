@@ -181,10 +181,6 @@ export type LimitReason = keyof typeof LIMITS;
 /** Every limit, in declaration order: the order a request's buckets are read and ties are broken in. */
 export const LIMIT_REASONS = Object.keys(LIMITS) as LimitReason[];
 
-export function limitSpec(reason: LimitReason): LimitSpec {
-  return LIMITS[reason];
-}
-
 /** A refusal by one of the rate limits (429). */
 export type RateLimitReason = { [R in LimitReason]: (typeof LIMITS)[R]['status'] extends 429 ? R : never }[LimitReason];
 
