@@ -194,14 +194,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     checkReservation(req);
     const a = req.accountId;
     const buckets = bucketsOf({ keyId: req.keyId });
-    const keys = [
-      this.k.account(a),
-      this.k.hold(a, req.requestId),
-      this.k.holds(a),
-      this.k.reapIndex(a),
-      this.k.key(a, req.keyId),
-      ...this.bucketKeys(a, buckets),
-    ];
+    const keys = this.withBucketKeys(a, buckets, [this.k.account(a), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a), this.k.key(a, req.keyId)]);
     const args = [
       String(req.amount),
       String(req.holdTtlMs),
@@ -242,9 +235,14 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     }
   }
 
-  /** The hashes the buckets name beyond the ones a script names itself: declared keys, for Redis Cluster. */
+  /** The hashes the buckets name, as a script's declared keys (Redis Cluster routes by them). */
   private bucketKeys(accountId: string, buckets: readonly Bucket[]): string[] {
     return bucketHashes(buckets).map((at) => this.k.scoped(accountId, at));
+  }
+
+  /** A script's own keys, in their places, then every bucket hash not among them. */
+  private withBucketKeys(accountId: string, buckets: readonly Bucket[], own: string[]): string[] {
+    return [...new Set([...own, ...this.bucketKeys(accountId, buckets)])];
   }
 
   /** One round trip: the settle script. */
@@ -261,7 +259,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const buckets = bucketsOf({ keyId: req.keyId });
     const reply = await this.settlements.run(
       slotOfTag(a),
-      [
+      this.withBucketKeys(a, buckets, [
         this.k.account(a),
         this.k.hold(a, req.requestId),
         this.k.holds(a),
@@ -269,8 +267,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         this.k.reaped(a, req.requestId),
         this.k.usage(a),
         this.k.journal(a),
-        ...this.bucketKeys(a, buckets),
-      ],
+      ]),
       [
         String(req.cost),
         req.requestId,
@@ -394,18 +391,18 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         break;
       }
       const keyIds = (await Promise.all(rids.map((rid) => this.redis.hget(this.k.hold(a, rid), 'keyId')))).map((v) => v ?? '');
-      const keys = [this.k.account(a), this.k.holds(a)];
+      const own = [this.k.account(a), this.k.holds(a)];
       const args: string[] = [String(now), String(this.opts.markerTtlSeconds), String(rids.length)];
-      const named = new Set<string>();
+      const described: Bucket[] = [];
       rids.forEach((rid, i) => {
         const keyId = keyIds[i] ?? '';
         // What the hold drew from, if it does not remember it itself (one taken before holds did).
         const buckets = bucketsOf({ keyId });
-        keys.push(this.k.hold(a, rid), this.k.reaped(a, rid));
+        own.push(this.k.hold(a, rid), this.k.reaped(a, rid));
         args.push(rid, keyId, bucketsJson(buckets));
-        for (const key of this.bucketKeys(a, buckets)) named.add(key);
+        described.push(...buckets);
       });
-      keys.push(...named);
+      const keys = this.withBucketKeys(a, described, own);
       const [n, nextDeadline, released] = await this.scripts.run<[number, number, number]>('reap', keys, args);
       total.count += n;
       total.released += released;
