@@ -1,6 +1,6 @@
 // Accounts and their API keys. Only a hash of a key is ever stored; the secret exists once, at creation.
 import type { Micros } from '../catalog/snapshot.js';
-import type { RateLimits } from './rate-limits.js';
+import type { RateLimitField, RateLimits } from './rate-limits.js';
 
 export interface Account {
   id: string;
@@ -17,7 +17,25 @@ export interface KeyCaps {
   monthlyCap?: Micros;
 }
 
-export interface ApiKeyRecord extends KeyCaps {
+/** The key's default cost ceiling per request (a request's x-tollgate-max-cost-usd header can lower it, not raise it). */
+export interface KeyRequestCeiling {
+  /** Micro-USD; undefined = none. */
+  maxCostPerRequest?: Micros;
+}
+
+/** The key settings that are amounts of micro-USD (the others are rate limits). */
+export const KEY_AMOUNT_SETTINGS = ['lifetimeCap', 'monthlyCap', 'maxCostPerRequest'] as const satisfies ReadonlyArray<keyof KeyCaps | keyof KeyRequestCeiling>;
+
+/** A key's spending caps, cost ceiling per request and own rate limits, by name. */
+export type KeySetting = keyof KeyCaps | keyof KeyRequestCeiling | RateLimitField;
+
+/**
+ * A partial change of a key's caps, cost ceiling per request and own rate limits: a setting left out
+ * keeps its value, `null` clears it, a number sets it (micro-USD for caps and the ceiling).
+ */
+export type KeyChange = Partial<Record<KeySetting, number | null>>;
+
+export interface ApiKeyRecord extends KeyCaps, KeyRequestCeiling {
   id: string;
   accountId: string;
   name: string;
@@ -36,7 +54,7 @@ export interface CreatedKey {
   secret: string;
 }
 
-export interface NewKeyOptions extends KeyCaps {
+export interface NewKeyOptions extends KeyCaps, KeyRequestCeiling {
   name?: string;
   rateLimits?: RateLimits;
 }
@@ -54,6 +72,8 @@ export interface AccountStore {
   listKeys(accountId: string): Promise<ApiKeyRecord[]>;
   revokeKey(accountId: string, keyId: string): Promise<boolean>;
   setKeyCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean>;
+  /** Changes only the settings `change` names, in one write; false when the account has no such key. */
+  updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean>;
   /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */
   setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean>;
   /** Sets the account's default rate limits for keys given and clears the others; false when no such account. */

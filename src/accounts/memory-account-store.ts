@@ -1,11 +1,11 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
 import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
-import { checkRateLimits, compactRateLimits, type RateLimits } from './rate-limits.js';
+import { checkRateLimits, compactRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
 
 const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r, ...(r.rateLimits === undefined ? {} : { rateLimits: { ...r.rateLimits } }) });
 const copyAccount = (a: Account): Account => ({ ...a, ...(a.rateLimits === undefined ? {} : { rateLimits: { ...a.rateLimits } }) });
@@ -113,6 +113,27 @@ export class MemoryAccountStore implements RestorableAccountStore {
     else k.record.lifetimeCap = caps.lifetimeCap;
     if (caps.monthlyCap === undefined) delete k.record.monthlyCap;
     else k.record.monthlyCap = caps.monthlyCap;
+    return true;
+  }
+
+  async updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    checkKeyChange(change);
+    const k = this.state.accounts.get(accountId)?.keys.get(keyId);
+    if (!k) return false;
+    for (const s of KEY_AMOUNT_SETTINGS) {
+      const v = change[s];
+      if (v === null) delete k.record[s];
+      else if (v !== undefined) k.record[s] = v;
+    }
+    const limits: RateLimits = { ...k.record.rateLimits };
+    for (const f of RATE_LIMIT_FIELDS) {
+      const v = change[f];
+      if (v === null) delete limits[f];
+      else if (v !== undefined) limits[f] = v;
+    }
+    const own = compactRateLimits(limits);
+    if (own === undefined) delete k.record.rateLimits;
+    else k.record.rateLimits = own;
     return true;
   }
 

@@ -2,11 +2,11 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
 import { randomUUID } from 'node:crypto';
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyPointer, NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
 import { KEY_CAP_FIELDS } from '../billing/buckets.js';
@@ -21,6 +21,8 @@ export interface RedisAccountStoreOptions {
 
 /** A key's caps, each kept under its field (buckets.ts: where the reserve script reads it). */
 const CAP_SETTINGS = Object.keys(KEY_CAP_FIELDS) as Array<keyof typeof KEY_CAP_FIELDS>;
+/** Hash fields of a key's amounts (micro-USD): its caps where the reserve script reads them (buckets.ts), and its cost ceiling; key.lua writes the same names. */
+const KEY_AMOUNT_FIELDS: Record<(typeof KEY_AMOUNT_SETTINGS)[number], string> = { ...KEY_CAP_FIELDS, maxCostPerRequest: 'maxCost' };
 
 function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (!h.id || !h.accountId) return undefined;
@@ -32,9 +34,9 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
     createdAt: Number(h.createdAt),
   };
   if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
-  for (const cap of CAP_SETTINGS) {
-    const v = h[KEY_CAP_FIELDS[cap]];
-    if (v !== undefined) rec[cap] = Number(v);
+  for (const s of KEY_AMOUNT_SETTINGS) {
+    const v = h[KEY_AMOUNT_FIELDS[s]];
+    if (v !== undefined) rec[s] = Number(v);
   }
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
@@ -45,9 +47,9 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
 function keyFields(record: ApiKeyRecord): string[] {
   const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
   fields.push('createdAt', String(record.createdAt));
-  for (const cap of CAP_SETTINGS) {
-    const v = record[cap];
-    if (v !== undefined) fields.push(KEY_CAP_FIELDS[cap], String(v));
+  for (const s of KEY_AMOUNT_SETTINGS) {
+    const v = record[s];
+    if (v !== undefined) fields.push(KEY_AMOUNT_FIELDS[s], String(v));
   }
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
@@ -200,6 +202,22 @@ export class RedisAccountStore implements RestorableAccountStore {
       const v = caps[cap];
       if (v === undefined) m.hdel(key, KEY_CAP_FIELDS[cap]);
       else m.hset(key, KEY_CAP_FIELDS[cap], String(v));
+    }
+    await m.exec();
+    return true;
+  }
+
+  async updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    checkKeyChange(change);
+    const key = this.k.key(accountId, keyId);
+    if (!(await this.redis.hexists(key, 'id'))) return false;
+    // Only the fields the change names, in one MULTI: the others keep whatever they hold.
+    const fields: Record<KeySetting, string> = { ...KEY_AMOUNT_FIELDS, ...KEY_LIMIT_FIELDS };
+    const m = this.redis.multi();
+    for (const [setting, field] of Object.entries(fields) as Array<[KeySetting, string]>) {
+      const v = change[setting];
+      if (v === null) m.hdel(key, field);
+      else if (v !== undefined) m.hset(key, field, String(v));
     }
     await m.exec();
     return true;

@@ -8,8 +8,8 @@ import { CreditConflictError } from '../billing/ledger-common.js';
 import type { AccountBalance, Ledger, RefundOutcome } from '../billing/ledger.js';
 import type { Queryable } from '../record/database.js';
 import { MovementConflict, recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, NewKeyOptions } from './account-store.js';
-import type { RateLimits } from './rate-limits.js';
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, NewKeyOptions } from './account-store.js';
+import { RATE_LIMIT_FIELDS, type RateLimitField, type RateLimits } from './rate-limits.js';
 
 /** Why a credit was refused; each app words it for its own reader. */
 export type CreditRefusal = 'not_positive' | 'no_idempotency_key' | 'too_large' | 'key_reused';
@@ -92,6 +92,27 @@ export class AccountService {
   /** Sets the caps given and clears the others; false when the account has no such key. */
   setCaps(accountId: string, keyId: string, caps: KeyCaps): Promise<boolean> {
     return this.opts.accounts.setKeyCaps(accountId, keyId, caps);
+  }
+
+  /** Changes only the caps, cost ceiling and rate limits `change` names (null clears one); false when the account has no such key. */
+  updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
+    return this.opts.accounts.updateKey(accountId, keyId, change);
+  }
+
+  /**
+   * Changes only the account's default rate limits `change` names (null clears one); false when no such
+   * account. Read, merged and written whole: of two changes at once to different limits, the last wins.
+   */
+  async updateAccountRateLimits(accountId: string, change: Partial<Record<RateLimitField, number | null>>): Promise<boolean> {
+    const account = await this.opts.accounts.getAccount(accountId);
+    if (account === undefined) return false;
+    const limits: RateLimits = { ...account.rateLimits };
+    for (const f of RATE_LIMIT_FIELDS) {
+      const v = change[f];
+      if (v === null) delete limits[f];
+      else if (v !== undefined) limits[f] = v;
+    }
+    return this.opts.accounts.setAccountRateLimits(accountId, limits);
   }
 
   /** Sets the key's own rate limits given and clears the others; false when the account has no such key. */

@@ -1,5 +1,6 @@
 // Shared input checks for both account stores.
-import type { KeyCaps } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type KeyCaps, type KeyChange } from './account-store.js';
+import { checkRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
 import { describeMalformedKey } from './api-key.js';
 
 export function checkCap(value: number | undefined, what: string): void {
@@ -12,6 +13,17 @@ export function checkCap(value: number | undefined, what: string): void {
 export function checkCaps(caps: KeyCaps): void {
   checkCap(caps.lifetimeCap, 'lifetimeCap');
   checkCap(caps.monthlyCap, 'monthlyCap');
+}
+
+/** The values a change sets (a null clears, so there is nothing to check). */
+export function checkKeyChange(change: KeyChange): void {
+  for (const s of KEY_AMOUNT_SETTINGS) checkCap(change[s] ?? undefined, s);
+  const limits: RateLimits = {};
+  for (const f of RATE_LIMIT_FIELDS) {
+    const v = change[f];
+    if (v !== undefined && v !== null) limits[f] = v;
+  }
+  checkRateLimits(limits);
 }
 
 /** An imported secret must pass the same shape check the gateway applies, or it could never be used. */

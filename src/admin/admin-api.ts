@@ -1,11 +1,14 @@
 // The admin interface: HTTP on its own port, guarded by a bearer admin token. It creates accounts
-// and keys, credits balances (idempotently), revokes keys, sets caps and rate limits, refunds a request, lists
+// and keys, credits balances (idempotently), revokes keys, sets caps, cost ceilings and rate limits, refunds a request, lists
 // usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
+// Changes come two ways: a PATCH changes only what its body names (null clears), a PUT replaces a whole
+// group (a key's caps, its cost ceiling, its rate limits, an account's default limits) and clears what it
+// does not give.
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
 import type { Backend } from '../billing/backends.js';
-import type { Account } from '../accounts/account-store.js';
+import type { Account, ApiKeyRecord, KeyChange } from '../accounts/account-store.js';
 import { MAX_RATE_LIMIT, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
 import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
@@ -13,7 +16,7 @@ import type { Micros } from '../catalog/snapshot.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { ClientError } from '../http/client-error.js';
 import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
-import type { Queryable } from '../record/database.js';
+import type { Database, Queryable } from '../record/database.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
 import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
@@ -76,6 +79,12 @@ const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
 };
 
 const CAP_FIELDS = ['lifetime_cap_usd', 'lifetime_cap_micro_usd', 'monthly_cap_usd', 'monthly_cap_micro_usd'] as const;
+/** A key's default cost ceiling per request (the x-tollgate-max-cost-usd header can lower it, not raise it). */
+const MAX_COST_FIELDS = ['max_cost_per_request_usd', 'max_cost_per_request_micro_usd'] as const;
+
+function maxCostFrom(body: Body): Micros | undefined {
+  return amount(body, 'max_cost_per_request_usd', 'max_cost_per_request_micro_usd', false);
+}
 
 /** The rate-limit fields of a body, as the admin API names them, and the limit each sets. */
 const LIMIT_FIELDS = {
@@ -102,6 +111,40 @@ function limitsFrom(body: Body): RateLimits {
 /** Rate limits as the admin API answers them: every field, null where none is set. */
 function limitsBody(limits: RateLimits | undefined): Record<string, number | null> {
   return Object.fromEntries(LIMIT_FIELD_NAMES.map((f) => [f, limits?.[LIMIT_FIELDS[f]] ?? null]));
+}
+
+/** The key's amounts a PATCH body may name, each in USD or micro-USD. */
+const AMOUNT_FIELDS = [
+  ['lifetimeCap', 'lifetime_cap_usd', 'lifetime_cap_micro_usd'],
+  ['monthlyCap', 'monthly_cap_usd', 'monthly_cap_micro_usd'],
+  ['maxCostPerRequest', 'max_cost_per_request_usd', 'max_cost_per_request_micro_usd'],
+] as const;
+
+/**
+ * A partial change from a PATCH body: only the fields present change; null clears one. A cap or the
+ * cost ceiling may come in USD or micro-USD (not both).
+ */
+function changeFrom(body: Body): KeyChange {
+  const change: KeyChange = {};
+  for (const [setting, usdField, microField] of AMOUNT_FIELDS) {
+    const named = [usdField, microField].filter((f) => Object.hasOwn(body, f));
+    if (named.length === 0) continue;
+    if (named.length > 1) throw new AdminError(400, `give ${usdField} or ${microField}, not both`);
+    change[setting] = amount(body, usdField, microField, false) ?? null;
+  }
+  const limits = limitsFrom(body);
+  for (const field of LIMIT_FIELD_NAMES) if (Object.hasOwn(body, field)) change[LIMIT_FIELDS[field]] = limits[LIMIT_FIELDS[field]] ?? null;
+  return change;
+}
+
+/** A key's caps, cost ceiling and own limits as the admin API answers a change: every field, null where none is set. */
+function keySettingsBody(k: ApiKeyRecord): Record<string, unknown> {
+  return {
+    lifetime_cap_micro_usd: k.lifetimeCap ?? null,
+    monthly_cap_micro_usd: k.monthlyCap ?? null,
+    max_cost_per_request_micro_usd: k.maxCostPerRequest ?? null,
+    rate_limits: limitsBody(k.rateLimits),
+  };
 }
 
 function capsFrom(body: Body): { lifetimeCap?: Micros; monthlyCap?: Micros } {
@@ -160,9 +203,12 @@ export interface AdminApiOptions {
   reconcile?: () => Promise<ReconciliationReport>;
   /**
    * The record (PostgreSQL or the local run's PGlite): usage, statements and daily spend are read from
-   * it, with paging and no cap. Without it usage is the hot path's recent records only.
+   * it, with paging and no cap, and dashboard users' two-factor sign-in is cleared in it. Without it
+   * usage is the hot path's recent records only.
    */
-  record?: Queryable;
+  record?: Database;
+  /** Structured log lines of what must be on record (a user's two-factor sign-in cleared); default stderr. */
+  log?: (line: string) => void;
   /** Top-ups of every account, with their timelines and the re-check action (when a provider is set up). */
   topUps?: TopUpService;
 }
@@ -185,7 +231,7 @@ function adminGuard(token: string): Koa.Middleware<AdminState> {
         throw new AdminError(401, 'admin token missing or wrong: send Authorization: Bearer <TOLLGATE_ADMIN_TOKEN>');
       }
       ctx.state.body = {};
-      if (ctx.method === 'POST' || ctx.method === 'PUT') {
+      if (ctx.method === 'POST' || ctx.method === 'PUT' || ctx.method === 'PATCH') {
         const raw = await readBodyText(ctx.req, 64 * 1024, BODY_REFUSALS);
         if (raw.length > 0) ctx.state.body = parseJsonObject(raw, BODY_REFUSALS);
       }
@@ -217,9 +263,15 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
   });
   r.post('/accounts/:accountId/keys', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...LIMIT_FIELD_NAMES]);
+    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
     const name = optionalName(ctx.state.body, 'key');
-    const created = await accounts.createKey(a.id, { name, ...capsFrom(ctx.state.body), rateLimits: limitsFrom(ctx.state.body) });
+    const maxCostPerRequest = maxCostFrom(ctx.state.body);
+    const created = await accounts.createKey(a.id, {
+      name,
+      ...capsFrom(ctx.state.body),
+      ...(maxCostPerRequest === undefined ? {} : { maxCostPerRequest }),
+      rateLimits: limitsFrom(ctx.state.body),
+    });
     ctx.status = 201;
     ctx.body = { key: created.secret, record: created.record, note: 'The key is shown once; only its hash is stored.' };
   });
@@ -232,6 +284,17 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { revoked: true };
   });
+  // Partial: only the caps, cost ceiling and limits the body names change (null clears one); the rest are kept.
+  r.patch('/accounts/:accountId/keys/:keyId', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, [...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
+    const keyId = ctx.params.keyId ?? '';
+    if (!(await accounts.updateKey(a.id, keyId, changeFrom(ctx.state.body)))) throw new AdminError(404, 'no such key');
+    const k = await accounts.getKey(a.id, keyId);
+    if (k === undefined) throw new AdminError(404, 'no such key');
+    ctx.body = { updated: true, ...keySettingsBody(k) };
+  });
+  // Replace: both caps as given, a cap not given cleared (PATCH above keeps what it does not name).
   r.put('/accounts/:accountId/keys/:keyId/caps', async (ctx) => {
     const a = await account(ctx);
     // Every cap not given is cleared, so a misspelt field must not pass for "no cap".
@@ -241,7 +304,16 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { updated: true, lifetime_cap_micro_usd: caps.lifetimeCap ?? null, monthly_cap_micro_usd: caps.monthlyCap ?? null };
   });
-  // Rate limits: every limit not given is cleared, as with caps.
+  // Replace the key's default cost ceiling per request: none given (or null) clears it (one setting, so
+  // the PATCH above with max_cost_per_request_usd does the same).
+  r.put('/accounts/:accountId/keys/:keyId/max-cost-per-request', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, MAX_COST_FIELDS);
+    const maxCostPerRequest = maxCostFrom(ctx.state.body);
+    if (!(await accounts.updateKey(a.id, ctx.params.keyId ?? '', { maxCostPerRequest: maxCostPerRequest ?? null }))) throw new AdminError(404, 'no such key');
+    ctx.body = { updated: true, max_cost_per_request_micro_usd: maxCostPerRequest ?? null };
+  });
+  // Replace: every limit not given is cleared, as with caps.
   r.put('/accounts/:accountId/keys/:keyId/rate-limits', async (ctx) => {
     const a = await account(ctx);
     onlyFields(ctx.state.body, LIMIT_FIELD_NAMES);
@@ -255,6 +327,15 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     const limits = limitsFrom(ctx.state.body);
     if (!(await accounts.setAccountRateLimits(a.id, limits))) throw new AdminError(404, 'no such account');
     ctx.body = { updated: true, default_rate_limits: limitsBody(limits) };
+  });
+  // Partial: only the default limits the body names change (null clears one).
+  r.patch('/accounts/:accountId/rate-limits', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, LIMIT_FIELD_NAMES);
+    const limits = limitsFrom(ctx.state.body);
+    const change = Object.fromEntries(LIMIT_FIELD_NAMES.filter((f) => Object.hasOwn(ctx.state.body, f)).map((f) => [LIMIT_FIELDS[f], limits[LIMIT_FIELDS[f]] ?? null]));
+    if (!(await accounts.updateAccountRateLimits(a.id, change))) throw new AdminError(404, 'no such account');
+    ctx.body = { updated: true, default_rate_limits: limitsBody((await accounts.getAccount(a.id))?.rateLimits) };
   });
   r.post('/accounts/:accountId/credit', async (ctx) => {
     const a = await account(ctx);
@@ -341,6 +422,21 @@ function recordRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }
   });
 }
 
+/** Dashboard users: a locked-out user's two-factor sign-in turned off (lost phone and recovery codes). */
+function dashboardUserRoutes(r: Router<AdminState>, { opts }: AdminDeps): void {
+  r.post('/dashboard-users/clear-two-factor', async (ctx) => {
+    onlyFields(ctx.state.body, ['email']);
+    const email = ctx.state.body.email;
+    if (typeof email !== 'string' || email.trim() === '') throw new AdminError(400, 'email is required: the address the user signs in to the dashboard with');
+    if (opts.record === undefined) throw new AdminError(404, 'dashboard users live in the record (DATABASE_URL): this gateway runs without one');
+    // Loaded when used: the dashboard's mail and TOTP modules are not the admin API's to carry.
+    const { clearSecondFactor } = await import('../dashboard/two-factor.js');
+    const done = await clearSecondFactor(opts.record, { email }, { adminApi: true }, opts.log ?? ((l) => process.stderr.write(`${l}\n`)));
+    if (done === undefined) throw new AdminError(404, 'no dashboard user with this e-mail');
+    ctx.body = { email: done.email, cleared: done.cleared, note: done.cleared ? 'Two-factor sign-in is off; the user was mailed and every session of theirs ended.' : 'Two-factor sign-in was already off.' };
+  });
+}
+
 /** Top-ups of every account, and the reconciliation of the books. */
 function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void {
   const topUps = (): TopUpService => {
@@ -380,6 +476,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   accountRoutes(r, deps);
   recordRoutes(r, deps);
   topUpRoutes(r, deps);
+  dashboardUserRoutes(r, deps);
   app.use(r.routes());
   return app;
 }

@@ -11,7 +11,7 @@ import type { DashboardState } from './state.js';
 import { topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
 import type { RefundTickets } from './refund-tickets.js';
-import { DashboardError, type Session } from './service.js';
+import { DashboardError, type DashboardService, type Session } from './service.js';
 import { apiTicket } from './usage-routes.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
@@ -23,6 +23,8 @@ export interface AdminDeps {
   reconcile?: () => Promise<ReconciliationReport>;
   /** Admin pages need a session opened with TOTP (DASHBOARD_ADMIN_REQUIRE_TOTP). */
   requireTotp?: boolean;
+  /** The account's dashboard users, and clearing a locked-out user's two-factor sign-in. */
+  users: Pick<DashboardService, 'usersOfAccount' | 'clearSecondFactor'>;
   send: (ctx: Context, page: Html, status?: number) => void;
 }
 
@@ -79,6 +81,12 @@ function adminHelpers(deps: AdminDeps) {
     if (!(await accounts.revokeKey(id, (ctx as Ctx).params.keyId ?? ''))) throw new DashboardError(404, 'There is no such key on this account.');
     return id;
   };
+  /** Turns a user's two-factor sign-in off for them (admin role checked); false when it was off. */
+  const clearTwoFactorFor = async (ctx: Context): Promise<{ accountId: string; cleared: boolean }> => {
+    const accountId = await namedAccount(ctx);
+    const cleared = await deps.users.clearSecondFactor({ adminUserId: admin(ctx).user.id }, accountId, (ctx as Ctx).params.userId ?? '');
+    return { accountId, cleared };
+  };
   const decide = async (ctx: Context, approve: boolean) => {
     const c = ctx as Ctx;
     const note = typeof c.state.body?.note === 'string' ? c.state.body.note.slice(0, 500) : undefined;
@@ -92,20 +100,32 @@ function adminHelpers(deps: AdminDeps) {
     const account = await accountOf(id);
     send(
       ctx,
-      adminAccountPage(session, { account, ...(await accounts.balance(id)), keys: await accounts.listKeys(id), topUps: (await deps.topUps?.list(id)) ?? [], labelOf: (t) => deps.topUps?.labelOf(t.provider) ?? t.provider, ...extra }),
+      adminAccountPage(session, {
+        account,
+        ...(await accounts.balance(id)),
+        keys: await accounts.listKeys(id),
+        users: await deps.users.usersOfAccount(id),
+        topUps: (await deps.topUps?.list(id)) ?? [],
+        labelOf: (t) => deps.topUps?.labelOf(t.provider) ?? t.provider,
+        ...extra,
+      }),
       status,
     );
   };
 
-  return { admin, accountLines, accountOf, credit, namedAccount, revokeFor, decide, home, accountPage };
+  return { admin, accountLines, accountOf, credit, namedAccount, revokeFor, clearTwoFactorFor, decide, home, accountPage };
 }
 type AdminHelpers = ReturnType<typeof adminHelpers>;
 
 function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
   const { tickets, send } = deps;
-  const { admin, credit, namedAccount, revokeFor, decide, home, accountPage } = h;
+  const { admin, credit, namedAccount, revokeFor, clearTwoFactorFor, decide, home, accountPage } = h;
   // Flashes after a redirect name what was done, never an amount or text taken from the query.
-  const DONE: Record<string, string> = { credited: 'Credit applied: the balance above includes it.', revoked: 'Key revoked: its next call gets 401.' };
+  const DONE: Record<string, string> = {
+    credited: 'Credit applied: the balance above includes it.',
+    revoked: 'Key revoked: its next call gets 401.',
+    'two-factor-cleared': 'Two-factor sign-in is off for that user: they were mailed, and every session of theirs ended.',
+  };
   router.get('/admin', async (ctx) => {
     admin(ctx);
     const id = typeof ctx.query.decided === 'string' ? ctx.query.decided : undefined;
@@ -145,6 +165,11 @@ function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHel
     ctx.status = 303;
     ctx.redirect(`/admin/accounts/${encodeURIComponent(id)}?done=revoked`);
   });
+  router.post('/admin/accounts/:accountId/users/:userId/clear-two-factor', async (ctx) => {
+    const { accountId } = await clearTwoFactorFor(ctx);
+    ctx.status = 303;
+    ctx.redirect(`/admin/accounts/${encodeURIComponent(accountId)}?done=two-factor-cleared`);
+  });
   router.post('/admin/refund-tickets/:ticketId/approve', async (ctx) => {
     const t = await decide(ctx, true);
     ctx.status = 303;
@@ -173,7 +198,7 @@ function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHel
 
 function adminApi(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
   const { accounts, tickets } = deps;
-  const { admin, accountLines, credit, namedAccount, revokeFor, decide } = h;
+  const { admin, accountLines, credit, namedAccount, revokeFor, clearTwoFactorFor, decide } = h;
   router.get('/api/admin/accounts', async (ctx) => {
     admin(ctx);
     ctx.body = { accounts: (await accountLines()).map((l) => ({ id: l.account.id, name: l.account.name, created_at: new Date(l.account.createdAt).toISOString(), balance_micro_usd: l.balance, held_micro_usd: l.held })) };
@@ -187,6 +212,9 @@ function adminApi(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpe
   router.post('/api/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
     await revokeFor(ctx);
     ctx.body = { revoked: true };
+  });
+  router.post('/api/admin/accounts/:accountId/users/:userId/clear-two-factor', async (ctx) => {
+    ctx.body = { cleared: (await clearTwoFactorFor(ctx)).cleared };
   });
   router.get('/api/admin/refund-tickets', async (ctx) => {
     admin(ctx);

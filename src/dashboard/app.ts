@@ -74,6 +74,7 @@ function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typ
   adminRoutes(guarded, {
     accounts: service.accounts,
     requireTotp: service.adminRequiresTotp,
+    users: service,
     tickets,
     topUps: opts.topUps,
     send,

@@ -6,7 +6,7 @@ import { formatUsd } from '../billing/money.js';
 import type { StatementLine, StatementPage, StatementTokens } from '../record/statement.js';
 import type { TopUpQuote } from '../top-ups/quote.js';
 import { formatCents } from '../top-ups/quote.js';
-import type { TopUpView } from '../top-ups/service.js';
+import { TopUpService, type TopUpView } from '../top-ups/service.js';
 import { html, type Html } from './html.js';
 import { errorBox, layout, usd } from './pages.js';
 import type { Session } from './service.js';
@@ -31,6 +31,12 @@ const STATE_WORDS: Record<string, string> = {
   disputed: 'Disputed',
   reversed: 'Reversed: the payment was voided',
 };
+
+/** A top-up's state in words; an automatic one not charged yet says so. */
+const stateWords = (t: TopUpView): string => (t.origin === 'auto' && t.state === 'quoted' ? 'Not charged yet' : (STATE_WORDS[t.state] ?? t.state));
+
+/** How it was paid: the provider's label, and whether an automatic top-up charged a saved card. */
+const method = (t: TopUpView, labelOf: MethodLabel): string => `${labelOf(t)}${t.origin === 'auto' ? ' · automatic' : ''}`;
 
 /** The latest "part of it arrived" note of an open crypto top-up, so the holder knows to send the rest. */
 function partPaid(t: TopUpView): Html | string {
@@ -65,7 +71,7 @@ export type MethodLabel = (t: TopUpView) => string;
 function topUpRows(topUps: TopUpView[], labelOf: MethodLabel): Html {
   if (topUps.length === 0) return html`<p class="note">No top-ups yet.</p>`;
   return html`<table><thead><tr><th>Started</th><th>Method</th><th class="num">Credit</th><th class="num">Paid</th><th>State</th></tr></thead><tbody>${topUps.map(
-    (t) => html`<tr><td><a href="/top-ups/${t.id}">${when(t.createdAt)}</a></td><td>${labelOf(t)}</td><td class="num">${dollars(t.creditCents)}</td><td class="num">${dollars(t.totalCents)}</td><td>${STATE_WORDS[t.state] ?? t.state}</td></tr>`,
+    (t) => html`<tr><td><a href="/top-ups/${t.id}">${when(t.createdAt)}</a></td><td>${method(t, labelOf)}</td><td class="num">${dollars(t.creditCents)}</td><td class="num">${dollars(t.totalCents)}</td><td>${stateWords(t)}</td></tr>`,
   )}</tbody></table>`;
 }
 
@@ -98,7 +104,7 @@ function autoTopUpSection(session: Session, a: AutoTopUpSettings, note?: string,
   const usdInput = (cents: number): string => formatCents(cents);
   return html`<section class="card" id="auto-top-up"><h2>Automatic top-up</h2>${errorBox(error)}${note === undefined ? '' : html`<p class="ok" role="status">${note}</p>`}
 ${a.disabledReason === null ? '' : html`<p class="error" role="alert">${a.disabledReason}</p>`}
-<p class="note">When your balance falls below the threshold, the saved card is charged for the amount plus the usual fee (3.5% + $0.30), at most up to the monthly maximum. This month: ${dollars(a.thisMonthCents)} of ${dollars(a.monthlyMaxCents)}.</p>
+<p class="note">When your balance falls below the threshold, the saved card is charged for the amount plus the usual fee (3.5% + $0.30). The monthly maximum caps what the card is charged, fees included. This month: ${dollars(a.chargedThisMonthCents)} charged of ${dollars(a.monthlyMaxCents)}.</p>
 ${
   a.card === null
     ? html`<form method="post" action="/balance/auto-top-up/card"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Save a card</button></form>`
@@ -106,8 +112,9 @@ ${
 <form method="post" action="/balance/auto-top-up"><input type="hidden" name="csrf" value="${session.csrfToken}">
 <label>When the balance is below, USD <input name="threshold_usd" inputmode="decimal" required value="${usdInput(a.thresholdCents)}"></label>
 <label>Add, USD (at least 5.00) <input name="amount_usd" inputmode="decimal" required value="${usdInput(a.amountCents)}"></label>
-<label>At most per month, USD <input name="monthly_max_usd" inputmode="decimal" required value="${usdInput(a.monthlyMaxCents)}"></label>
+<label>At most charged per month, USD (amount + fee) <input name="monthly_max_usd" inputmode="decimal" required value="${usdInput(a.monthlyMaxCents)}"></label>
 <label><input type="checkbox" name="enabled"${a.enabled ? html` checked` : ''}> Top up automatically</label>
+<p class="note">Turning it off stops any automatic top-up not charged yet.</p>
 <button>Save</button></form>`
 }</section>`;
 }
@@ -122,7 +129,8 @@ export function balancePage(
     statement: StatementPage;
     canTopUp: boolean;
     flash?: TopUpView;
-    cancelled?: boolean;
+    /** Back from the provider's page by its "cancel" link. */
+    left?: boolean;
     error?: string;
     amount?: string;
     auto?: AutoTopUpSettings;
@@ -134,21 +142,33 @@ export function balancePage(
   return layout(
     'Balance',
     session,
-    html`<h1>Balance</h1>${
-      flash === undefined
-        ? ''
-        : flash.state === 'credited'
-          ? html`<p class="ok" role="status">${dollars(flash.creditCents)} was added to your balance.</p>`
-          : flash.state === 'cancelled' || (data.cancelled === true && flash.state !== 'pending')
-            ? html`<p class="note" role="status">Top-up cancelled: nothing was charged.</p>`
-            : html`<p class="note" role="status">Your top-up of ${dollars(flash.creditCents)} is ${(STATE_WORDS[flash.state] ?? flash.state).toLowerCase()}. <a href="/top-ups/${flash.id}">Details</a></p>${partPaid(flash)}`
-    }
+    html`<h1>Balance</h1>${flash === undefined ? '' : flashBox(session, flash, data.left === true)}
 <div class="card"><div class="big" id="balance">${usd(data.balance)}</div><p>available to spend${data.held > 0 ? html`, of which <strong>${usd(data.held)}</strong> is held by requests in flight` : ''}.</p></div>
 ${data.canTopUp ? topUpForm(session, data.error, data.amount) : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`}
 ${data.auto === undefined ? '' : autoTopUpSection(session, data.auto, data.autoNote, data.autoError)}
 <h2>Top-ups</h2>${topUpRows(data.topUps, data.labelOf)}
 <h2>Statement</h2>${statementRows(data.statement)}`,
   );
+}
+
+/** What the page says of the top-up the holder came back from. */
+function flashBox(session: Session, t: TopUpView, left: boolean): Html {
+  if (t.state === 'credited') return html`<p class="ok" role="status">${dollars(t.creditCents)} was added to your balance.</p>`;
+  if (t.state === 'cancelled') return html`<p class="note" role="status">Top-up cancelled: nothing was charged.</p>`;
+  if (left && TopUpService.openCheckout(t)) {
+    return html`<div class="card" role="status" id="left-checkout"><p>You left the payment page. The checkout of ${dollars(t.totalCents)} is still open and nothing has been charged.</p>
+<form class="inline" method="post" action="/top-ups/${t.id}/cancel"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Cancel this top-up</button></form>${
+      t.checkoutUrl === null ? '' : html` or <a href="${t.checkoutUrl}">go back to the payment page</a>`
+    }</div>`;
+  }
+  return html`<p class="note" role="status">Your top-up of ${dollars(t.creditCents)} is ${stateWords(t).toLowerCase()}. <a href="/top-ups/${t.id}">Details</a></p>${partPaid(t)}`;
+}
+
+/** The holder's cancel button: a checkout still open, or an automatic top-up not charged yet. */
+function cancelForm(session: Session, t: TopUpView): Html | string {
+  const open = TopUpService.openCheckout(t);
+  if (!open && !(t.origin === 'auto' && t.state === 'quoted')) return '';
+  return html`<form method="post" action="/top-ups/${t.id}/cancel"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>${open ? 'Cancel this top-up' : 'Cancel this automatic top-up'}</button></form>`;
 }
 
 export function quotePage(session: Session, amountInput: string, q: TopUpQuote, methods: PaymentChoice[]): Html {
@@ -166,17 +186,17 @@ ${methods.map((m) => html`<button name="provider" value="${m.name}">Pay ${dollar
 }
 
 export function topUpPage(session: Session, t: TopUpView, labelOf: MethodLabel, admin = false): Html {
-  const canRecheck = t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired';
+  const canRecheck = t.origin === 'checkout' && (t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired');
   return layout(
     'Top-up',
     session,
-    html`<h1>Top-up of ${dollars(t.creditCents)}</h1><p>${labelOf(t)} · ${dollars(t.totalCents)} to pay (fee ${dollars(t.feeCents)}) · <strong>${STATE_WORDS[t.state] ?? t.state}</strong></p>
+    html`<h1>Top-up of ${dollars(t.creditCents)}</h1><p>${method(t, labelOf)} · ${dollars(t.totalCents)} to pay (fee ${dollars(t.feeCents)}) · <strong>${stateWords(t)}</strong></p>
 ${partPaid(t)}<h2>Timeline</h2><ol>${(t.timeline ?? []).map((e) => html`<li><time>${when(e.at)}</time> ${e.kind.replace(/_/g, ' ')}${e.amountCents === null ? '' : html` · ${dollars(e.amountCents)}`}${e.detail === null ? '' : html` — ${e.detail}`}</li>`)}</ol>
 ${
   canRecheck
     ? html`<form method="post" action="${admin ? `/admin/top-ups/${t.id}/recheck` : `/top-ups/${t.id}/recheck`}"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Re-check payment</button></form>`
     : ''
-}${t.state === 'pending' && t.checkoutUrl !== null ? html`<p><a href="${t.checkoutUrl}">Go back to the payment page</a></p>` : ''}
+}${admin ? '' : cancelForm(session, t)}${TopUpService.openCheckout(t) ? html`<p><a href="${t.checkoutUrl ?? ''}">Go back to the payment page</a></p>` : ''}
 <p><a href="/balance">Back to your balance</a></p>`,
   );
 }

@@ -54,14 +54,11 @@ export function balanceRoutes(
     const auto = autoTopUps === undefined ? undefined : await autoTopUps.settings(s.user.accountId);
     const [bal, statement, list] = await Promise.all([service.balance(s.user), service.statement(s.user, query(ctx, 'cursor')), topUps?.list(s.user.accountId) ?? []]);
     const flashId = query(ctx, 'top_up');
-    // Back from the provider's "cancel" link: the checkout is closed there, so the top-up says cancelled
-    // (or, paid meanwhile in another tab, is re-checked and credited).
-    const leaving = query(ctx, 'cancelled') === '1';
-    const flash =
-      flashId === undefined || topUps === undefined
-        ? undefined
-        : await (leaving ? topUps.cancel(s.user.accountId, flashId) : topUps.get(s.user.accountId, flashId)).catch(() => (leaving ? topUps.get(s.user.accountId, flashId).catch(() => undefined) : undefined));
-    send(ctx, balancePage(s, { ...bal, statement, topUps: list, labelOf: (t) => topUps?.labelOf(t.provider) ?? t.provider, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), cancelled: query(ctx, 'cancelled') === '1', ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
+    // Back from the provider's "cancel" link (a GET the provider's page sends the browser to): nothing
+    // changes here; a checkout still open is offered a button that POSTs its cancellation.
+    const flash = flashId === undefined || topUps === undefined ? undefined : await topUps.get(s.user.accountId, flashId).catch(() => undefined);
+    const left = query(ctx, 'cancelled') === '1';
+    send(ctx, balancePage(s, { ...bal, statement, topUps: list, labelOf: (t) => topUps?.labelOf(t.provider) ?? t.provider, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), left, ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
   };
 
   router.get('/balance', (ctx) => renderBalance(ctx as Ctx));
@@ -98,9 +95,25 @@ export function balanceRoutes(
     const t = await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '');
     c.redirect(`/top-ups/${t.id}`);
   });
+  // The holder cancels: a checkout still open (closed at the provider), or an automatic top-up not charged yet.
+  router.post('/top-ups/:id/cancel', async (ctx) => {
+    const c = ctx as Ctx;
+    const t = await cancelTopUp(needTopUps(), autoTopUps, who(c).user.accountId, c.params.id ?? '');
+    c.status = 303;
+    c.redirect(`/top-ups/${encodeURIComponent(t.id)}`);
+  });
 
   autoTopUpRoutes(router, autoTopUps, renderBalance);
-  balanceApiRoutes(router, service, needTopUps);
+  balanceApiRoutes(router, service, needTopUps, autoTopUps);
+}
+
+/** Cancels a top-up of the account by how it was started; 409 when it can no longer be cancelled. */
+async function cancelTopUp(topUps: TopUpService, autoTopUps: AutoTopUps | undefined, accountId: string, id: string): Promise<TopUpView> {
+  const t = await topUps.get(accountId, id);
+  if (t.origin === 'checkout') return topUps.cancel(accountId, id);
+  if (autoTopUps === undefined) throw new DashboardError(409, 'Automatic top-ups are not set up on this Tollgate.');
+  await autoTopUps.cancel(accountId, id);
+  return topUps.get(accountId, id);
 }
 
 /** Automatic top-ups: the card setup and the settings form (post-redirect-get). */
@@ -136,7 +149,7 @@ function autoTopUpRoutes(router: Router<DashboardState>, autoTopUps: AutoTopUps 
 }
 
 /** The Balance page's JSON twins: balance, statement, top-ups. */
-function balanceApiRoutes(router: Router<DashboardState>, service: DashboardService, needTopUps: () => TopUpService): void {
+function balanceApiRoutes(router: Router<DashboardState>, service: DashboardService, needTopUps: () => TopUpService, autoTopUps: AutoTopUps | undefined): void {
   const who = (ctx: Ctx): Session => ctx.state.session as Session;
   const query = (ctx: Ctx, name: string): string | undefined => {
     const v = ctx.query[name];
@@ -199,5 +212,9 @@ function balanceApiRoutes(router: Router<DashboardState>, service: DashboardServ
   router.post('/api/top-ups/:id/recheck', async (ctx) => {
     const c = ctx as Ctx;
     c.body = { top_up: apiTopUp(await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '')) };
+  });
+  router.post('/api/top-ups/:id/cancel', async (ctx) => {
+    const c = ctx as Ctx;
+    c.body = { top_up: apiTopUp(await cancelTopUp(needTopUps(), autoTopUps, who(c).user.accountId, c.params.id ?? '')) };
   });
 }

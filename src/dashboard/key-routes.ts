@@ -1,10 +1,10 @@
-// The holder's API keys: the Keys pages (create with a one-time reveal, caps, rate limits and the
-// account's default ones, revoke) and /api/keys.
+// The holder's API keys: the Keys pages (create with a one-time reveal, caps, the cost ceiling per
+// request, rate limits and the account's default ones, revoke) and /api/keys.
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { editCapsPage, keysPage, revokePage } from './pages.js';
-import { capsFromInput, DashboardError, hasRateLimitInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
+import { capsFromInput, DashboardError, keyChangeFromInput, maxCostFromInput, rateLimitsFromInput, type DashboardService, type KeyView } from './service.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { send, who, type Ctx, type DashboardState } from './state.js';
 
@@ -20,6 +20,7 @@ function apiKey(k: KeyView): Record<string, unknown> {
     revoked_at: k.revokedAt === undefined ? null : new Date(k.revokedAt).toISOString(),
     lifetime_cap_micro_usd: k.lifetimeCap ?? null,
     monthly_cap_micro_usd: k.monthlyCap ?? null,
+    max_cost_per_request_micro_usd: k.maxCostPerRequest ?? null,
     lifetime_spent_micro_usd: k.lifetimeSpent,
     month_spent_micro_usd: k.monthSpent,
     held_micro_usd: k.held,
@@ -68,7 +69,7 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     const s = who(ctx);
     const b = ctx.state.body ?? {};
     try {
-      const { key, secret } = await service.createKey(s.user, b.name, capsFromInput(b), rateLimitsFromInput(b));
+      const { key, secret } = await service.createKey(s.user, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
       // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
       // a log or a cache), and shown by the GET the redirect leads to.
       const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
@@ -82,28 +83,20 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     }
   });
   guarded.get('/keys/:keyId/edit', async (ctx) => send(ctx, editCapsPage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
-  guarded.post('/keys/:keyId/caps', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setCaps(s.user, key.id, capsFromInput(ctx.state.body ?? {}));
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
-  guarded.post('/keys/:keyId/rate-limits', async (ctx) => {
-    const s = who(ctx);
-    const key = await service.getKey(s.user, keyId(ctx));
-    try {
-      await service.setRateLimits(s.user, key.id, rateLimitsFromInput(ctx.state.body ?? {}));
-      ctx.redirect('/keys');
-    } catch (err) {
-      if (!(err instanceof DashboardError)) throw err;
-      send(ctx, editCapsPage(s, key, err.message), err.status);
-    }
-  });
+  // Each form posts its own fields (the caps, the cost ceiling, or the rate limits), and only those change.
+  for (const form of ['caps', 'max-cost', 'rate-limits']) {
+    guarded.post(`/keys/:keyId/${form}`, async (ctx) => {
+      const s = who(ctx);
+      const key = await service.getKey(s.user, keyId(ctx));
+      try {
+        await service.updateKey(s.user, key.id, keyChangeFromInput(ctx.state.body ?? {}));
+        ctx.redirect('/keys');
+      } catch (err) {
+        if (!(err instanceof DashboardError)) throw err;
+        send(ctx, editCapsPage(s, key, err.message), err.status);
+      }
+    });
+  }
   guarded.get('/keys/:keyId/revoke', async (ctx) => send(ctx, revokePage(who(ctx), await service.getKey(who(ctx).user, keyId(ctx)))));
   guarded.post('/keys/:keyId/revoke', async (ctx) => {
     await service.revokeKey(who(ctx).user, keyId(ctx));
@@ -117,21 +110,16 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   });
   guarded.post('/api/keys', async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { key, secret } = await service.createKey(who(ctx).user, b.name, capsFromInput(b), rateLimitsFromInput(b));
+    const { key, secret } = await service.createKey(who(ctx).user, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
     ctx.status = 201;
     ctx.body = { key: apiKey(key), secret };
   });
   guarded.get('/api/keys/:keyId', async (ctx) => {
     ctx.body = { key: apiKey(await service.getKey(who(ctx).user, keyId(ctx))) };
   });
+  // Partial: a cap, the cost ceiling or a limit the body does not name is kept; null clears it.
   guarded.patch('/api/keys/:keyId', async (ctx) => {
-    const b = ctx.state.body ?? {};
-    const caps = capsFromInput(b);
-    // Rate limits only when the body names one (then all three are set as given): a PATCH of caps alone keeps them.
-    const limits = hasRateLimitInput(b) ? rateLimitsFromInput(b) : undefined;
-    let key = await service.setCaps(who(ctx).user, keyId(ctx), caps);
-    if (limits !== undefined) key = await service.setRateLimits(who(ctx).user, keyId(ctx), limits);
-    ctx.body = { key: apiKey(key) };
+    ctx.body = { key: apiKey(await service.updateKey(who(ctx).user, keyId(ctx), keyChangeFromInput(ctx.state.body ?? {}))) };
   });
   guarded.post('/api/keys/:keyId/revoke', async (ctx) => {
     ctx.body = { key: apiKey(await service.revokeKey(who(ctx).user, keyId(ctx))) };

@@ -72,16 +72,16 @@ export function recoveryRoutes(open: Router<DashboardState>, { service, linkBase
       send(ctx, resetRequestPage(false, err.message), err.status);
     }
   });
-  open.get('/password-reset/:token', async (ctx) => send(ctx, resetPasswordPage(ctx.params.token ?? '', await service.resetTokenValid(ctx.params.token ?? ''))));
+  open.get('/password-reset/:token', async (ctx) => send(ctx, resetPasswordPage(ctx.params.token ?? '', await service.resetTokenState(ctx.params.token ?? ''))));
   open.post('/password-reset/:token', async (ctx) => {
     const token = ctx.params.token ?? '';
     try {
-      await service.resetPassword(token, ctx.state.body?.password, ctx.ip);
+      await service.resetPassword(token, ctx.state.body?.password, ctx.ip, ctx.state.body?.code);
       send(ctx, signInPage(service.signUpOpen, undefined, '', 'Your password is set. Sign in with it; every other session was signed out.'));
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
       if (err.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(err.retryAfterSeconds));
-      send(ctx, resetPasswordPage(token, await service.resetTokenValid(token), err.message), err.status);
+      send(ctx, resetPasswordPage(token, await service.resetTokenState(token), err.message), err.status);
     }
   });
   open.post('/api/password-reset', async (ctx) => {
@@ -90,7 +90,7 @@ export function recoveryRoutes(open: Router<DashboardState>, { service, linkBase
     ctx.body = { message: 'If that address has an account, a reset link was mailed to it.' };
   });
   open.post('/api/password-reset/:token', async (ctx) => {
-    await service.resetPassword(ctx.params.token ?? '', ctx.state.body?.password, ctx.ip);
+    await service.resetPassword(ctx.params.token ?? '', ctx.state.body?.password, ctx.ip, ctx.state.body?.code);
     ctx.status = 204;
   });
   // Address confirmation: the mailed link (a GET, as mail clients open it), and the same for API clients.

@@ -3,7 +3,6 @@ import { formatUsd } from '../billing/money.js';
 import { html, trusted, type Html } from './html.js';
 import type { KeyView, Session } from './service.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
-import type { TotpEnrolment } from './totp.js';
 
 // One small stylesheet, inline (no build step, no CDN): a dark bar, white cards, quiet tables, one accent.
 const STYLE = `:root{--ink:#1b1f24;--muted:#5b6572;--line:#e2e6ea;--bg:#f5f6f8;--accent:#2456d6;--accent-ink:#fff}
@@ -33,6 +32,7 @@ form.filters label{display:inline-block;margin-right:.8rem}nav a{margin-right:.5
 .card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px;overflow-wrap:anywhere}
 textarea{width:100%;max-width:40rem}input{max-width:100%}.actions a{white-space:nowrap}
 .big{font-size:2rem;font-weight:650;letter-spacing:-.01em}
+ol.codes{columns:2 11rem;column-gap:2.5rem;max-width:26rem;margin:.8rem 0;padding-left:2.2rem;font:1rem/1.9 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.secret.words{word-break:normal}.warn{background:#fff4e5;padding:.6rem .8rem;border-left:4px solid #d97706;border-radius:4px}
 dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
 @media(max-width:40rem){main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}.card{padding:.8rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}
@@ -62,7 +62,7 @@ export function signInPage(signUpOpen: boolean, error?: string, email = '', noti
     html`<h1>Sign in</h1>${notice === undefined ? '' : html`<p class="ok" role="status">${notice}</p>`}${errorBox(error)}<form method="post" action="/sign-in">
 <label>E-mail <input type="email" name="email" autocomplete="username" required value="${email}"></label>
 <label>Password <input type="password" name="password" autocomplete="current-password" required></label>
-<label>Authenticator code (only if you turned on two-factor sign-in) <input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="\\d{6}" maxlength="6"></label>
+<label>Authenticator code or a recovery code (only if you turned on two-factor sign-in) <input name="code" autocomplete="one-time-code" autocapitalize="off" spellcheck="false" maxlength="24"></label>
 <button>Sign in</button></form><p><a href="/password-reset">Forgot your password?</a></p>${signUpOpen ? html`<p>New here? <a href="/sign-up">Create an account</a>.</p>` : ''}`,
   );
 }
@@ -100,6 +100,12 @@ function limitInputs(limits: RateLimits | undefined, none: string): Html {
   return html`<label>Requests per minute (${none}) <input name="requests_per_minute" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.requestsPerMinute)}"></label>
 <label>Tokens per minute, input + output (${none}) <input name="tokens_per_minute" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.tokensPerMinute)}"></label>
 <label>Requests at once (${none}) <input name="concurrent_requests" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.concurrentRequests)}"></label>`;
+}
+
+/** The key's default cost ceiling per request; what the header does with it is said beside it. */
+function maxCostInput(micros: number | undefined): Html {
+  return html`<label>Max cost per request, USD (empty: none) <input name="max_cost_per_request_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?" value="${usdInput(micros)}"></label>
+<p class="note">A request whose worst case is above it gets a lower output limit (or a 402 when even its prompt is dearer); the x-tollgate-max-cost-usd header can lower it for one request, never raise it.</p>`;
 }
 
 export function keysPage(
@@ -143,6 +149,7 @@ ${
 <label>Name <input name="name" maxlength="100"></label>
 <label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 <label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
+${maxCostInput(undefined)}
 ${limitInputs(undefined, 'empty: the default below')}
 <button>Create key</button></form>`
     : ''
@@ -163,6 +170,9 @@ export function editCapsPage(session: Session, k: KeyView, error?: string): Html
 <label>Monthly cap, USD (empty: none) <input name="monthly_cap_usd" inputmode="decimal" value="${usdInput(k.monthlyCap)}"></label>
 <label>Lifetime cap, USD (empty: none) <input name="lifetime_cap_usd" inputmode="decimal" value="${usdInput(k.lifetimeCap)}"></label>
 <button>Save caps</button> <a href="/keys">Cancel</a></form>
+<h2>Cost ceiling per request</h2><form method="post" action="/keys/${k.id}/max-cost"><input type="hidden" name="csrf" value="${session.csrfToken}">
+${maxCostInput(k.maxCostPerRequest)}
+<button>Save ceiling</button> <a href="/keys">Cancel</a></form>
 <h2>Rate limits</h2><form method="post" action="/keys/${k.id}/rate-limits"><input type="hidden" name="csrf" value="${session.csrfToken}">
 ${limitInputs(k.rateLimits, "empty: the account's default")}
 <button>Save rate limits</button> <a href="/keys">Cancel</a></form>`,
@@ -196,13 +206,19 @@ export function resetRequestPage(sent: boolean, error?: string): Html {
   );
 }
 
-export function resetPasswordPage(token: string, valid: boolean, error?: string): Html {
+/** The new password; with two-factor sign-in on, a code or a recovery code too (the mailbox alone is one factor). */
+export function resetPasswordPage(token: string, state: { valid: boolean; secondFactor: boolean }, error?: string): Html {
   return layout(
     'Choose a new password',
     undefined,
-    valid
+    state.valid
       ? html`<h1>Choose a new password</h1>${errorBox(error)}<form method="post" action="/password-reset/${token}">
-<label>New password (at least 10 characters) <input type="password" name="password" autocomplete="new-password" minlength="10" required></label><button>Set password</button></form>`
+<label>New password (at least 10 characters) <input type="password" name="password" autocomplete="new-password" minlength="10" required></label>${
+          state.secondFactor
+            ? html`<label>Authenticator code or a recovery code <input name="code" autocomplete="one-time-code" autocapitalize="off" spellcheck="false" maxlength="24" required></label>
+<p class="note">This account has two-factor sign-in, so a new password needs a code from your authenticator app or one of your recovery codes. Lost both? Ask the operator of this Tollgate to turn two-factor sign-in off for your address; then ask for a new link.</p>`
+            : ''
+        }<button>Set password</button></form>`
       : html`<h1>This link has expired</h1><p>It was used already or is over an hour old. <a href="/password-reset">Ask for a new one</a>.</p>`,
   );
 }
@@ -212,24 +228,5 @@ export function confirmedPage(session: Session | undefined): Html {
     'Address confirmed',
     session,
     html`<h1>Your address is confirmed</h1><p class="ok" role="status">You can now create API keys and add money.</p><p><a href="${session === undefined ? '/sign-in' : '/keys'}">${session === undefined ? 'Sign in' : 'Go to your keys'}</a></p>`,
-  );
-}
-
-/** Two-factor sign-in: on (and since when), or the enrolment form with a fresh secret. */
-export function twoFactorPage(session: Session, enrolment: TotpEnrolment | undefined, opts: { error?: string; requiredForAdmin?: boolean } = {}): Html {
-  const adminNote =
-    opts.requiredForAdmin === true && session.user.role === 'admin' ? html`<p class="note">This Tollgate requires two-factor sign-in for the admin pages.</p>` : '';
-  return layout(
-    'Two-factor sign-in',
-    session,
-    enrolment === undefined
-      ? html`<h1>Two-factor sign-in</h1><p class="ok" role="status">Two-factor sign-in is on: signing in asks for a code from your authenticator app.</p>${adminNote}`
-      : html`<h1>Turn on two-factor sign-in</h1>${adminNote}${errorBox(opts.error)}<div class="card">
-<p>Add this secret to an authenticator app (time-based, 6 digits), then enter the code it shows.</p>
-<p><code id="totp-secret" class="rid">${enrolment.secret}</code> <button type="button" class="copy" data-copy="totp-secret">Copy</button></p>
-${enrolment.uri === '' ? '' : html`<p class="note">Or open this link on the phone: <a href="${enrolment.uri}">${enrolment.uri}</a></p>`}
-<form method="post" action="/account/two-factor"><input type="hidden" name="csrf" value="${session.csrfToken}"><input type="hidden" name="secret" value="${enrolment.secret}">
-<label>Code from the app <input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="\\d{6}" maxlength="6" required></label>
-<button>Turn on</button></form></div>`,
   );
 }

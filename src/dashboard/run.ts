@@ -52,6 +52,7 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
     sessionTtlMs: config.sessionTtlMs,
     adminRequiresTotp: config.adminRequireTotp,
     onRevoke: opts.onRevoke,
+    ...(opts.log === undefined ? {} : { log: opts.log }),
   });
   if (config.admin !== undefined) {
     const operators = (await opts.backend.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.backend.accounts.createAccount('operators'));

@@ -3,7 +3,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
 import { ClientError } from '../http/client-error.js';
-import type { AccountStore, ApiKeyRecord, KeyCaps } from '../accounts/account-store.js';
+import type { AccountStore, ApiKeyRecord, KeyCaps, KeyChange, KeyRequestCeiling } from '../accounts/account-store.js';
 import type { Ledger } from '../billing/ledger.js';
 import { usdTextToMicros } from '../billing/money.js';
 import { AccountService } from '../accounts/service.js';
@@ -14,6 +14,7 @@ import { UsageQueryError } from '../record/usage-query.js';
 import { defaultThrottles, THROTTLED_MESSAGE, type AttemptThrottle, type Throttles } from './throttle.js';
 import { enqueueEmail } from './outbox.js';
 import { checkTotp, newTotpEnrolment, TOTP_SECRET, type TotpEnrolment } from './totp.js';
+import { clearSecondFactor, consumeSecondFactor, disableTotp, enableTotp, recoveryCodesLeft, replaceRecoveryCodes, secondFactorGiven, type ClearedBy } from './two-factor.js';
 
 export type Role = 'holder' | 'admin';
 
@@ -45,6 +46,8 @@ export interface KeyView {
   revokedAt?: number;
   lifetimeCap?: number;
   monthlyCap?: number;
+  /** The key's default cost ceiling per request, micro-USD. */
+  maxCostPerRequest?: number;
   lifetimeSpent: number;
   monthSpent: number;
   held: number;
@@ -72,7 +75,27 @@ export interface DashboardServiceOptions {
   adminRequiresTotp?: boolean;
   /** Called after a key is revoked so an in-process gateway drops cached lookups at once. */
   onRevoke?: () => void;
+  /** Structured log lines of what must be on record (an admin clearing a user's two-factor sign-in); default stderr. */
+  log?: (line: string) => void;
 }
+
+/** A dashboard user as the admin pages list them. */
+export interface UserLine {
+  id: string;
+  email: string;
+  role: Role;
+  totpEnabled: boolean;
+}
+
+/** What a password reset link leads to: expired, or valid (and whether the user must give a second factor). */
+export interface ResetTokenState {
+  valid: boolean;
+  secondFactor: boolean;
+}
+
+/** The second factor a form asks for, in words (sign-in, reset, turning it off). */
+const SECOND_FACTOR_NEEDED = 'Enter the 6-digit code from your authenticator app, or one of your recovery codes.';
+const SECOND_FACTOR_WRONG = 'Wrong or already used code: enter the current code from your authenticator app, or an unused recovery code.';
 
 /** What the admin bootstrap did at start. */
 export type AdminBootstrap = { outcome: 'created' | 'unchanged' | 'updated' | 'promoted'; user: User } | { outcome: 'refused'; message: string };
@@ -156,14 +179,22 @@ export class DashboardService {
     });
   }
 
-  /** Whether a reset token is valid now (for the page that asks for the new password). */
-  async resetTokenValid(token: string): Promise<boolean> {
-    const r = await this.opts.db.query('SELECT 1 FROM password_resets WHERE token_hash = $1 AND expires_at > now()', [sha256(token)]);
-    return r.rows.length === 1;
+  /** Whether a reset token is valid now, and whether its user must give a second factor (for the page that asks for the new password). */
+  async resetTokenState(token: string): Promise<ResetTokenState> {
+    const r = await this.opts.db.query<{ totp: boolean }>(
+      'SELECT u.totp_enabled_at IS NOT NULL AS totp FROM password_resets r JOIN dashboard_users u ON u.id = r.user_id WHERE r.token_hash = $1 AND r.expires_at > now()',
+      [sha256(token)],
+    );
+    const row = r.rows[0];
+    return { valid: row !== undefined, secondFactor: row?.totp === true };
   }
 
-  /** Sets the new password once per token, and ends every session of the user. */
-  async resetPassword(token: string, password: unknown, address: string): Promise<void> {
+  /**
+   * Sets the new password once per token, and ends every session of the user. A user with two-factor
+   * sign-in must give a code or a recovery code as well (the mailbox alone does not pass the second
+   * factor); without either, only the deployment's admin can turn it off. A refusal leaves the link usable.
+   */
+  async resetPassword(token: string, password: unknown, address: string, secondFactor?: unknown): Promise<void> {
     if (typeof password !== 'string' || password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) {
       throw new DashboardError(400, `Choose a password of ${MIN_PASSWORD} to ${MAX_PASSWORD} characters.`);
     }
@@ -173,6 +204,12 @@ export class DashboardService {
       const used = await tx.query<{ user_id: string }>('DELETE FROM password_resets WHERE token_hash = $1 AND expires_at > now() RETURNING user_id', [sha256(token)]);
       const userId = used.rows[0]?.user_id;
       if (userId === undefined) throw new DashboardError(400, 'This reset link has expired or was used already; ask for a new one.');
+      const user = (await tx.query<{ email: string; totp_secret: string | null; totp_enabled_at: Date | null }>('SELECT email, totp_secret, totp_enabled_at FROM dashboard_users WHERE id = $1 FOR UPDATE', [userId])).rows[0];
+      if (user?.totp_enabled_at !== null && user?.totp_enabled_at !== undefined && user.totp_secret !== null) {
+        const lost = ` Lost both? Ask the operator of this Tollgate to turn two-factor sign-in off for ${user.email}.`;
+        if (secondFactorGiven(secondFactor) === undefined) throw new DashboardError(400, `This account has two-factor sign-in. ${SECOND_FACTOR_NEEDED}${lost}`);
+        if ((await consumeSecondFactor(tx, { id: userId, totpSecret: user.totp_secret }, secondFactor)) === undefined) throw new DashboardError(400, `${SECOND_FACTOR_WRONG}${lost}`);
+      }
       // The link arrived by mail, so it proves the address as well.
       await tx.query('UPDATE dashboard_users SET password_hash = $2, email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1', [userId, passwordHash]);
       await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1', [userId]);
@@ -355,9 +392,8 @@ export class DashboardService {
     if (row === undefined || !ok) throw new DashboardError(401, 'Wrong e-mail or password.');
     let secondFactor = false;
     if (row.totp_enabled_at !== null && row.totp_secret !== null) {
-      const code = typeof codeIn === 'string' ? codeIn.replace(/\s/g, '') : '';
-      if (code === '') throw new DashboardError(401, 'Enter the 6-digit code from your authenticator app as well.');
-      if (!(await this.consumeTotp(row.id, row.totp_secret, code))) throw new DashboardError(401, 'Wrong or already used authenticator code.');
+      if (secondFactorGiven(codeIn) === undefined) throw new DashboardError(401, `Two-factor sign-in is on. ${SECOND_FACTOR_NEEDED}`);
+      if ((await consumeSecondFactor(this.opts.db, { id: row.id, totpSecret: row.totp_secret }, codeIn)) === undefined) throw new DashboardError(401, SECOND_FACTOR_WRONG);
       secondFactor = true;
     }
     this.throttles.signIn.succeed(email, address);
@@ -366,35 +402,95 @@ export class DashboardService {
     return this.openSession(userOf(row), secondFactor);
   }
 
-  /** A code is accepted once: its time step must be later than the last one accepted (set atomically). */
-  private async consumeTotp(userId: string, secret: string, code: string): Promise<boolean> {
-    const step = checkTotp(secret, code);
-    if (step === undefined) return false;
-    const r = await this.opts.db.query('UPDATE dashboard_users SET totp_last_step = $2 WHERE id = $1 AND (totp_last_step IS NULL OR totp_last_step < $2)', [userId, step]);
-    return r.rowCount === 1;
-  }
-
   /** A fresh TOTP secret for the enrolment page (nothing stored until a code confirms it). */
   totpEnrolment(user: User): TotpEnrolment {
     return newTotpEnrolment(user.email);
   }
 
   /**
-   * Turns TOTP on with the secret the enrolment page showed, once a code from it checks out. This
-   * session counts as opened with the second factor; every other session of the user ends.
+   * The signed-in user's own password again, before a change of the second factor (a session left open
+   * is not enough to change it). Counted against the sign-in budget, as a sign-in is.
    */
-  async enableTotp(user: User, sessionId: string, secret: unknown, codeIn: unknown): Promise<void> {
+  private async confirmPassword(user: User, password: unknown, address: string): Promise<UserRow> {
+    DashboardService.attempt(this.throttles.signIn, user.email, address);
+    const row = await this.findUser(user.email);
+    const pw = typeof password === 'string' && password.length <= MAX_PASSWORD ? password : '';
+    if (row === undefined || !(await verify(row.password_hash, pw))) throw new DashboardError(403, 'Wrong password: enter the password you sign in with.');
+    this.throttles.signIn.succeed(user.email, address);
+    return row;
+  }
+
+  /**
+   * Turns TOTP on with the secret the enrolment page showed, once the password and a code from the
+   * secret check out. This session counts as opened with the second factor; every other session of the
+   * user ends. The ten recovery codes are returned to be shown this once.
+   */
+  async enableTotp(user: User, sessionId: string, input: { password: unknown; secret: unknown; code: unknown }, address: string): Promise<string[]> {
     if (user.totpEnabled) throw new DashboardError(409, 'Two-factor sign-in is already on for this account.');
+    const { secret } = input;
     if (typeof secret !== 'string' || !TOTP_SECRET.test(secret)) throw new DashboardError(400, 'The setup form is damaged; reload the page and start again.');
-    const code = typeof codeIn === 'string' ? codeIn.replace(/\s/g, '') : '';
+    await this.confirmPassword(user, input.password, address);
+    const code = typeof input.code === 'string' ? input.code.replace(/\s/g, '') : '';
     const step = checkTotp(secret, code);
     if (step === undefined) throw new DashboardError(400, 'That code does not match; check the time on your phone and enter the current code.');
-    await this.opts.db.transaction(async (tx) => {
-      const r = await tx.query('UPDATE dashboard_users SET totp_secret = $2, totp_enabled_at = now(), totp_last_step = $3 WHERE id = $1 AND totp_enabled_at IS NULL', [user.id, secret, step]);
-      if (r.rowCount !== 1) throw new DashboardError(409, 'Two-factor sign-in is already on for this account.');
+    return this.opts.db.transaction(async (tx) => {
+      if (!(await enableTotp(tx, user.id, secret, step))) throw new DashboardError(409, 'Two-factor sign-in is already on for this account.');
+      const codes = await replaceRecoveryCodes(tx, user.id);
       await tx.query('UPDATE dashboard_sessions SET second_factor = true WHERE id_hash = $1', [sha256(sessionId)]);
       await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1 AND id_hash <> $2', [user.id, sha256(sessionId)]);
+      return codes;
     });
+  }
+
+  /** The password and a current code (or a recovery code) of a user with TOTP on, checked and used up in `tx`. */
+  private async confirmSecondFactor(tx: Queryable, row: UserRow, code: unknown): Promise<void> {
+    if (row.totp_enabled_at === null || row.totp_secret === null) throw new DashboardError(409, 'Two-factor sign-in is off for this account.');
+    if (secondFactorGiven(code) === undefined) throw new DashboardError(400, SECOND_FACTOR_NEEDED);
+    if ((await consumeSecondFactor(tx, { id: row.id, totpSecret: row.totp_secret }, code)) === undefined) throw new DashboardError(403, SECOND_FACTOR_WRONG);
+  }
+
+  /**
+   * Turns TOTP off: the password and a current code or a recovery code. The recovery codes go with it,
+   * and no session of the user counts as opened with a second factor any more.
+   */
+  async disableTotp(user: User, input: { password: unknown; code: unknown }, address: string): Promise<void> {
+    const row = await this.confirmPassword(user, input.password, address);
+    await this.opts.db.transaction(async (tx) => {
+      await this.confirmSecondFactor(tx, row, input.code);
+      await disableTotp(tx, user.id);
+      await tx.query('UPDATE dashboard_sessions SET second_factor = false WHERE user_id = $1', [user.id]);
+    });
+  }
+
+  /** Ten new recovery codes in place of the old ones (the password and a current code); shown this once. */
+  async newRecoveryCodes(user: User, input: { password: unknown; code: unknown }, address: string): Promise<string[]> {
+    const row = await this.confirmPassword(user, input.password, address);
+    return this.opts.db.transaction(async (tx) => {
+      await this.confirmSecondFactor(tx, row, input.code);
+      return replaceRecoveryCodes(tx, user.id);
+    });
+  }
+
+  /** How many of the user's recovery codes are left unused. */
+  recoveryCodesLeft(user: User): Promise<number> {
+    return recoveryCodesLeft(this.opts.db, user.id);
+  }
+
+  /** The dashboard users of an account, for the admin pages. */
+  async usersOfAccount(accountId: string): Promise<UserLine[]> {
+    const r = await this.opts.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE account_id = $1 ORDER BY email`, [accountId]);
+    return r.rows.map((row) => ({ id: row.id, email: row.email, role: row.role, totpEnabled: row.totp_enabled_at !== null }));
+  }
+
+  /**
+   * The deployment's admin turns a user's two-factor sign-in off (phone and recovery codes lost): see
+   * clearSecondFactor. The user must belong to `accountId` (the page it was asked from). False when it was off.
+   */
+  async clearSecondFactor(by: ClearedBy, accountId: string, userId: string): Promise<boolean> {
+    const owner = await this.opts.db.query('SELECT 1 FROM dashboard_users WHERE id = $1 AND account_id = $2', [userId, accountId]);
+    if (owner.rows.length === 0) throw new DashboardError(404, 'There is no such user on this account.');
+    const done = await clearSecondFactor(this.opts.db, { userId }, by, this.opts.log ?? ((l) => process.stderr.write(`${l}\n`)));
+    return done?.cleared === true;
   }
 
   private async openSession(user: User, secondFactor: boolean): Promise<{ sessionId: string; session: Session }> {
@@ -450,6 +546,7 @@ export class DashboardService {
       ...(k.revokedAt === undefined ? {} : { revokedAt: k.revokedAt }),
       ...(k.lifetimeCap === undefined ? {} : { lifetimeCap: k.lifetimeCap }),
       ...(k.monthlyCap === undefined ? {} : { monthlyCap: k.monthlyCap }),
+      ...(k.maxCostPerRequest === undefined ? {} : { maxCostPerRequest: k.maxCostPerRequest }),
       lifetimeSpent: spend.lifetimeSpent,
       monthSpent: spend.monthSpent,
       held: spend.lifetimeHeld,
@@ -497,7 +594,7 @@ export class DashboardService {
     return this.view(user, k);
   }
 
-  async createKey(user: User, name: unknown, caps: KeyCaps, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
+  async createKey(user: User, name: unknown, caps: KeyCaps & KeyRequestCeiling, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
     DashboardService.requireConfirmed(user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
@@ -505,16 +602,10 @@ export class DashboardService {
     return { key: await this.view(user, created.record), secret: created.secret };
   }
 
-  async setCaps(user: User, keyId: string, caps: KeyCaps): Promise<KeyView> {
+  /** Changes only the caps, cost ceiling and rate limits `change` names (null clears one); the rest stay as they are. */
+  async updateKey(user: User, keyId: string, change: KeyChange): Promise<KeyView> {
     await this.getKey(user, keyId);
-    if (!(await this.accounts.setCaps(user.accountId, keyId, caps))) throw new DashboardError(404, 'No such key in your account.');
-    return this.getKey(user, keyId);
-  }
-
-  /** Sets the key's own rate limits given and clears the others. */
-  async setRateLimits(user: User, keyId: string, limits: RateLimits): Promise<KeyView> {
-    await this.getKey(user, keyId);
-    if (!(await this.accounts.setKeyRateLimits(user.accountId, keyId, limits))) throw new DashboardError(404, 'No such key in your account.');
+    if (!(await this.accounts.updateKey(user.accountId, keyId, change))) throw new DashboardError(404, 'No such key in your account.');
     return this.getKey(user, keyId);
   }
 
@@ -550,17 +641,46 @@ export function capsFromInput(body: Record<string, unknown>): KeyCaps {
   return { ...(lifetimeCap === undefined ? {} : { lifetimeCap }), ...(monthlyCap === undefined ? {} : { monthlyCap }) };
 }
 
+/** The form and JSON field of a key's default cost ceiling per request, in decimal USD. */
+export const MAX_COST_INPUT = 'max_cost_per_request_usd';
+
+/** The key's default cost ceiling per request from a form or JSON body: "0.05" USD, or empty / null / absent for none. */
+export function maxCostFromInput(body: Record<string, unknown>): KeyRequestCeiling {
+  const maxCostPerRequest = capFromUsd(body[MAX_COST_INPUT], MAX_COST_INPUT);
+  return maxCostPerRequest === undefined ? {} : { maxCostPerRequest };
+}
+
+/** The decimal-USD fields of a form or JSON body, and the key's amount each sets. */
+const AMOUNT_INPUTS = [
+  ['lifetime_cap_usd', 'lifetimeCap'],
+  ['monthly_cap_usd', 'monthlyCap'],
+  [MAX_COST_INPUT, 'maxCostPerRequest'],
+] as const;
+
+/**
+ * A partial change of a key from a form or JSON body: only the fields present change; an empty string
+ * or null clears one (no cap or ceiling, or the account's default limit), a value sets it.
+ */
+export function keyChangeFromInput(body: Record<string, unknown>): KeyChange {
+  const change: KeyChange = {};
+  const given = (field: string): boolean => Object.hasOwn(body, field);
+  const cleared = (field: string): boolean => body[field] === null || body[field] === '';
+  for (const [field, amount] of AMOUNT_INPUTS) {
+    if (given(field)) change[amount] = cleared(field) ? null : (capFromUsd(body[field], field) ?? null);
+  }
+  const limits = rateLimitsFromInput(body);
+  for (const [field, limit] of RATE_LIMIT_INPUTS) {
+    if (given(field)) change[limit] = cleared(field) ? null : (limits[limit] ?? null);
+  }
+  return change;
+}
+
 /** The rate-limit fields of a form or JSON body, and the limit each sets. */
 export const RATE_LIMIT_INPUTS = [
   ['requests_per_minute', 'requestsPerMinute'],
   ['tokens_per_minute', 'tokensPerMinute'],
   ['concurrent_requests', 'concurrentRequests'],
 ] as const;
-
-/** Whether a body names any rate limit (a PATCH that names none leaves them as they are). */
-export function hasRateLimitInput(body: Record<string, unknown>): boolean {
-  return RATE_LIMIT_INPUTS.some(([field]) => field in body);
-}
 
 /** Rate limits from a form (text) or JSON (numbers): a whole number from 1, or empty / null for none. */
 export function rateLimitsFromInput(body: Record<string, unknown>): RateLimits {

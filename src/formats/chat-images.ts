@@ -1,7 +1,7 @@
 // Where chat completions and messages bodies carry images and PDFs, as the worst case counts them. One
 // reader for both formats on purpose: a same-format body is the client's own, and an image or a PDF in
 // either shape is counted wherever it sits in a message, so a body can never hide one from the reservation.
-import { isRecord, type JsonObject } from '../translate/representation/index.js';
+import { isRecord, type JsonObject } from '../representation/index.js';
 import { imagePayloadTokens, MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 import { jsonBytes } from '../wire/json-shape.js';
 import { base64PdfPageCount } from '../wire/pdf-pages.js';

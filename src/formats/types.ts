@@ -10,7 +10,7 @@ import type {
   NormalizedUsage,
   StreamDecoder,
   StreamEncoder,
-} from '../translate/representation/index.js';
+} from '../representation/index.js';
 
 /** An error as the gateway reports it, before a format gives it its body shape. */
 export interface ErrorFields {

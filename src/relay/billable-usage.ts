@@ -1,7 +1,7 @@
 // What billing takes from a usage report in the internal representation's convention: every relay,
 // same-format or translated, bills by this.
 import type { TokenUsage } from '../billing/ledger.js';
-import type { NormalizedUsage } from '../translate/representation/index.js';
+import type { NormalizedUsage } from '../representation/index.js';
 
 /** The prompt's part of a usage: all its tokens, and the cache classes among them. */
 export type PromptUsage = Pick<TokenUsage, 'input' | 'cachedInput' | 'cacheWrite5m' | 'cacheWrite1h'>;

@@ -61,15 +61,37 @@ export interface SavedCard {
   label: string;
 }
 
-/** An off-session charge of a saved card: made (the payment's id), or declined (and why). */
-export type OffSessionCharge = { ok: true; paymentRef: string } | { ok: false; reason: string; needsAuthentication: boolean };
+/**
+ * Why an off-session charge was not paid: the card was declined, the bank wants the holder present, or
+ * the provider refused the request itself (a card no longer attached, say). Each is final for that
+ * top-up; a call that got no answer is none of them (the provider's call throws, and it is retried).
+ */
+export type UnpaidCharge = 'declined' | 'authentication' | 'refused';
+
+/** An off-session charge of a saved card: made (the payment's id), or not paid (why, and the provider's words). */
+export type OffSessionCharge = { ok: true; paymentRef: string } | { ok: false; why: UnpaidCharge; message: string };
+
+/** An unpaid charge in the holder's words: the same whether the charge's answer or its event said it first. */
+export function describeUnpaidCharge(why: UnpaidCharge, message: string): string {
+  switch (why) {
+    case 'authentication':
+      return 'your bank asked to confirm the payment with you present';
+    case 'declined':
+      return `the card was declined (${message})`;
+    case 'refused':
+      return `the payment provider refused the charge (${message})`;
+  }
+}
 
 /** What a provider that keeps cards offers: saving one through its hosted page, and charging it later. */
 export interface SavedCards {
   startCardSetup(req: { accountId: string; customerRef: string | undefined; successUrl: string; cancelUrl: string }): Promise<{ customerRef: string; checkoutRef: string; checkoutUrl: string }>;
   /** The card a finished setup saved; undefined while it is not finished. */
   savedCard(checkoutRef: string): Promise<SavedCard | undefined>;
-  /** Charges the card without the holder present, once per top-up (its id is the idempotency key). */
+  /**
+   * Charges the card without the holder present, once per top-up (its id is the idempotency key: a
+   * retry must send the same card and amount). Throws when the answer is unknown (a timeout, a 5xx).
+   */
   chargeSavedCard(req: { topUpId: string; accountId: string; card: SavedCard; totalCents: Cents }): Promise<OffSessionCharge>;
 }
 

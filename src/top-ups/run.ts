@@ -32,7 +32,7 @@ export interface TopUpsOptions {
   catchUpIntervalMs?: number;
   /** How often balances are compared with automatic top-up thresholds (default 15 s; 0: never). */
   autoTopUpIntervalMs?: number;
-  /** Mails an account's holders (an automatic top-up that was not paid). */
+  /** Mails an account's holders (an automatic top-up that was not paid, told by its answer or by its event). */
   notifyHolders?: AutoTopUpOptions['notifyHolders'];
   onError?: (what: string, err: unknown) => void;
 }
@@ -71,7 +71,14 @@ export async function startTopUps(opts: TopUpsOptions): Promise<RunningTopUps | 
   const providers = testMode?.providers ?? real;
   if (providers.length === 0) return undefined;
   let publicUrl = opts.publicUrl ?? '';
-  const topUps = new TopUpService({ db: opts.db, providers, registry, accounts: opts.accounts, publicUrl: () => publicUrl });
+  const topUps = new TopUpService({
+    db: opts.db,
+    providers,
+    registry,
+    accounts: opts.accounts,
+    publicUrl: () => publicUrl,
+    ...(opts.notifyHolders === undefined ? {} : { notifyHolders: opts.notifyHolders }),
+  });
   const cardProvider = providers.find((p): p is typeof p & { savedCards: SavedCards } => p.savedCards !== undefined);
   const autoTopUps =
     cardProvider === undefined

@@ -19,12 +19,16 @@ import type { Database, Queryable } from '../record/database.js';
 import type { AccountService, CommittedMovement, PaymentMovement } from '../accounts/service.js';
 import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
+import { turnOffAfterUnpaid, type NotifyHolders } from './auto-top-up-off.js';
 import { checkedRegistry, type ProviderModule } from './provider-module.js';
 import { PROVIDERS } from './providers/index.js';
 import { centsToMicros, describeInvalidTopUp, formatCents, quoteTopUp, type Cents, type TopUpQuote } from './quote.js';
 import { ClientError } from '../http/client-error.js';
 
 export type TopUpState = 'quoted' | 'pending' | 'cancelled' | 'credited' | 'failed' | 'expired' | 'refunded' | 'disputed' | 'reversed';
+
+/** How a top-up was started: by the payer at a checkout, or by an automatic top-up charging a saved card. */
+export type TopUpOrigin = 'checkout' | 'auto';
 
 export interface TopUpEvent {
   kind: string;
@@ -41,6 +45,7 @@ export interface TopUpView {
   feeCents: Cents;
   totalCents: Cents;
   state: TopUpState;
+  origin: TopUpOrigin;
   checkoutUrl: string | null;
   createdAt: Date;
   creditedAt: Date | null;
@@ -67,6 +72,8 @@ export interface TopUpServiceOptions {
   publicUrl: string | (() => string);
   /** Runs right after an event's COMMIT, before the hot path and the answer (tests crash here). */
   afterCommit?: () => void;
+  /** Mails an account's holders in the event's transaction (an automatic top-up whose payment failed later). */
+  notifyHolders?: NotifyHolders;
   onHotPathPending?: (err: unknown) => void;
 }
 
@@ -79,6 +86,7 @@ interface TopUpRow {
   total_cents: number;
   currency: string;
   state: TopUpState;
+  origin: TopUpOrigin;
   provider_ref: string | null;
   payment_ref: string | null;
   checkout_url: string | null;
@@ -87,7 +95,7 @@ interface TopUpRow {
   refunded_cents: number | null;
 }
 
-const COLUMNS = 'id, account_id, provider, credit_cents, fee_cents, total_cents, currency, state, provider_ref, payment_ref, checkout_url, created_at, credited_at, refunded_cents';
+const COLUMNS = 'id, account_id, provider, credit_cents, fee_cents, total_cents, currency, state, origin, provider_ref, payment_ref, checkout_url, created_at, credited_at, refunded_cents';
 
 function view(r: TopUpRow): TopUpView {
   return {
@@ -98,6 +106,7 @@ function view(r: TopUpRow): TopUpView {
     feeCents: Number(r.fee_cents),
     totalCents: Number(r.total_cents),
     state: r.state,
+    origin: r.origin,
     checkoutUrl: r.checkout_url,
     createdAt: new Date(r.created_at),
     creditedAt: r.credited_at === null ? null : new Date(r.credited_at),
@@ -117,6 +126,7 @@ interface Step {
   accounts: AccountService;
   tx: Queryable;
   applied: Applied;
+  notifyHolders: NotifyHolders | undefined;
 }
 
 export class TopUpService {
@@ -214,6 +224,11 @@ export class TopUpService {
         e.type,
       ]);
       if (fresh.rows.length === 0) return undefined;
+      // An automatic top-up's payment failing turns automatic top-ups off: the account's settings row
+      // is locked before the top-up, the order every writer of automatic top-ups takes (auto-top-up.ts).
+      if ('topUp' in e.ref && e.fact.kind === 'failed') {
+        await tx.query('SELECT 1 FROM auto_top_ups WHERE account_id = (SELECT account_id FROM top_ups WHERE id = $1) FOR UPDATE', [e.ref.topUp]);
+      }
       const [where, value] = 'checkout' in e.ref ? ['provider_ref = $2', e.ref.checkout] : 'payment' in e.ref ? ['payment_ref = $2', e.ref.payment] : ['id = $2', e.ref.topUp];
       const found = await tx.query<TopUpRow>(`SELECT ${COLUMNS} FROM top_ups WHERE provider = $1 AND ${where} FOR UPDATE`, [provider.name, value]);
       const row = found.rows[0];
@@ -231,7 +246,7 @@ export class TopUpService {
       }
       await tx.query('UPDATE payment_provider_events SET top_up_id = $3 WHERE provider = $1 AND event_id = $2', [provider.name, e.eventId, row.id]);
       const applied: Applied = { movements: [] };
-      await transition({ provider, accounts: this.opts.accounts, tx, applied }, row, e.fact);
+      await transition({ provider, accounts: this.opts.accounts, tx, applied, notifyHolders: this.opts.notifyHolders }, row, e.fact);
       return applied;
     });
     if (done === undefined) return false;
@@ -256,19 +271,27 @@ export class TopUpService {
     await this.apply(provider, { eventId: `resolve:${checkout}:${paymentRef}:${fact.kind}`, type: 'resolve', ref: { checkout }, fact });
   }
 
+  /** Whether the payer can still cancel the top-up: a checkout of theirs, started and not finished. */
+  static openCheckout(t: Pick<TopUpView, 'origin' | 'state' | 'checkoutUrl'>): boolean {
+    return t.origin === 'checkout' && t.state === 'pending' && t.checkoutUrl !== null;
+  }
+
   /**
    * The payer left the checkout: the provider is asked to close it so it can no longer be paid, and the
-   * top-up says cancelled. Paid meanwhile (another tab), it is re-checked instead and credited.
+   * top-up says cancelled. Paid meanwhile (another tab), it is re-checked instead and credited. Only a
+   * checkout still open can be cancelled (409 otherwise): never an automatic top-up, nor a finished one.
    */
   async cancel(accountId: string | undefined, topUpId: string): Promise<TopUpView> {
     const t = await this.get(accountId, topUpId);
     const row = await this.row(topUpId);
-    if (row === undefined || (row.state !== 'pending' && row.state !== 'quoted') || row.provider_ref === null) return t;
+    if (row === undefined || row.provider_ref === null || !TopUpService.openCheckout(t)) {
+      throw new TopUpError(409, `Only a checkout still open can be cancelled; this top-up is ${t.state}.`);
+    }
     const provider = this.provider(t.provider);
-    if (provider.cancelCheckout === undefined) return t;
+    if (provider.cancelCheckout === undefined) throw new TopUpError(409, `${provider.label} checkouts cannot be closed from here; an unpaid one expires by itself.`);
     // Said first, then asked of the provider: a payment that still lands credits a cancelled top-up.
     await this.opts.db.transaction(async (tx) => {
-      const r = await tx.query(`UPDATE top_ups SET state = 'cancelled', updated_at = now() WHERE id = $1 AND state IN ('quoted', 'pending') RETURNING id`, [topUpId]);
+      const r = await tx.query(`UPDATE top_ups SET state = 'cancelled', updated_at = now() WHERE id = $1 AND origin = 'checkout' AND state = 'pending' RETURNING id`, [topUpId]);
       if (r.rows.length > 0) await event(tx, topUpId, 'cancelled', null, 'you left the payment page; it was closed, nothing was charged');
     });
     if (!(await provider.cancelCheckout(row.provider_ref))) return this.recheck(accountId, topUpId);
@@ -279,6 +302,8 @@ export class TopUpService {
   async recheck(accountId: string | undefined, topUpId: string): Promise<TopUpView> {
     const t = await this.get(accountId, topUpId);
     const row = await this.row(topUpId);
+    // Its reference is an off-session payment, not a checkout the provider could be asked about.
+    if (t.origin === 'auto') throw new TopUpError(409, 'An automatic top-up follows its payment by the provider\'s events; there is no checkout to re-check.');
     if (row?.provider_ref === null || row === undefined) throw new TopUpError(409, 'This top-up never reached its checkout; start a new one.');
     const provider = this.provider(t.provider);
     const fact = await provider.currentFact(row.provider_ref);
@@ -443,7 +468,7 @@ async function transition(step: Step, row: TopUpRow, fact: PaymentFact): Promise
     case 'failed':
     case 'expired':
     case 'underpaid':
-      return applyUnpaid(step.tx, row, fact);
+      return applyUnpaid(step, row, fact);
     case 'invalidated':
       return applyInvalidated(step, row, fact);
     case 'refunded':
@@ -498,8 +523,13 @@ async function applyProcessing(tx: Queryable, row: TopUpRow, fact: Extract<Payme
   }
 }
 
-/** Failed, expired or under-paid before any credit: only the state changes, nothing is credited. */
-async function applyUnpaid(tx: Queryable, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'failed' | 'expired' | 'underpaid' }>): Promise<void> {
+/**
+ * Failed, expired or under-paid before any credit: only the state changes, nothing is credited. An
+ * automatic top-up's payment failing (after its charge was accepted, or before its answer came) turns
+ * automatic top-ups off and tells the holder, so the next pass does not charge the card again.
+ */
+async function applyUnpaid(step: Step, row: TopUpRow, fact: Extract<PaymentFact, { kind: 'failed' | 'expired' | 'underpaid' }>): Promise<void> {
+  const { tx } = step;
   if (!UNPAID.has(row.state)) return;
   if (fact.kind === 'underpaid') {
     await setState(tx, row.id, 'failed');
@@ -508,6 +538,7 @@ async function applyUnpaid(tx: Queryable, row: TopUpRow, fact: Extract<PaymentFa
   }
   await setState(tx, row.id, fact.kind);
   await event(tx, row.id, fact.kind, null, fact.kind === 'failed' ? fact.reason : null);
+  if (fact.kind === 'failed' && row.origin === 'auto') await turnOffAfterUnpaid(tx, row.account_id, fact.reason, step.notifyHolders);
 }
 
 /** Voided by the provider: before a credit it just fails; after one, what is left of the credit is taken back. */

@@ -14,8 +14,8 @@ import { viaInternal } from './via-internal.js';
 // What a client format with its own pairs (the Responses API, src/responses/pair.ts) builds them from.
 export { pairsOf, serialised, type FormatPair, type FormatPairs, type PairRequest } from './pair.js';
 export { billFrom, pumpTranslated, streamCost, upstreamReply } from './pump.js';
-export { StreamTranslator } from './representation/stream-translator.js';
-export { TranslationError, type InternalRequest } from './representation/index.js';
+export { StreamTranslator } from '../representation/stream-translator.js';
+export { TranslationError, type InternalRequest } from '../representation/index.js';
 export { encodeRequest } from './translation.js';
 export { translationContext } from './via-internal.js';
 

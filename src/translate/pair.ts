@@ -2,11 +2,11 @@
 // interface. The exchange asks the pair of the upstream it is about to call for the request, the
 // headers and the relay; it never looks at either format itself. Same-format pairs send the client's
 // bytes with the model and output limit replaced in place (body-edit.ts); cross-format pairs go
-// through the internal representation (src/translate/representation).
+// through the internal representation (src/representation).
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { Relay } from '../relay/relay.js';
 import type { UpstreamFormatName } from '../formats/index.js';
-import type { JsonObject } from './representation/index.js';
+import type { JsonObject } from '../representation/index.js';
 
 /** One upstream request body: the bytes sent, and the request as a value (where images are counted). */
 export interface UpstreamBody {
@@ -27,6 +27,8 @@ export interface FormatPair {
   headers(upstream: CatalogUpstream): Record<string, string>;
   /** How the upstream's reply reaches the client, with the usage billing needs. */
   relay(upstream: CatalogUpstream): Relay;
+  /** The smallest output limit its request can take (a client's thinking budget needs more than it); 1 when not said. */
+  minOutputLimit?: number;
 }
 
 /** What every pair of one client request shares. */

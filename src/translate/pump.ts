@@ -8,8 +8,8 @@ import { billablePrompt, billableUsage } from '../relay/billable-usage.js';
 import { ClientEventStream, SHUTDOWN_CUT_MESSAGE } from '../relay/client-stream.js';
 import { emptyOutcome, unredacted, type Relay, type RelayOutcome } from '../relay/relay.js';
 import { pumpUpstreamEvents } from '../relay/upstream-events.js';
-import { isRecord, type NormalizedUsage } from './representation/index.js';
-import type { StreamTranslator } from './representation/stream-translator.js';
+import { isRecord, type NormalizedUsage } from '../representation/index.js';
+import type { StreamTranslator } from '../representation/stream-translator.js';
 
 /** An upstream's non-stream reply, parsed, with the model it reports. */
 export async function upstreamReply(response: Parameters<Relay>[0]['response']): Promise<{ out: RelayOutcome; json: unknown }> {

@@ -4,10 +4,10 @@
  * pass-through and never comes here. Everything is pure: no I/O, no clocks except `created` timestamps.
  */
 import { clientFormat, upstreamFormat, type ClientFormatName, type UpstreamFormatName } from '../formats/index.js';
-import { effectiveFinish, type InternalRequest, type JsonObject, type NormalizedUsage } from './representation/index.js';
-import { StreamTranslator } from './representation/stream-translator.js';
+import { effectiveFinish, type InternalRequest, type JsonObject, type NormalizedUsage } from '../representation/index.js';
+import { StreamTranslator } from '../representation/stream-translator.js';
 
-export { TranslationError, type SseEvent } from './representation/index.js';
+export { TranslationError, type SseEvent } from '../representation/index.js';
 
 export interface TranslationContext {
   /** Model name sent to the upstream. */

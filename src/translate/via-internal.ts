@@ -1,11 +1,11 @@
 // The cross-format pairs' engine: the client's request decoded into the internal representation
-// (src/translate/representation) and encoded for the upstream's format; the reply, whole or streamed,
+// (src/representation) and encoded for the upstream's format; the reply, whole or streamed,
 // decoded from the upstream's format and encoded for the client's, each by its format's codecs
 // (src/formats). Same-format pairs never come here.
 import { clientFormat, upstreamFormat, type ClientFormatName, type UpstreamFormatName } from '../formats/index.js';
 import type { CatalogModel, CatalogUpstream } from '../catalog/snapshot.js';
 import type { Relay } from '../relay/relay.js';
-import { isRecord, type InternalRequest, type JsonObject } from './representation/index.js';
+import { isRecord, type InternalRequest, type JsonObject } from '../representation/index.js';
 import { serialised, type FormatPair } from './pair.js';
 import { billFrom, pumpTranslated, streamCost, upstreamReply } from './pump.js';
 import { createStreamTranslator, encodeRequest, translateResponse, type TranslationContext } from './translation.js';

@@ -17,7 +17,7 @@ import { usageFromOpenAI } from '../../src/formats/openai-chat/usage.js';
 import { usageFromResponses } from '../../src/formats/openai-responses/usage.js';
 import type { UpstreamFormatName } from '../../src/formats/index.js';
 import type { CacheReport } from '../../src/simulator/server.js';
-import type { NormalizedUsage } from '../../src/translate/representation/index.js';
+import type { NormalizedUsage } from '../../src/representation/index.js';
 import { EXAMPLE_MODELS, startHarness, upstreamFor, type Harness } from '../helpers/gateway-harness.js';
 
 const MODEL = 'outlaw-1-xploded';

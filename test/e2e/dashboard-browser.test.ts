@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { costMicros } from '../../src/billing/money.js';
 import { usdPerMillionToMicros } from '../../src/catalog/price.js';
 import { DashboardService } from '../../src/dashboard/service.js';
+import { totpCode } from '../../src/dashboard/totp.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
@@ -280,6 +281,70 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
       writeFileSync(`${dir}/admin-account-390.png`, adminShot);
     }
     await adminContext.close();
+    await context.close();
+  }, 60_000);
+
+  it('two-factor sign-in on the Security page: on with a code and the password, ten recovery codes shown once (copied), one signs in in place of a code, off with another; every page fits a phone (issue 37, item 5)', async () => {
+    const account = await harness.backend.accounts.createAccount('security');
+    await service.upsertUser('security@example.com', 'a security password', account.id);
+    const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: dash.url });
+    const page = await context.newPage();
+    const signIn = async (code?: string): Promise<void> => {
+      await page.goto(`${dash.url}/sign-in`);
+      await page.getByLabel('E-mail').fill('security@example.com');
+      await page.getByLabel('Password').fill('a security password');
+      if (code !== undefined) await page.getByLabel(/Authenticator code or a recovery code/).fill(code);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(`${dash.url}/keys`);
+    };
+    const shots: Array<[string, Buffer]> = [];
+    const phone = async (name: string): Promise<void> => {
+      await page.setViewportSize({ width: 390, height: 800 });
+      await fitsWidth(page, name);
+      shots.push([`${name}-390`, await page.screenshot({ fullPage: true })]);
+      await page.setViewportSize({ width: 1100, height: 760 });
+    };
+    await signIn();
+    await page.getByRole('link', { name: 'Security' }).click();
+    await page.waitForURL(`${dash.url}/account/two-factor`);
+    const secret = (await page.locator('#totp-secret').textContent()) ?? '';
+    expect(secret).toMatch(/^[A-Z2-7]{32}$/);
+    await photograph(page, 'two-factor-enrol');
+    await phone('two-factor-enrol');
+    await page.getByLabel('Code from the app').fill(totpCode(secret));
+    await page.getByLabel('Your password').fill('a security password');
+    await page.getByRole('button', { name: 'Turn on' }).click();
+    await page.getByRole('heading', { name: 'Save your recovery codes' }).waitFor();
+    const codes = await page.locator('#recovery-code-list code').allTextContents();
+    expect(codes).toHaveLength(10);
+    await page.getByRole('button', { name: 'Copy all' }).click();
+    const copied = await page.evaluate('navigator.clipboard.readText()');
+    for (const c of codes) expect(copied).toContain(c);
+    await photograph(page, 'two-factor-codes');
+    await phone('two-factor-codes');
+    await page.getByRole('link', { name: 'I have saved them' }).click();
+    expect(await page.locator('#recovery-codes').textContent()).toContain('10 of 10');
+    await photograph(page, 'two-factor-on');
+    await phone('two-factor-on');
+
+    // Signed out, a recovery code stands in for the phone.
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.waitForURL(`${dash.url}/sign-in`);
+    await signIn(codes[3]);
+    await page.goto(`${dash.url}/account/two-factor`);
+    expect(await page.locator('#recovery-codes').textContent()).toContain('9 of 10');
+    // Turned off with the password and another recovery code.
+    const off = page.locator('#turn-off');
+    await off.getByLabel(/Code from the app, or a recovery code/).fill(codes[4] ?? '');
+    await off.getByLabel('Your password').fill('a security password');
+    await off.getByRole('button', { name: 'Turn off' }).click();
+    await page.waitForURL(`${dash.url}/account/two-factor?done=off`);
+    expect(await page.locator('main').textContent()).toContain('Two-factor sign-in is off');
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await signIn();
+    const dir = process.env.TOLLGATE_NARROW_SHOTS;
+    if (dir !== undefined && dir !== '') for (const [name, png] of shots) writeFileSync(`${dir}/${name}.png`, png);
     await context.close();
   }, 60_000);
 });

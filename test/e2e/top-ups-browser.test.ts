@@ -115,7 +115,7 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
     expect(await page.locator('#auto-top-up').textContent()).toMatch(/Card saved.*visa ending 4242/s);
     await page.getByLabel(/When the balance is below/).fill('8.00');
     await page.getByLabel(/^Add, USD/).fill('5.00');
-    await page.getByLabel(/At most per month/).fill('20.00');
+    await page.getByLabel(/At most charged per month/).fill('20.00');
     await page.getByLabel('Top up automatically').check();
     await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.waitForURL(`${w.url}/balance?auto=saved#auto-top-up`);
@@ -129,8 +129,36 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
     await until('the automatic top-up is credited', async () => ((await w.backend.ledger.balance(accountId)).balance === 12_500_000 ? true : undefined), 5_000);
     await page.goto(`${w.url}/balance`);
     expect(await page.locator('#balance').textContent()).toBe('$12.500000');
-    expect(await page.locator('#auto-top-up').textContent()).toMatch(/This month: \$5\.00 of \$20\.00/);
+    // The monthly maximum counts what the card is charged: 5.00 of credit cost 5.48.
+    expect(await page.locator('#auto-top-up').textContent()).toMatch(/This month: \$5\.48 charged of \$20\.00/);
     if (process.env.TOLLGATE_SCREENSHOTS === '1') writeFileSync(new URL('../../docs/screenshots/dashboard-auto-top-up.png', import.meta.url), await page.locator('#auto-top-up').screenshot());
+    await page.close();
+  }, 90_000);
+
+  it('the payer leaves the card checkout: back on the Balance page nothing is cancelled until the button POSTs it, and then the checkout is closed', async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    await page.goto(`${w.url}/sign-up`);
+    await page.getByLabel('E-mail').fill('leaver@example.com');
+    await page.getByLabel(/Password/).fill('a leaving payer password');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.waitForURL(`${w.url}/keys`);
+    await page.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'leaver@example.com')}`);
+    await quote(page, '10');
+    await page.getByRole('button', { name: /by card/ }).click();
+    await page.waitForURL(new RegExp(`^${w.stripe.url}/pay/`));
+    const sessionId = new URL(page.url()).pathname.split('/').pop() ?? '';
+    // The provider's "cancel" link sends the browser back with a GET: it changes nothing by itself.
+    await page.getByRole('link', { name: 'Cancel and go back' }).click();
+    await page.waitForURL(new RegExp(`^${w.url}/balance\\?top_up=.*&cancelled=1`));
+    const topUpId = new URL(page.url()).searchParams.get('top_up') ?? '';
+    expect(await page.locator('#left-checkout').textContent()).toMatch(/You left the payment page\. The checkout of \$10\.65 is still open and nothing has been charged\./);
+    expect((await w.topUps.get(undefined, topUpId)).state).toBe('pending');
+    expect(w.stripe.sessions.get(sessionId)?.status).toBe('open');
+    await page.getByRole('button', { name: 'Cancel this top-up' }).click();
+    await page.waitForURL(`${w.url}/top-ups/${topUpId}`);
+    expect(await page.locator('main').textContent()).toContain('Cancelled');
+    expect((await w.topUps.get(undefined, topUpId)).state).toBe('cancelled');
+    expect(w.stripe.sessions.get(sessionId)?.status).toBe('expired');
     await page.close();
   }, 90_000);
 });

@@ -122,6 +122,7 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     await h.api('GET', '/api/keys');
     await h.api('GET', `/api/keys/${created.key.id}`);
     await h.api('PATCH', `/api/keys/${created.key.id}`, { monthly_cap_usd: '4' });
+    await h.api('PATCH', `/api/keys/${created.key.id}`, { requests_per_minute: 60, lifetime_cap_usd: null });
     expect((await h.api('PATCH', `/api/keys/${created.key.id}`, { monthly_cap_usd: 'lots' })).status).toBe(400);
     expect((await h.api('GET', '/api/keys/key_nope')).status).toBe(404);
 
@@ -157,6 +158,10 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     expect((await root.api('POST', `/api/admin/refund-tickets/${t1.ticket.id}/approve`)).status).toBe(409);
     expect((await root.api('POST', '/api/admin/refund-tickets/rt_nope/approve')).status).toBe(404);
     await root.api('GET', '/api/admin/reconciliation');
+    const holderId = (await tdb.db.query<{ id: string }>("SELECT id FROM dashboard_users WHERE email = 'openapi@example.com'")).rows[0]?.id ?? '';
+    expect(((await root.api('POST', `/api/admin/accounts/${accountId}/users/${holderId}/clear-two-factor`)).json() as { cleared: boolean }).cleared).toBe(false);
+    expect((await root.api('POST', `/api/admin/accounts/${accountId}/users/usr_nope/clear-two-factor`)).status).toBe(404);
+    expect((await h.api('POST', `/api/admin/accounts/${accountId}/users/${holderId}/clear-two-factor`)).status).toBe(403);
 
     await h.api('POST', '/api/top-ups/quote', { amount_usd: '10' });
     expect((await h.api('POST', '/api/top-ups/quote', { amount_usd: '4.99' })).status).toBe(400);
@@ -166,6 +171,9 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     await h.api('GET', `/api/top-ups/${topUp.top_up.id}`);
     await h.api('POST', `/api/top-ups/${topUp.top_up.id}/recheck`);
     expect((await h.api('GET', '/api/top-ups/tu_nope')).status).toBe(404);
+    expect(((await h.api('POST', `/api/top-ups/${topUp.top_up.id}/cancel`)).json() as { top_up: { state: string } }).top_up.state).toBe('cancelled');
+    expect((await h.api('POST', `/api/top-ups/${topUp.top_up.id}/cancel`)).status).toBe(409);
+    expect((await h.api('POST', '/api/top-ups/tu_nope/cancel')).status).toBe(404);
 
     await root.api('POST', `/api/admin/accounts/${accountId}/keys/${created.key.id}/revoke`);
     expect((await root.api('POST', `/api/admin/accounts/${accountId}/keys/key_nope/revoke`)).status).toBe(404);

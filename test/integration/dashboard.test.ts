@@ -1,5 +1,6 @@
 // The dashboard over real HTTP on loopback, against a real PostgreSQL (users, sessions) and the same
 // account store and ledger as a real gateway, so a key made in the dashboard is the key the gateway takes.
+import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -241,7 +242,8 @@ describe('dashboard keys', () => {
 
     const edited = await alice.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '1.25' });
     expect(edited.status).toBe(200);
-    expect(edited.json()).toMatchObject({ key: { monthly_cap_micro_usd: 1_250_000, lifetime_cap_micro_usd: null } });
+    // Partial: the lifetime cap, not named, is kept.
+    expect(edited.json()).toMatchObject({ key: { monthly_cap_micro_usd: 1_250_000, lifetime_cap_micro_usd: 20_000_001 } });
     expect((await alice.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '-1' })).status).toBe(400);
     expect((await alice.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: 'lots' })).status).toBe(400);
 
@@ -436,15 +438,17 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
       expect(refused.status).toBe(403);
       expect(refused.text).toMatch(/two-factor/);
       expect((await a.req('GET', '/admin')).status).toBe(403);
-      // Enrolment: the page shows a secret; a wrong code is refused, the right one turns it on.
+      // Enrolment: the page shows a secret; a wrong code or a wrong password is refused, the right pair turns it on.
       const page = await a.req('GET', '/account/two-factor');
       const secret = /<code id="totp-secret"[^>]*>([A-Z2-7]{32})<\/code>/.exec(page.text)?.[1] ?? '';
       expect(secret).not.toBe('');
-      const wrong = String((Number(totpCode(secret)) + 1) % 1_000_000).padStart(6, '0');
-      expect((await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: wrong }, { form: true })).status).toBe(400);
-      const now = Date.now();
-      const enrolled = await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: totpCode(secret, now) }, { form: true });
-      expect(enrolled.status).toBe(303);
+      const now = await freshStep();
+      const wrong = String((Number(totpCode(secret, now)) + 1) % 1_000_000).padStart(6, '0');
+      expect((await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: wrong, password: 'totp admin password' }, { form: true })).status).toBe(400);
+      expect((await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: totpCode(secret, now), password: 'not the password' }, { form: true })).status).toBe(403);
+      const enrolled = await a.req('POST', '/account/two-factor', { csrf: a.csrf, secret, code: totpCode(secret, now), password: 'totp admin password' }, { form: true });
+      expect(enrolled.status).toBe(200);
+      expect(enrolled.text).toContain('Save your recovery codes');
       expect((await tdb.db.query<{ totp_secret: string }>("SELECT totp_secret FROM dashboard_users WHERE email = 'totp-admin@example.com'")).rows[0]?.totp_secret).toBe(secret);
       // This session now counts as opened with the second factor; the other one ended.
       expect((await a.api('GET', '/api/admin/accounts')).status).toBe(200);
@@ -464,6 +468,16 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     }
   });
 });
+
+/**
+ * Now, once at least 10 s of the current 30-second TOTP step are left: the codes of the step before, this
+ * one and the next (each accepted once, in that order) stay valid for the test's next 20 s.
+ */
+async function freshStep(): Promise<number> {
+  const into = Date.now() % 30_000;
+  if (into > 20_000) await new Promise((r) => setTimeout(r, 30_000 - into + 50));
+  return Date.now();
+}
 
 describe('DASHBOARD_ADMIN_REQUIRE_TOTP', () => {
   it('is read from the environment (true/false, default false) and, when true, the started dashboard refuses admin calls without a code', async () => {
@@ -668,12 +682,322 @@ describe('rate limits in the dashboard (issue 32, item 3)', () => {
     const { response } = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
     expect(response.headers.get('x-ratelimit-limit-requests')).toBe('1');
     expect(response.headers.get('x-ratelimit-limit-tokens')).toBe('50000');
-    // The PATCH of the JSON API sets the key's own limit, overriding the default.
+    // The PATCH of the JSON API sets the key's own limit, overriding the default, and keeps the others.
     const patched = await carol.api('PATCH', `/api/keys/${keyId}`, { requests_per_minute: 100 });
-    expect((patched.json() as { key: { rate_limits: unknown } }).key.rate_limits).toEqual({ requests_per_minute: 100, tokens_per_minute: null, concurrent_requests: null });
+    expect((patched.json() as { key: { rate_limits: unknown } }).key.rate_limits).toEqual({ requests_per_minute: 100, tokens_per_minute: 50000, concurrent_requests: null });
     const after = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }).withResponse();
     expect(after.response.headers.get('x-ratelimit-limit-requests')).toBe('100');
     // Another holder cannot touch the key's limits.
     expect((await dave.req('POST', `/keys/${keyId}/rate-limits`, { requests_per_minute: '1', csrf: dave.csrf }, { form: true })).status).toBe(404);
+  });
+
+  it('a partial update keeps what it does not name: a rate limit alone leaves the caps, a cap alone the limits, in the JSON API and the forms; null or empty clears one', async () => {
+    const made = await carol.api('POST', '/api/keys', { name: 'capped', monthly_cap_usd: '5', lifetime_cap_usd: '20', requests_per_minute: 30, concurrent_requests: 3 });
+    expect(made.status).toBe(201);
+    const { key, secret } = made.json() as { key: { id: string }; secret: string };
+    secrets.push(secret);
+    const accountId = ((await carol.api('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    /** The key as the gateway's store holds it: what it enforces. */
+    const enforced = async () => {
+      const k = await harness.backend.accounts.getKey(accountId, key.id);
+      return { lifetimeCap: k?.lifetimeCap, monthlyCap: k?.monthlyCap, rateLimits: k?.rateLimits };
+    };
+    // The defect: a rate limit alone used to clear both caps, leaving the key free to spend the whole balance.
+    const limitOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { requests_per_minute: 60 });
+    expect(limitOnly.status).toBe(200);
+    expect(limitOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 5_000_000, lifetime_cap_micro_usd: 20_000_000, rate_limits: { requests_per_minute: 60, tokens_per_minute: null, concurrent_requests: 3 } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 5_000_000, rateLimits: { requestsPerMinute: 60, concurrentRequests: 3 } });
+    // A cap alone keeps the other cap and the limits.
+    const capOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '7.5' });
+    expect(capOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 7_500_000, lifetime_cap_micro_usd: 20_000_000, rate_limits: { requests_per_minute: 60, concurrent_requests: 3 } } });
+    // null (JSON) or an empty string clears only the one named.
+    const cleared = await carol.api('PATCH', `/api/keys/${key.id}`, { lifetime_cap_usd: null, concurrent_requests: '' });
+    expect(cleared.json()).toMatchObject({ key: { monthly_cap_micro_usd: 7_500_000, lifetime_cap_micro_usd: null, rate_limits: { requests_per_minute: 60, tokens_per_minute: null, concurrent_requests: null } } });
+    expect(await enforced()).toEqual({ lifetimeCap: undefined, monthlyCap: 7_500_000, rateLimits: { requestsPerMinute: 60 } });
+    // An empty PATCH changes nothing; a bad value changes nothing either.
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, {})).status).toBe(200);
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { requests_per_minute: 5, monthly_cap_usd: 'lots' })).status).toBe(400);
+    expect(await enforced()).toEqual({ lifetimeCap: undefined, monthlyCap: 7_500_000, rateLimits: { requestsPerMinute: 60 } });
+    // The edit page's two forms each change only their own fields.
+    expect((await carol.req('POST', `/keys/${key.id}/rate-limits`, { requests_per_minute: '90', tokens_per_minute: '', concurrent_requests: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: undefined, monthlyCap: 7_500_000, rateLimits: { requestsPerMinute: 90 } });
+    expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '3', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 3_000_000, monthlyCap: undefined, rateLimits: { requestsPerMinute: 90 } });
+  });
+
+  it('a partial update naming only the cost ceiling keeps the caps and rate limits, and one naming only a cap or a limit keeps the ceiling, in the JSON API and the forms', async () => {
+    const made = await carol.api('POST', '/api/keys', { name: 'ceilinged', monthly_cap_usd: '5', lifetime_cap_usd: '20', max_cost_per_request_usd: '0.05', requests_per_minute: 30, concurrent_requests: 3 });
+    expect(made.status).toBe(201);
+    const { key, secret } = made.json() as { key: { id: string }; secret: string };
+    secrets.push(secret);
+    const accountId = ((await carol.api('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    /** The key as the gateway's store holds it: what it enforces. */
+    const enforced = async () => {
+      const k = await harness.backend.accounts.getKey(accountId, key.id);
+      return { lifetimeCap: k?.lifetimeCap, monthlyCap: k?.monthlyCap, maxCostPerRequest: k?.maxCostPerRequest, rateLimits: k?.rateLimits };
+    };
+    // The ceiling alone: the caps and the limits stay.
+    const ceilingOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { max_cost_per_request_usd: '0.02' });
+    expect(ceilingOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 5_000_000, lifetime_cap_micro_usd: 20_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: { requests_per_minute: 30, concurrent_requests: 3 } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 5_000_000, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 30, concurrentRequests: 3 } });
+    // A cap alone, then a limit alone: the ceiling stays.
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '6' })).json()).toMatchObject({ key: { monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000 } });
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { concurrent_requests: null })).json()).toMatchObject({ key: { max_cost_per_request_micro_usd: 20_000, rate_limits: { requests_per_minute: 30, concurrent_requests: null } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 6_000_000, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 30 } });
+    // The edit page's forms: caps and rate limits keep the ceiling, the ceiling's form keeps both.
+    expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '4', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect((await carol.req('POST', `/keys/${key.id}/rate-limits`, { requests_per_minute: '45', tokens_per_minute: '', concurrent_requests: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 4_000_000, monthlyCap: undefined, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 45 } });
+    expect((await carol.req('POST', `/keys/${key.id}/max-cost`, { max_cost_per_request_usd: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 4_000_000, monthlyCap: undefined, maxCostPerRequest: undefined, rateLimits: { requestsPerMinute: 45 } });
+  });
+});
+
+describe('two-factor sign-in that can be turned off and recovered (issue 37, item 5)', () => {
+  let own: { url: string; close(): Promise<void> };
+  let service: DashboardService;
+  const logged: string[] = [];
+  const url = (): string => own.url;
+  const PASSWORD = 'the holder password';
+
+  beforeAll(async () => {
+    const wide = (): AttemptThrottle => new AttemptThrottle({ perAccount: 50, perAddress: 1000, windowMs: 60_000 });
+    service = new DashboardService({
+      db: tdb.db,
+      accounts: harness.backend.accounts,
+      ledger: harness.backend.ledger,
+      signUp: false,
+      sessionTtlMs: 3_600_000,
+      throttles: { signIn: wide(), resetSubmit: wide(), resetRequest: wide() },
+      log: (line) => logged.push(line),
+    });
+    own = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  /** A holder signed in with the password only (TOTP off). */
+  async function holder(email: string, role: 'holder' | 'admin' = 'holder'): Promise<Browser> {
+    const account = await harness.backend.accounts.createAccount(email);
+    await service.upsertUser(email, PASSWORD, account.id, role);
+    return signIn(email);
+  }
+  async function signIn(email: string, code?: string): Promise<Browser> {
+    const b = new Browser(url);
+    const r = await b.req('POST', '/api/sign-in', { email, password: PASSWORD, ...(code === undefined ? {} : { code }) });
+    expect(r.status, r.text).toBe(200);
+    b.csrf = (r.json() as { csrf_token: string }).csrf_token;
+    return b;
+  }
+  /** Turns TOTP on through the Security page with a code of step `at`; the secret and the recovery codes shown. */
+  async function enrol(b: Browser, at: number): Promise<{ secret: string; codes: string[] }> {
+    const page = await b.req('GET', '/account/two-factor');
+    const secret = /<code id="totp-secret"[^>]*>([A-Z2-7]{32})<\/code>/.exec(page.text)?.[1] ?? '';
+    const r = await b.req('POST', '/account/two-factor', { csrf: b.csrf, secret, code: totpCode(secret, at), password: PASSWORD }, { form: true });
+    expect(r.status).toBe(200);
+    return { secret, codes: [...r.text.matchAll(/<li><code>([a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4})<\/code><\/li>/g)].map((m) => m[1] ?? '') };
+  }
+  const totpOf = async (email: string) => (await tdb.db.query<{ totp_secret: string | null }>('SELECT totp_secret FROM dashboard_users WHERE email = $1', [email])).rows[0]?.totp_secret ?? null;
+
+  it('enrolling needs the password: a session alone can neither enrol a secret of its own nor end the owner\'s other sessions', async () => {
+    const owner = await holder('enrol-owner@example.com');
+    const stolen = await signIn('enrol-owner@example.com');
+    const page = await stolen.req('GET', '/account/two-factor');
+    expect(page.text).toContain('name="password"');
+    const secret = /<code id="totp-secret"[^>]*>([A-Z2-7]{32})<\/code>/.exec(page.text)?.[1] ?? '';
+    for (const password of [undefined, '', 'a guessed password']) {
+      const r = await stolen.req('POST', '/account/two-factor', { csrf: stolen.csrf, secret, code: totpCode(secret), ...(password === undefined ? {} : { password }) }, { form: true });
+      expect(r.status).toBe(403);
+      expect(r.text).toContain('Wrong password');
+      // The refused form keeps the secret the holder may have added to the app already.
+      expect(r.text).toContain(secret);
+    }
+    expect(await totpOf('enrol-owner@example.com')).toBeNull();
+    expect((await owner.req('GET', '/api/session')).status).toBe(200);
+  });
+
+  it('ten recovery codes are shown once at enrolment, kept as SHA-256 digests, and each signs in once in place of a code; new ones replace the old', async () => {
+    const email = 'recovery@example.com';
+    const b = await holder(email);
+    const now = await freshStep();
+    const { secret, codes } = await enrol(b, now - 30_000);
+    expect(codes).toHaveLength(10);
+    expect(new Set(codes).size).toBe(10);
+    // At rest only digests: SHA-256 of the code without its dashes, never the code.
+    const userId = (await tdb.db.query<{ id: string }>('SELECT id FROM dashboard_users WHERE email = $1', [email])).rows[0]?.id ?? '';
+    const stored = (await tdb.db.query<{ code_hash: string }>('SELECT code_hash FROM totp_recovery_codes WHERE user_id = $1', [userId])).rows.map((r) => r.code_hash);
+    expect(stored.sort()).toEqual(codes.map((c) => createHash('sha256').update(c.replace(/-/g, '')).digest('hex')).sort());
+    expect(JSON.stringify(await tdb.db.query('SELECT * FROM totp_recovery_codes WHERE user_id = $1', [userId]))).not.toContain(codes[0]?.replace(/-/g, '') ?? 'x');
+    // Not shown again.
+    const security = await b.req('GET', '/account/two-factor');
+    expect(security.text).toContain('10 of 10');
+    for (const c of codes) expect(security.text).not.toContain(c);
+    // A recovery code signs in (any case, dashes or not, spaces around), once.
+    const first = codes[0] ?? '';
+    const signedIn = await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD, code: ` ${first.toUpperCase().replace(/-/g, '')} ` });
+    expect(signedIn.status).toBe(200);
+    expect((signedIn.json() as { second_factor: boolean }).second_factor).toBe(true);
+    const again = await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD, code: first });
+    expect(again.status).toBe(401);
+    expect(again.text).toMatch(/already used/);
+    // The sign-in form takes it in the same field as a code.
+    const form = await new Browser(url).req('POST', '/sign-in', { email, password: PASSWORD, code: codes[1] ?? '' }, { form: true });
+    expect(form.status).toBe(302);
+    expect((await b.req('GET', '/account/two-factor')).text).toContain('8 of 10');
+    // New codes need the password and a current code; the old ones stop working.
+    expect((await b.req('POST', '/account/two-factor/recovery-codes', { csrf: b.csrf, code: totpCode(secret, now), password: 'wrong password!' }, { form: true })).status).toBe(403);
+    expect((await b.req('POST', '/account/two-factor/recovery-codes', { csrf: b.csrf, code: '000000', password: PASSWORD }, { form: true })).status).toBe(403);
+    const fresh = await b.req('POST', '/account/two-factor/recovery-codes', { csrf: b.csrf, code: totpCode(secret, now), password: PASSWORD }, { form: true });
+    expect(fresh.status).toBe(200);
+    const newCodes = [...fresh.text.matchAll(/<li><code>([a-z2-7-]{19})<\/code><\/li>/g)].map((m) => m[1] ?? '');
+    expect(newCodes).toHaveLength(10);
+    expect((await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD, code: codes[2] ?? '' })).status).toBe(401);
+    expect((await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD, code: newCodes[0] ?? '' })).status).toBe(200);
+    // The TOTP code still works too (its step after the last one used).
+    expect((await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD, code: totpCode(secret, now + 30_000) })).status).toBe(200);
+  });
+
+  it('turning two-factor sign-in off needs the password and a current code or a recovery code; then sign-in asks for the password only', async () => {
+    const email = 'turn-off@example.com';
+    const b = await holder(email);
+    const now = await freshStep();
+    const { codes } = await enrol(b, now);
+    const off = (body: Record<string, string>) => b.req('POST', '/account/two-factor/off', { csrf: b.csrf, ...body }, { form: true });
+    expect((await off({ password: PASSWORD })).status).toBe(400);
+    expect((await off({ password: PASSWORD, code: '123456' })).status).toBe(403);
+    expect((await off({ password: 'not my password', code: codes[0] ?? '' })).status).toBe(403);
+    expect(await totpOf(email)).not.toBeNull();
+    // The wrong password used nothing up: the recovery code still works.
+    const done = await off({ password: PASSWORD, code: codes[0] ?? '' });
+    expect(done.status).toBe(303);
+    expect(done.res.headers.get('location')).toBe('/account/two-factor?done=off');
+    expect((await b.req('GET', '/account/two-factor?done=off')).text).toContain('Two-factor sign-in is off');
+    expect(await totpOf(email)).toBeNull();
+    expect((await tdb.db.query('SELECT 1 FROM totp_recovery_codes tc JOIN dashboard_users u ON u.id = tc.user_id WHERE u.email = $1', [email])).rows).toEqual([]);
+    const plain = await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD });
+    expect(plain.status).toBe(200);
+    expect((plain.json() as { second_factor: boolean }).second_factor).toBe(false);
+  });
+
+  it('a password reset of a user with two-factor sign-in needs a code or a recovery code; refused, the link still works', async () => {
+    const email = 'reset-totp@example.com';
+    const b = await holder(email);
+    const now = await freshStep();
+    const { codes } = await enrol(b, now);
+    const anon = new Browser(url);
+    expect((await anon.req('POST', '/api/password-reset', { email })).status).toBe(202);
+    const mail = await tdb.db.query<{ body: string }>("SELECT body FROM email_outbox WHERE recipient = $1 AND subject LIKE 'Reset%' ORDER BY id DESC LIMIT 1", [email]);
+    const token = /password-reset\/([A-Za-z0-9_-]{20,})/.exec(mail.rows[0]?.body ?? '')?.[1] ?? '';
+    // The page asks for the second factor, and says what to do when both are lost.
+    const page = await anon.req('GET', `/password-reset/${token}`);
+    expect(page.text).toContain('Authenticator code or a recovery code');
+    expect(page.text).toContain('Ask the operator');
+    for (const code of [undefined, '999999', 'abcd-efgh-ijkl-mnop']) {
+      const r = await anon.req('POST', `/password-reset/${token}`, { password: 'a brand new password', ...(code === undefined ? {} : { code }) }, { form: true });
+      expect(r.status).toBe(400);
+      expect(r.text).toContain(`turn two-factor sign-in off for ${email}`);
+    }
+    expect((await anon.req('POST', `/api/password-reset/${token}`, { password: 'a brand new password' })).status).toBe(400);
+    // The old password still works: nothing changed.
+    expect((await new Browser(url).req('POST', '/api/sign-in', { email, password: PASSWORD, code: codes[1] ?? '' })).status).toBe(200);
+    expect((await anon.req('POST', `/api/password-reset/${token}`, { password: 'a brand new password', code: codes[0] ?? '' })).status).toBe(204);
+    expect((await new Browser(url).req('POST', '/api/sign-in', { email, password: 'a brand new password', code: codes[2] ?? '' })).status).toBe(200);
+    // Two-factor sign-in stays on across the reset.
+    expect(await totpOf(email)).not.toBeNull();
+  });
+
+  it('the deployment admin turns a locked-out user\'s two-factor sign-in off from the account page: logged as totp_cleared with the admin id, the user mailed and signed out; a holder cannot', async () => {
+    const email = 'locked-out@example.com';
+    const b = await holder(email);
+    await enrol(b, await freshStep());
+    const accountId = ((await b.req('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    const userId = (await tdb.db.query<{ id: string }>('SELECT id FROM dashboard_users WHERE email = $1', [email])).rows[0]?.id ?? '';
+    // A holder (even of that account) cannot.
+    expect((await b.req('POST', `/admin/accounts/${accountId}/users/${userId}/clear-two-factor`, { csrf: b.csrf }, { form: true })).status).toBe(403);
+    expect((await b.api('POST', `/api/admin/accounts/${accountId}/users/${userId}/clear-two-factor`)).status).toBe(403);
+    const root = await holder('clearing-admin@example.com', 'admin');
+    const adminId = (await tdb.db.query<{ id: string }>("SELECT id FROM dashboard_users WHERE email = 'clearing-admin@example.com'")).rows[0]?.id ?? '';
+    const page = await root.req('GET', `/admin/accounts/${accountId}`);
+    expect(page.text).toContain(email);
+    expect(page.text).toContain(`action="/admin/accounts/${accountId}/users/${userId}/clear-two-factor"`);
+    // Only a user of the account named.
+    expect((await root.req('POST', `/admin/accounts/${accountId}/users/usr_nope/clear-two-factor`, { csrf: root.csrf }, { form: true })).status).toBe(404);
+    const cleared = await root.req('POST', `/admin/accounts/${accountId}/users/${userId}/clear-two-factor`, { csrf: root.csrf }, { form: true });
+    expect(cleared.status).toBe(303);
+    expect((await root.req('GET', cleared.res.headers.get('location') ?? '')).text).toContain('Two-factor sign-in is off for that user');
+    expect(await totpOf(email)).toBeNull();
+    expect(logged.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual({ level: 'info', event: 'totp_cleared', user_id: userId, admin_id: adminId });
+    expect((await b.req('GET', '/api/session')).status).toBe(401);
+    const mails = await tdb.db.query<{ subject: string }>('SELECT subject FROM email_outbox WHERE recipient = $1', [email]);
+    expect(mails.rows.map((m) => m.subject)).toContain('Two-factor sign-in was turned off for your Tollgate account');
+    // The password alone signs in now; clearing again changes nothing (and logs nothing more).
+    await signIn(email);
+    const count = logged.length;
+    expect((await root.api('POST', `/api/admin/accounts/${accountId}/users/${userId}/clear-two-factor`)).json()).toEqual({ cleared: false });
+    expect(logged).toHaveLength(count);
+  });
+});
+
+describe('a cost ceiling per request in the dashboard (issue 39, item 4)', () => {
+  const erin = new Browser(base);
+  const frank = new Browser(base);
+  type KeyJson = { id: string; max_cost_per_request_micro_usd: number | null; monthly_cap_micro_usd: number | null };
+
+  beforeAll(async () => {
+    await erin.signUpConfirmed(tdb.db, 'erin@example.com');
+    await frank.signUpConfirmed(tdb.db, 'frank@example.com');
+  });
+
+  it("sets a key's max cost per request on its create and edit pages and the JSON API; the gateway serves within it", async () => {
+    const made = await erin.req('POST', '/keys', { name: 'agent key', max_cost_per_request_usd: '0.0005', csrf: erin.csrf }, { form: true });
+    expect(made.status).toBe(303);
+    const shown = await erin.req('GET', '/keys', undefined, { reveal: true });
+    const secret = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(shown.text)?.[1] ?? '';
+    secrets.push(secret);
+    const keyId = ((await erin.api('GET', '/api/keys')).json() as { keys: KeyJson[] }).keys[0]?.id ?? '';
+    const keyOf = async (): Promise<KeyJson> => ((await erin.api('GET', `/api/keys/${keyId}`)).json() as { key: KeyJson }).key;
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBe(500);
+
+    // The gateway lowers the output limit to fit it.
+    const session = (await erin.api('GET', '/api/session')).json() as { user: { account_id: string } };
+    await harness.backend.ledger.credit(session.user.account_id, 10_000_000, `dash-ceiling-${session.user.account_id}`);
+    const client = new OpenAI({ apiKey: secret, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2_000 }).withResponse();
+    expect(Number(response.headers.get('x-tollgate-max-tokens'))).toBeLessThan(2_000);
+
+    // The edit page shows it in its own form, which sets it.
+    const edit = await erin.req('GET', `/keys/${keyId}/edit`);
+    expect(edit.text).toContain(`action="/keys/${keyId}/max-cost"`);
+    expect(edit.text).toMatch(/name="max_cost_per_request_usd"[^>]*value="0.000500"/);
+    const set = await erin.req('POST', `/keys/${keyId}/max-cost`, { max_cost_per_request_usd: '0.0003', csrf: erin.csrf }, { form: true });
+    expect(set.status).toBe(302);
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBe(300);
+    const invalid = await erin.req('POST', `/keys/${keyId}/max-cost`, { max_cost_per_request_usd: '0.1234567', csrf: erin.csrf }, { form: true });
+    expect(invalid.status).toBe(400);
+    expect(invalid.text).toContain('max_cost_per_request_usd must be an amount in USD like 12.50 (at most 6 decimals)');
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBe(300);
+
+    // PATCH sets it when named, keeps it when not, and clears it with null.
+    const patched = await erin.api('PATCH', `/api/keys/${keyId}`, { max_cost_per_request_usd: '0.002' });
+    expect((patched.json() as { key: KeyJson }).key.max_cost_per_request_micro_usd).toBe(2_000);
+    const capsOnly = await erin.api('PATCH', `/api/keys/${keyId}`, { monthly_cap_usd: '1' });
+    expect((capsOnly.json() as { key: KeyJson }).key).toMatchObject({ monthly_cap_micro_usd: 1_000_000, max_cost_per_request_micro_usd: 2_000 });
+    // A refused PATCH changes nothing, caps included.
+    expect((await erin.api('PATCH', `/api/keys/${keyId}`, { monthly_cap_usd: '2', max_cost_per_request_usd: '-1' })).status).toBe(400);
+    expect(await keyOf()).toMatchObject({ monthly_cap_micro_usd: 1_000_000, max_cost_per_request_micro_usd: 2_000 });
+    const cleared = await erin.api('PATCH', `/api/keys/${keyId}`, { max_cost_per_request_usd: null });
+    expect((cleared.json() as { key: KeyJson }).key.max_cost_per_request_micro_usd).toBeNull();
+
+    const viaApi = await erin.api('POST', '/api/keys', { name: 'api key', max_cost_per_request_usd: '0.01' });
+    expect(viaApi.status).toBe(201);
+    const created = viaApi.json() as { key: KeyJson; secret: string };
+    secrets.push(created.secret);
+    expect(created.key.max_cost_per_request_micro_usd).toBe(10_000);
+
+    // Another holder cannot touch it.
+    expect((await frank.req('POST', `/keys/${keyId}/max-cost`, { max_cost_per_request_usd: '5', csrf: frank.csrf }, { form: true })).status).toBe(404);
+    expect((await frank.api('PATCH', `/api/keys/${keyId}`, { max_cost_per_request_usd: '5' })).status).toBe(404);
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBeNull();
   });
 });

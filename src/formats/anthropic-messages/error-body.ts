@@ -1,5 +1,5 @@
 // Messages' error body (docs/wire-formats.md B.5): {"type": "error", "error": {"type", "message"}}.
-import type { JsonObject } from '../../translate/representation/index.js';
+import type { JsonObject } from '../../representation/index.js';
 import type { ErrorFields } from '../types.js';
 
 const ANTHROPIC_TYPE: Record<number, string> = {

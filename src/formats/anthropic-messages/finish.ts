@@ -1,5 +1,5 @@
 // Messages' stop_reason <-> the neutral finish reason (docs/wire-formats.md C.5).
-import type { FinishReason } from '../../translate/representation/index.js';
+import type { FinishReason } from '../../representation/index.js';
 
 export function finishFromAnthropic(stopReason: unknown): FinishReason | undefined {
   switch (stopReason) {

@@ -1,6 +1,6 @@
 // What a message generated (text, thinking, tool input), for estimating usage an upstream did not
 // report: the same-format relay and the translated pairs both read it here.
-import { isRecord, type JsonObject } from '../../translate/representation/index.js';
+import { isRecord, type JsonObject } from '../../representation/index.js';
 import type { GeneratedPieces } from '../types.js';
 
 /** What a message's content generated (text, thinking, tool input), for estimating unreported usage. */

@@ -5,7 +5,7 @@
 // server tools and documents given by URL are refused with a 400 naming them (the catalog has no per-use
 // prices to reserve them at).
 
-import { isRecord, TranslationError, type JsonObject } from '../../translate/representation/index.js';
+import { isRecord, TranslationError, type JsonObject } from '../../representation/index.js';
 
 /**
  * The `anthropic-beta` values passed on: each changes nothing about what a request costs beyond the

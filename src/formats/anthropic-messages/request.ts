@@ -15,7 +15,7 @@ import {
   type TextPart,
   type ToolChoice,
   type ToolDefinition,
-} from '../../translate/representation/index.js';
+} from '../../representation/index.js';
 import { isAnthropicSignature } from './thinking-signature.js';
 
 const EFFORTS = new Set(['low', 'medium', 'high', 'xhigh', 'max']);

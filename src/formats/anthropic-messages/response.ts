@@ -1,5 +1,5 @@
 /** Anthropic non-stream message <-> internal response (docs/wire-formats.md B.3, C.5, C.6, C.8). */
-import { effectiveFinish, isRecord, randomId, str, TranslationError, type InternalResponse, type JsonObject } from '../../translate/representation/index.js';
+import { effectiveFinish, isRecord, randomId, str, TranslationError, type InternalResponse, type JsonObject } from '../../representation/index.js';
 import type { ResponseEncodeContext } from '../types.js';
 import { finishFromAnthropic, finishToAnthropic } from './finish.js';
 import { gatewaySignature } from './thinking-signature.js';

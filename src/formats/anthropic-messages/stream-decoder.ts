@@ -3,7 +3,7 @@
  * Usage is cumulative: each counter keeps its last non-null value and every usage event is a full
  * snapshot. Tool blocks are renumbered 0,1,… counting tool blocks only.
  */
-import { isRecord, num, randomId, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../translate/representation/index.js';
+import { isRecord, num, randomId, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../representation/index.js';
 import { relayableUpstreamMessage } from '../../wire/upstream-message.js';
 import { finishFromAnthropic } from './finish.js';
 import { mergeAnthropicUsage, usageFromAnthropicCounters, type AnthropicUsageCounters } from './usage.js';

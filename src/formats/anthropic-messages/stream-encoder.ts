@@ -4,7 +4,7 @@
  * interleaved; a thinking block ends with a signature; a tool block always starts with `input:{}`
  * and always carries valid JSON (`{}` when the upstream sent no arguments).
  */
-import type { NormalizedUsage, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent } from '../../translate/representation/index.js';
+import type { NormalizedUsage, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent } from '../../representation/index.js';
 import { finishToAnthropic } from './finish.js';
 import { gatewaySignature } from './thinking-signature.js';
 import { usageToAnthropic } from './usage.js';

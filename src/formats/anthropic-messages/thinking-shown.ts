@@ -4,7 +4,7 @@
 // thinking) must not change what that code reads. The blocks are billed all the same: the upstream
 // generated them. Translated pairs decide this with the client format's `showsReasoning`, on the same
 // decoded `thinking`.
-import { isRecord, type JsonObject } from '../../translate/representation/index.js';
+import { isRecord, type JsonObject } from '../../representation/index.js';
 import { decodeThinking } from './request.js';
 
 const THINKING_BLOCKS = new Set(['thinking', 'redacted_thinking']);

@@ -5,7 +5,7 @@
 // `cache_creation.ephemeral_5m_input_tokens` / `ephemeral_1h_input_tokens` split by the cache's lifetime.
 // The total is what counts: the 1-hour part is read from the split (never above the total) and the rest
 // are 5-minute writes, so a report without the split (older API versions) bills every write as 5-minute.
-import { isRecord, tokenCount as count, type NormalizedUsage } from '../../translate/representation/index.js';
+import { isRecord, tokenCount as count, type NormalizedUsage } from '../../representation/index.js';
 
 /** Raw Anthropic counters; each one is the last non-null value seen (stream usage is cumulative). */
 export interface AnthropicUsageCounters {

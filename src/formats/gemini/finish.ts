@@ -1,6 +1,6 @@
 // Gemini's finishReason -> the neutral finish reason. Every blocking reason is a content filter; a
 // malformed or unexpected tool call ends the turn like a stop.
-import type { FinishReason } from '../../translate/representation/index.js';
+import type { FinishReason } from '../../representation/index.js';
 
 const BLOCKED = new Set(['SAFETY', 'RECITATION', 'LANGUAGE', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY']);
 

@@ -1,5 +1,5 @@
 // What a Gemini reply generated (answer, thoughts, function calls), for estimating usage it did not report.
-import type { JsonObject } from '../../translate/representation/index.js';
+import type { JsonObject } from '../../representation/index.js';
 import type { GeneratedPieces } from '../types.js';
 import { candidateParts, firstCandidate, replyPart } from './parts.js';
 

@@ -1,6 +1,6 @@
 // A Gemini candidate's parts as the internal representation's: text, thought text (reasoning), and
 // function calls, whose ids Gemini may leave out (the client formats need one to answer them).
-import { isRecord, randomId, str, type TextPart, type ThinkingPart, type ToolCallPart } from '../../translate/representation/index.js';
+import { isRecord, randomId, str, type TextPart, type ThinkingPart, type ToolCallPart } from '../../representation/index.js';
 
 export type ReplyPart = TextPart | ThinkingPart | ToolCallPart;
 

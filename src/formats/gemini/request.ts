@@ -1,7 +1,7 @@
 // The internal request -> a Gemini GenerateContentRequest. The model and whether it streams are in the
 // URL, not the body. Gemini has two roles (user, model), a separate systemInstruction, and answers a
 // function call by its name, so each tool result is matched to the call it answers.
-import { TranslationError, type ContentPart, type InternalRequest, type JsonObject, type ReasoningEffort, type ToolChoice } from '../../translate/representation/index.js';
+import { TranslationError, type ContentPart, type InternalRequest, type JsonObject, type ReasoningEffort, type ToolChoice } from '../../representation/index.js';
 
 export interface GeminiEncodeOptions {
   supportsReasoning: boolean;

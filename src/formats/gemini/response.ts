@@ -1,6 +1,6 @@
 // A whole Gemini reply (GenerateContentResponse) -> the internal response. A prompt the upstream
 // blocked comes back without candidates; that is a content filter, not an error.
-import { effectiveFinish, isRecord, randomId, str, TranslationError, type InternalResponse } from '../../translate/representation/index.js';
+import { effectiveFinish, isRecord, randomId, str, TranslationError, type InternalResponse } from '../../representation/index.js';
 import { finishFromGemini } from './finish.js';
 import { candidateParts, firstCandidate, replyPart, type ReplyPart } from './parts.js';
 import { usageFromGemini } from './usage.js';

@@ -3,7 +3,7 @@
  * GenerateContentResponse carrying the new parts; function calls arrive whole, never in fragments.
  * There is no end marker: the chunk with the finish reason (and the final usageMetadata) is the last.
  */
-import { isRecord, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../translate/representation/index.js';
+import { isRecord, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../representation/index.js';
 import { relayableUpstreamMessage } from '../../wire/upstream-message.js';
 import { finishFromGemini } from './finish.js';
 import { candidateParts, firstCandidate, replyPart } from './parts.js';

@@ -2,7 +2,7 @@
 // (https://generativelanguage.googleapis.com), the model is named in the path, a stream is its own
 // endpoint (streamGenerateContent, as server-sent events with alt=sse), and the key goes in
 // x-goog-api-key (its servers take it as ?key= too). Its errors read {"error": {"code", "message", "status"}}.
-import { isRecord, type JsonObject } from '../../translate/representation/index.js';
+import { isRecord, type JsonObject } from '../../representation/index.js';
 import { imagePayloadTokens } from '../../wire/image-tokens.js';
 import { jsonBytes } from '../../wire/json-shape.js';
 import { pdfFootprint } from '../chat-images.js';

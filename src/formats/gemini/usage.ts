@@ -2,7 +2,7 @@
 // cache read; Gemini bills cache storage by the hour, not per request, so there is no write class),
 // and thinking is counted apart from the answer (thoughtsTokenCount is not in candidatesTokenCount) but
 // billed as output. A stream repeats the counts so far on its chunks: each report replaces the last.
-import { isRecord, tokenCount, type NormalizedUsage } from '../../translate/representation/index.js';
+import { isRecord, tokenCount, type NormalizedUsage } from '../../representation/index.js';
 
 export function usageFromGemini(u: unknown): NormalizedUsage {
   if (!isRecord(u)) return { input: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, unbillable: true, promptUnbillable: true };

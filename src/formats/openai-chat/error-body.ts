@@ -1,5 +1,5 @@
 // Chat completions' error body (docs/wire-formats.md A.7): {"error": {"message", "type", "param", "code"}}.
-import type { JsonObject } from '../../translate/representation/index.js';
+import type { JsonObject } from '../../representation/index.js';
 import type { ErrorFields } from '../types.js';
 
 const OPENAI_TYPE: Record<number, string> = {

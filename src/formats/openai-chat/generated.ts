@@ -1,6 +1,6 @@
 // What a chat completion (or one stream chunk's choice) generated, for estimating usage an upstream
 // did not report: the same-format relay and the translated pairs both read it here.
-import { isRecord } from '../../translate/representation/index.js';
+import { isRecord } from '../../representation/index.js';
 import type { GeneratedPieces } from '../types.js';
 
 /** What a choice (delta or message) generated, for estimating unreported usage; true when anything. */

@@ -20,7 +20,7 @@ import {
   type ToolCallPart,
   type ToolDefinition,
   type ToolResultPart,
-} from '../../translate/representation/index.js';
+} from '../../representation/index.js';
 
 const EFFORTS = new Set(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 const MAX_STOP_SEQUENCES = 4;

@@ -1,5 +1,5 @@
 /** OpenAI chat.completion <-> internal response (docs/wire-formats.md A.4, A.5, C.5, C.6, C.8). */
-import { arr, effectiveFinish, isRecord, parseArguments, randomId, str, TranslationError, type InternalResponse, type JsonObject } from '../../translate/representation/index.js';
+import { arr, effectiveFinish, isRecord, parseArguments, randomId, str, TranslationError, type InternalResponse, type JsonObject } from '../../representation/index.js';
 import type { ResponseEncodeContext } from '../types.js';
 import { finishFromOpenAI, finishToOpenAI } from './finish.js';
 import { usageFromOpenAI, usageToOpenAI } from './usage.js';

@@ -3,7 +3,7 @@
  * Tolerates `choices: []` chunks, ids repeated on every tool fragment, whole arguments in one
  * chunk, a missing `index`, usage on any chunk, and keep-alive payloads that are not JSON.
  */
-import { arr, isRecord, randomId, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../translate/representation/index.js';
+import { arr, isRecord, randomId, str, type SseEvent, type StreamErrorKind, type StreamEvent } from '../../representation/index.js';
 import { relayableUpstreamMessage } from '../../wire/upstream-message.js';
 import { finishFromOpenAI } from './finish.js';
 import { usageFromOpenAI } from './usage.js';

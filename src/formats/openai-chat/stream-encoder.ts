@@ -3,7 +3,7 @@
  * Same id/created/model on every chunk, role chunk first, one finish chunk, a usage chunk
  * (`choices: []`) only when the client asked for include_usage, then `[DONE]`.
  */
-import type { StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent } from '../../translate/representation/index.js';
+import type { StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent } from '../../representation/index.js';
 import { finishToOpenAI } from './finish.js';
 import { usageToOpenAI } from './usage.js';
 import { withCost } from '../../wire/usage-cost.js';

@@ -1,7 +1,7 @@
 // Chat completions' usage (docs/wire-formats.md C.6): prompt_tokens include cached tokens and cache writes
-// (read and written as OpenAI-shaped cache details: src/translate/representation/usage.ts). Every relay of
+// (read and written as OpenAI-shaped cache details: src/representation/usage.ts). Every relay of
 // this format, same-format or translated, reads usage here.
-import { openaiCacheDetails, usageFromOpenAIShape, type NormalizedUsage } from '../../translate/representation/index.js';
+import { openaiCacheDetails, usageFromOpenAIShape, type NormalizedUsage } from '../../representation/index.js';
 
 const CHAT_USAGE = { input: 'prompt_tokens', output: 'completion_tokens', inputDetails: 'prompt_tokens_details', outputDetails: 'completion_tokens_details' };
 

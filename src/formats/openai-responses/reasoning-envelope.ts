@@ -5,7 +5,7 @@
  * dropped, never forwarded. Deterministic (same thinking, same bytes) so prompt caches stay warm.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { ThinkingPart } from '../../translate/representation/index.js';
+import type { ThinkingPart } from '../../representation/index.js';
 
 const PREFIX = 'tg1.';
 

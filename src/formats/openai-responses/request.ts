@@ -17,7 +17,7 @@ import {
   type JsonObject,
   type ReasoningEffort,
   type ToolDefinition,
-} from '../../translate/representation/index.js';
+} from '../../representation/index.js';
 import { openEnvelope } from './reasoning-envelope.js';
 
 const EFFORTS = new Set(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);

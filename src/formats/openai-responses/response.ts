@@ -4,7 +4,7 @@
  * events before their deltas, complete items in output_item.done, and exactly one terminal event
  * whose output repeats those items; a failure after the 200 is `error` then `response.failed`.
  */
-import type { FinishReason, InternalResponse, JsonObject, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent, ThinkingPart, ToolCallPart } from '../../translate/representation/index.js';
+import type { FinishReason, InternalResponse, JsonObject, StreamEncoder, StreamEnd, StreamErrorKind, StreamEvent, ThinkingPart, ToolCallPart } from '../../representation/index.js';
 import type { DecodedResponsesRequest } from './request.js';
 import { sealEnvelope } from './reasoning-envelope.js';
 import { withCost } from '../../wire/usage-cost.js';

@@ -1,8 +1,8 @@
 // The Responses API's usage: input_tokens include cache reads (`input_tokens_details.cached_tokens`) and
 // cache writes, in the OpenAI-shaped cache details chat completions use too
-// (src/translate/representation/usage.ts). The encoder is what clients see; the decoder reads it back
+// (src/representation/usage.ts). The encoder is what clients see; the decoder reads it back
 // (a client's own view, as the tests check it).
-import { openaiCacheDetails, usageFromOpenAIShape, type JsonObject, type NormalizedUsage } from '../../translate/representation/index.js';
+import { openaiCacheDetails, usageFromOpenAIShape, type JsonObject, type NormalizedUsage } from '../../representation/index.js';
 
 export function usageToResponses(u: NormalizedUsage): JsonObject {
   return {

@@ -102,13 +102,22 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     payment_intent: string | null;
   }
   const refunds: FakeRefund[] = [];
-  /** Saved cards (payment methods) and how each behaves when charged off-session. */
-  type CardBehaviour = 'ok' | 'decline' | 'authenticate';
+  /**
+   * Saved cards (payment methods) and how each behaves when charged off-session: paid, declined, the
+   * bank asking for the holder, or (`later`) accepted as processing and settled by a later event.
+   */
+  type CardBehaviour = 'ok' | 'decline' | 'authenticate' | 'later';
   const paymentMethods = new Map<string, { id: string; behaviour: CardBehaviour; customer: string | null }>();
   const setupIntents = new Map<string, Json>();
   const customers = new Set<string>();
   const paymentIntents = new Map<string, Json>();
-  const intentByKey = new Map<string, { status: number; body: Json }>();
+  /** Stripe keeps an idempotent request's parameters with its answer, and refuses the key with others. */
+  const intentByKey = new Map<string, { params: string; status: number; body: Json }>();
+  /**
+   * Off-session charges that get no usable answer: `unanswered` fails before Stripe does anything,
+   * `answer_lost` charges and then fails (the answer is kept for the key, as Stripe keeps it).
+   */
+  const failing = { count: 0, mode: 'unanswered' as 'unanswered' | 'answer_lost' };
   /** What the payment's refunds add up to now: failed ones no longer count (Stripe lowers amount_refunded). */
   const refundedOf = (s: FakeStripeSession): number => refunds.filter((r) => r.payment_intent === s.payment_intent && r.status === 'succeeded').reduce((t, r) => t + r.amount, 0);
 
@@ -182,15 +191,29 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     if (method === 'GET' && pmMatch !== null) {
       const pm = paymentMethods.get(decodeURIComponent(pmMatch[1] ?? ''));
       if (pm === undefined) return sendJson(res, 404, { error: { type: 'invalid_request_error', message: 'No such PaymentMethod' } });
-      const last4 = pm.behaviour === 'ok' ? '4242' : pm.behaviour === 'decline' ? '0341' : '3155';
+      const last4 = { ok: '4242', decline: '0341', authenticate: '3155', later: '1117' }[pm.behaviour];
       return sendJson(res, 200, { id: pm.id, object: 'payment_method', type: 'card', customer: pm.customer, card: { brand: 'visa', last4 } });
     }
     if (method === 'POST' && url.pathname === '/v1/payment_intents') {
-      // Off-session charges of a saved card; the idempotency key returns the first answer again.
+      // Off-session charges of a saved card; the idempotency key returns the first answer again, for
+      // the same parameters only.
       const key = req.headers['idempotency-key'];
       const body = await readBody(req);
+      const params = [...new URLSearchParams(body)].map(([k, v]) => `${k}=${v}`).sort().join('&');
+      const fail = (): void => {
+        failing.count--;
+        // What Stripe sends with a 500 its idempotency layer would replay: the client does not retry it.
+        res.writeHead(500, { 'content-type': 'application/json', 'stripe-should-retry': 'false' });
+        res.end(JSON.stringify({ error: { type: 'api_error', message: 'An unknown error occurred (injected).' } }));
+      };
+      if (failing.count > 0 && failing.mode === 'unanswered') return fail();
       const again = typeof key === 'string' ? intentByKey.get(key) : undefined;
-      if (again !== undefined) return sendJson(res, again.status, again.body);
+      if (again !== undefined && again.params !== params) {
+        return sendJson(res, 400, {
+          error: { type: 'idempotency_error', message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${String(key)}' if you meant to execute a different request.` },
+        });
+      }
+      if (again !== undefined) return failing.count > 0 ? fail() : sendJson(res, again.status, again.body);
       const p = parseStripeForm(body);
       const pm = paymentMethods.get(String(p.payment_method ?? ''));
       const amount = Number(p.amount ?? 0);
@@ -204,6 +227,9 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
         pi.amount_received = amount;
         answer = { status: 200, body: pi };
         await emit('payment_intent.succeeded', pi);
+      } else if (pm.behaviour === 'later') {
+        pi.status = 'processing';
+        answer = { status: 200, body: structuredClone(pi) };
       } else {
         const auth = pm.behaviour === 'authenticate';
         const error = { type: 'card_error', code: auth ? 'authentication_required' : 'card_declined', ...(auth ? {} : { decline_code: 'insufficient_funds' }), message: auth ? 'This payment requires authentication.' : 'Your card has insufficient funds.', payment_intent: pi };
@@ -212,7 +238,8 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
         answer = { status: 402, body: { error } };
         await emit('payment_intent.payment_failed', pi);
       }
-      if (typeof key === 'string') intentByKey.set(key, answer);
+      if (typeof key === 'string') intentByKey.set(key, { params, ...answer });
+      if (failing.count > 0) return fail();
       return sendJson(res, answer.status, answer.body);
     }
     if (method === 'GET' && url.pathname === '/v1/checkout/sessions') {
@@ -319,6 +346,24 @@ export async function startFakeStripe(opts: FakeStripeOptions) {
     pay,
     saveCard,
     paymentIntents,
+    /** The next `count` off-session charges get a 500: before charging (`unanswered`) or after (`answer_lost`). */
+    failPaymentIntents(count: number, mode: 'unanswered' | 'answer_lost' = 'unanswered'): void {
+      failing.count = count;
+      failing.mode = mode;
+    },
+    /** A processing off-session payment (a `later` card) settles: payment_intent.succeeded or payment_failed. */
+    async settlePaymentIntent(id: string, ok: boolean): Promise<void> {
+      const pi = paymentIntents.get(id);
+      if (pi === undefined) throw new Error(`no such payment intent ${id}`);
+      if (ok) {
+        pi.status = 'succeeded';
+        pi.amount_received = pi.amount;
+      } else {
+        pi.status = 'requires_payment_method';
+        pi.last_payment_error = { code: 'card_declined', decline_code: 'insufficient_funds', message: 'The bank returned the payment: insufficient funds.' };
+      }
+      await emit(ok ? 'payment_intent.succeeded' : 'payment_intent.payment_failed', pi);
+    },
     async settleDelayed(id: string, ok: boolean): Promise<void> {
       const s = session(id);
       s.payment_status = ok ? 'paid' : 'unpaid';

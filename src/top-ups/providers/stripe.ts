@@ -11,7 +11,7 @@ import Stripe from 'stripe';
 import { startFakeStripe } from '../fakes/fake-stripe.js';
 import { envSettings, type ProviderModule } from '../provider-module.js';
 import type { CheckoutRequest, PaymentFact, PaymentProvider, ProviderEvent, SavedCards } from '../provider.js';
-import { WebhookRejected } from '../provider.js';
+import { describeUnpaidCharge, WebhookRejected } from '../provider.js';
 
 const NAME = 'stripe';
 const LABEL = 'Card';
@@ -60,10 +60,11 @@ function toProviderEvent(e: Stripe.Event): ProviderEvent | undefined {
     const pi = e.data.object as Stripe.PaymentIntent;
     const topUp = pi.metadata?.top_up_id;
     if (pi.metadata?.tollgate_auto !== '1' || topUp === undefined || topUp === '') return undefined;
+    const error = pi.last_payment_error;
     const fact: PaymentFact =
       type === 'payment_intent.succeeded'
         ? { kind: 'paid', paidCents: pi.amount_received, currency: pi.currency, paymentRef: pi.id }
-        : { kind: 'failed', reason: pi.last_payment_error?.message ?? 'the saved card was declined' };
+        : { kind: 'failed', reason: describeUnpaidCharge(error?.code === 'authentication_required' ? 'authentication' : 'declined', error?.message ?? 'no reason given') };
     return { eventId: e.id, type, ref: { topUp }, fact };
   }
   if (type === 'charge.refunded') {
@@ -230,7 +231,10 @@ function savedCards(stripe: Stripe): SavedCards {
         return { ok: true, paymentRef: pi.id };
       } catch (err) {
         // A decline, or a bank that wants the holder present (authentication_required): no charge.
-        if (err instanceof Stripe.errors.StripeCardError) return { ok: false, reason: err.message, needsAuthentication: err.code === 'authentication_required' };
+        if (err instanceof Stripe.errors.StripeCardError) return { ok: false, why: err.code === 'authentication_required' ? 'authentication' : 'declined', message: err.message };
+        // Refused as asked (a card no longer attached, a key reused with other parameters): sending it
+        // again would be refused again. Anything else (a 5xx, a timeout) leaves the outcome unknown.
+        if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) return { ok: false, why: 'refused', message: err.message };
         throw err;
       }
     },

@@ -1,7 +1,7 @@
 /** Narrowing helpers for untrusted JSON bodies. */
-import { isRecord } from '../../wire/json-shape.js';
+import { isRecord } from '../wire/json-shape.js';
 
-export { isRecord, type JsonObject } from '../../wire/json-shape.js';
+export { isRecord, type JsonObject } from '../wire/json-shape.js';
 
 export function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;

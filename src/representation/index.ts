@@ -1,6 +1,6 @@
 // The internal representation: the one neutral shape of a request, a reply and a stream's events that
 // every format's codecs (src/formats/<format>/) decode into and encode from, and the helpers they
-// share. This is the only module of src/translate/representation that anything outside it imports.
+// share. This is the only module of src/representation that anything outside it imports.
 export type {
   ContentPart,
   DocumentPart,
