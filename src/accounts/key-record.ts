@@ -20,5 +20,6 @@ export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOpti
   if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
   const limits = compactRateLimits(opts.rateLimits);
   if (limits !== undefined) record.rateLimits = limits;
+  if (opts.ownerId !== undefined) record.ownerId = opts.ownerId;
   return record;
 }

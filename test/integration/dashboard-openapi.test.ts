@@ -73,14 +73,15 @@ beforeAll(async () => {
   payments = await startTestModePayments();
   const ledger = harness.backend.ledger as RecordedLedger;
   let url = '';
-  topUps = new TopUpService({ db: tdb.db, providers: payments.providers, accounts: new AccountService({ accounts: harness.backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }), publicUrl: () => url });
-  service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger, signUp: true, sessionTtlMs: 3_600_000, onRevoke: () => harness.gateway.authenticator.forget() });
+  const accounts = new AccountService({ accounts: harness.backend.accounts, ledger, onRevoke: () => harness.gateway.authenticator.forget(), applyCommitted: (m, r) => ledger.applyCommitted(m, r) });
+  topUps = new TopUpService({ db: tdb.db, providers: payments.providers, accounts, publicUrl: () => url });
+  service = new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000 });
   const books = reconcileSources(tdb.db, harness.backend, undefined, undefined);
   dash = await startDashboard({ service, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), reconcile: () => reconcile(books), models: () => harness.catalog.current() }, 0, '127.0.0.1');
   url = dash.url;
   payments.deliverTo(dash.url);
   const operators = await harness.backend.accounts.createAccount('operators');
-  await service.upsertUser('openapi-admin@example.com', 'an admin password', operators.id, 'admin');
+  await service.provisioning.upsertUser('openapi-admin@example.com', 'an admin password', operators.id, 'admin');
 });
 
 afterAll(async () => {
