@@ -1,12 +1,11 @@
 // The pages of organizations: Members (roles, invitations, removal), the organization's settings
 // (name, ownership, deletion, leaving), a new organization, and an invitation's link. Controls are
 // shown only to a role that may use them (the routes check the same permissions).
-import { formatUsd } from '../billing/money.js';
 import { html, type Html } from './html.js';
 import type { InvitationOffer, InvitationView } from './invitations.js';
 import type { MemberLine } from './memberships.js';
 import type { OrganizationView } from './organizations.js';
-import { errorBox, layout, mayDo } from './pages.js';
+import { errorBox, layout, mayDo, usd } from './pages.js';
 import { MEMBER_ROLES, PERMISSION_NAMES, ROLE_PERMISSIONS, ROLE_SUMMARIES, type MemberRole, type Permission } from './roles.js';
 import type { Session } from './sessions.js';
 
@@ -113,7 +112,7 @@ ${
 <p>Every key is revoked and every member removed; pending invitations stop working. The statement and the usage stay on record with the operator. An organization is deleted only with a balance of 0.00 and nothing held.</p>${
         empty
           ? html`<form method="post" action="/organization/delete">${csrf(session)}<label>Type the name to confirm <input name="confirm" required autocomplete="off"></label><button class="danger">Delete ${org.name}</button></form>`
-          : html`<p class="warn" role="note">It still holds <strong>$${formatUsd(data.balance)}</strong>${data.held === 0 ? '' : html` (and $${formatUsd(data.held)} held by requests in flight)`}: spend it, or ask the operator to refund it, before deleting.</p>`
+          : html`<p class="warn" role="note">It still holds <strong>${usd(data.balance)}</strong>${data.held === 0 ? '' : html` (and ${usd(data.held)} held by requests in flight)`}: spend it, or ask the operator to refund it, before deleting.</p>`
       }</section>`
     : ''
 }`,

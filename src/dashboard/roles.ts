@@ -50,7 +50,7 @@ export const ROLE_PERMISSIONS = {
     'usage.own': true,
     'usage.all': true,
     'refunds.request': true,
-    'billing.view': false,
+    'billing.view': true,
     'billing.manage': false,
     'models.view': true,
     'members.view': true,
@@ -96,7 +96,7 @@ export const ROLE_PERMISSIONS = {
 /** What a role is for, in a few words (the Members page and the invitation). */
 export const ROLE_SUMMARIES: Record<MemberRole, string> = {
   owner: 'everything, including deleting the organization and transferring ownership',
-  admin: 'members, keys and usage of everyone',
+  admin: 'members, every key and the usage of all; sees the balance',
   billing: 'top-ups, automatic top-ups, the statement and usage',
   member: 'their own keys and their own usage',
 };
