@@ -11,9 +11,9 @@ import type { RateLimits } from '../accounts/rate-limits.js';
 const STYLE = `:root{--ink:#1b1f24;--muted:#5b6572;--line:#e2e6ea;--bg:#f5f6f8;--accent:#2456d6;--accent-ink:#fff}
 *{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:var(--ink);background:var(--bg)}
 a{color:var(--accent)}h1{font-size:1.6rem;margin:1.2rem 0 .8rem;overflow-wrap:anywhere}h2{font-size:1.15rem;margin:1.6rem 0 .6rem}
-header{background:#111827;color:#fff;padding:.55rem 1.25rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+header{background:#111827;color:#fff;padding:.55rem 1.25rem}header .bar{display:flex;gap:.8rem;align-items:center;flex-wrap:wrap}
 header strong{font-size:1.05rem;letter-spacing:.02em;margin-right:.5rem}header a{color:#d1d5db;text-decoration:none}header a:hover{color:#fff}
-header nav a{margin-right:.9rem}header span{margin-left:auto;color:#9ca3af;font-size:.9rem}
+header nav{display:flex;flex-wrap:wrap;gap:.2rem 1.2rem;margin-top:.5rem;padding-top:.45rem;border-top:1px solid #1f2937}header .who{margin-left:auto;color:#9ca3af;font-size:.9rem}
 header button{color:#e5e7eb;background:transparent;border:1px solid #4b5563;border-radius:6px;padding:.2rem .7rem;font-size:.85rem}header button:hover{border-color:#e5e7eb}
 main{max-width:66rem;margin:1rem auto 3rem;padding:0 1.25rem}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);border-radius:8px;overflow:hidden;font-size:.92rem}
@@ -40,9 +40,9 @@ dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:2
 form.switcher{display:flex;gap:.35rem;align-items:center;margin:0}form.switcher select{background:#1f2937;color:#f9fafb;border-color:#4b5563;max-width:16rem;padding:.2rem .4rem;font-size:.9rem}
 header a.new-org{font-size:.85rem;color:#9ca3af}.role{display:inline-block;font-size:.75rem;padding:.05rem .45rem;border-radius:999px;background:#eef2ff;color:#3730a3;text-transform:capitalize;white-space:nowrap}
 .role.owner{background:#fef3c7;color:#92400e}.role.billing{background:#ecfdf5;color:#065f46}.role.member{background:#f3f4f6;color:#374151}
-.danger{border-color:#b91c1c;background:#b91c1c}.card.danger-zone{border-color:#f3c4c4}.row{display:flex;gap:.5rem;flex-wrap:wrap;align-items:end}.row label{margin:0}
+.danger{border-color:#b91c1c;background:#b91c1c}.card.danger-zone{border-color:#f3c4c4}.card>h2:first-child{margin-top:.1rem}.row{display:flex;gap:.5rem;flex-wrap:wrap;align-items:end}.row label{margin:0}
 .row>.card{flex:1 1 18rem;margin:.5rem 0}.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-@media(max-width:40rem){main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}.card{padding:.8rem}form.switcher select{max-width:11rem}
+@media(max-width:40rem){main{padding:0 .6rem}header .bar{gap:.5rem}header .who{margin-left:0}.card{padding:.8rem}form.switcher select{max-width:11rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}
 table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}table.stack tr:last-child{border-bottom:0}
 table.stack td{border:0;padding:.2rem .7rem;text-align:right;overflow-wrap:anywhere}table.stack td::before{content:attr(data-label);float:left;margin-right:1rem;color:var(--muted);font-size:.8rem}
@@ -78,14 +78,18 @@ export function layout(title: string, session: Session | undefined, body: Html):
   const organization = session?.member?.organization !== undefined;
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${title} · Tollgate</title><style>${trusted(STYLE)}</style><script src="/assets/dashboard.js" defer></script></head><body>
-<header><strong>Tollgate</strong>${
+<header><div class="bar"><strong>Tollgate</strong>${
     session === undefined
       ? ''
-      : html`${switcher(session)}<nav aria-label="Main">${NAV.filter((n) => mayDo(session, n.permission) && (organization || n.organizationOnly !== true)).map((n) => html`<a href="${n.href}">${n.label}</a> `)}${
-          session.user.role === 'admin' ? html`<a href="/admin">Admin</a> ` : ''
-        }<a href="/account/two-factor">Security</a></nav><span>${session.user.email}</span>
+      : html`${switcher(session)}<span class="who">${session.user.email}</span>
 <form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out</button></form>
 <form class="inline" method="post" action="/sign-out-everywhere"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out everywhere</button></form>`
+  }</div>${
+    session === undefined
+      ? ''
+      : html`<nav aria-label="Main">${NAV.filter((n) => mayDo(session, n.permission) && (organization || n.organizationOnly !== true)).map((n) => html`<a href="${n.href}">${n.label}</a> `)}${
+          session.user.role === 'admin' ? html`<a href="/admin">Admin</a> ` : ''
+        }<a href="/account/two-factor">Security</a></nav>`
   }</header><main>${body}</main></body></html>`;
 }
 
