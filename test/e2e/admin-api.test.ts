@@ -677,6 +677,30 @@ describe('usage of record (PostgreSQL)', () => {
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com' }))).toMatch(/the record/);
   });
 
+  it("lists an organization's members with their roles (issue 39); an account without members lists none, without the record it says why", async () => {
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const personal = await rh.backend.accounts.createAccount('org-owner@example.com');
+    const owner = await dashboard.provisioning.upsertUser('org-owner@example.com', 'a long password', personal.id);
+    const org = await dashboard.organizations.create(owner, 'Admin API Org');
+    const other = await rh.backend.accounts.createAccount('org-billing@example.com');
+    const billing = await dashboard.provisioning.upsertUser('org-billing@example.com', 'a long password', other.id);
+    await recordDb.db.query("INSERT INTO account_memberships (account_id, user_id, role) VALUES ($1, $2, 'billing')", [org.accountId, billing.id]);
+    const listed = await call('GET', `/accounts/${org.accountId}/members`, undefined, base());
+    expect(listed.status).toBe(200);
+    expect(listed.body).toMatchObject({ account_id: org.accountId, organization: 'Admin API Org' });
+    expect((listed.body.members as Json[]).map((m) => [m.email, m.role, m.user_id, m.totp_enabled])).toEqual([
+      ['org-owner@example.com', 'owner', owner.id, false],
+      ['org-billing@example.com', 'billing', billing.id, false],
+    ]);
+    expect((await call('GET', `/accounts/${personal.id}/members`, undefined, base())).body).toMatchObject({ organization: null, members: [{ email: 'org-owner@example.com', role: 'owner' }] });
+    expect((await call('GET', '/accounts/acct_nope/members', undefined, base())).status).toBe(404);
+    // The CLI's `members` prints the same.
+    const printed = await cli(['members', org.accountId], TOKEN, recordAdmin.url);
+    expect(printed.code).toBe(0);
+    expect((JSON.parse(printed.stdout) as { members: Json[] }).members.map((m) => m.role)).toEqual(['owner', 'billing']);
+    expect(errorOf(await call('GET', `/accounts/${h.accountId}/members`))).toMatch(/the record/);
+  });
+
   afterAll(async () => {
     await recordAdmin?.close();
     await rh?.close();
