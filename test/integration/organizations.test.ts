@@ -7,7 +7,7 @@
 // the one table of roles (a route without a check fails the walk).
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { AccountService } from '../../src/accounts/service.js';
 import { guardedRoutes } from '../../src/dashboard/app.js';
 import { can, MEMBER_ROLES, type MemberRole } from '../../src/dashboard/roles.js';
@@ -16,7 +16,9 @@ import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { sessionCookie } from '../../src/dashboard/state.js';
 import { AttemptThrottle } from '../../src/dashboard/throttle.js';
+import { createRedisBackend } from '../../src/billing/backends.js';
 import { openPglite } from '../../src/record/database.js';
+import { recordedBackend } from '../../src/record/recorded-backend.js';
 import { loadMigrations, migrate } from '../../src/record/migrate.js';
 import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
 import { startTestModePayments, type TestModePayments } from '../../src/top-ups/payments-config.js';
@@ -26,8 +28,10 @@ import { until } from '../e2e/e2e-support.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { useTestRedis } from '../helpers/test-redis.js';
 
 const tdb = useTestDatabase('orgs');
+const testRedis = useTestRedis('t-orgs');
 const PASSWORD = 'correct horse battery';
 const MODEL = 'outlaw-1-xploded';
 let harness: Harness;
@@ -405,6 +409,27 @@ describe('the permission table on every route', () => {
     expect(refused).toBeGreaterThan(60);
     // Nothing changed: the members are as they were.
     expect((await tdb.db.query<{ n: number }>('SELECT count(*)::int AS n FROM account_memberships')).rows[0]?.n).toBe(before);
+  });
+});
+
+describe("a key's owner", () => {
+  it('is kept on the Redis hot path with the key, and read back from the record once Redis lost it', async () => {
+    const hot = createRedisBackend({ redis: testRedis.redis, namespace: `${testRedis.namespace}-1` });
+    const recorded = recordedBackend(hot, tdb.db, 'tg', { rebuildWindowMs: 0, keySweepMs: 0 });
+    onTestFinished(() => recorded.ledger.close());
+    const account = await recorded.accounts.createAccount('redis-owner@example.com');
+    const user = await service.provisioning.upsertUser('redis-owner@example.com', PASSWORD, account.id);
+    const { record } = await recorded.accounts.createKey(account.id, { name: 'owned', ownerId: user.id });
+    expect((await hot.accounts.getKey(account.id, record.id))?.ownerId).toBe(user.id);
+    expect((await tdb.db.query<{ owner_user_id: string }>('SELECT owner_user_id FROM api_keys WHERE id = $1', [record.id])).rows[0]?.owner_user_id).toBe(user.id);
+    // A revoke rewrites the key's hash: the owner stays.
+    await recorded.accounts.revokeKey(account.id, record.id);
+    expect((await hot.accounts.getKey(account.id, record.id))?.ownerId).toBe(user.id);
+    // Redis loses the key: the record gives it back, owner and all.
+    const keys = await testRedis.redis.keys(`${testRedis.namespace}-1*`);
+    await testRedis.redis.del(...keys);
+    expect((await recorded.accounts.getKey(account.id, record.id))?.ownerId).toBe(user.id);
+    expect((await hot.accounts.getKey(account.id, record.id))?.ownerId).toBe(user.id);
   });
 });
 
