@@ -106,6 +106,13 @@ export class KeyService {
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
     const created = await this.opts.accounts.createKey(actor.member.accountId, { name: keyName, ...caps, rateLimits, ownerId: actor.user.id });
+    // Removed (or the organization deleted) while this key was being made: the removal's sweep of the
+    // member's keys may have run before it existed, so it is revoked here.
+    const still = await this.opts.db.query('SELECT 1 FROM account_memberships WHERE account_id = $1 AND user_id = $2', [actor.member.accountId, actor.user.id]);
+    if (still.rows.length === 0) {
+      await this.opts.accounts.revokeKey(actor.member.accountId, created.record.id);
+      throw new DashboardError(403, 'You are no longer a member of this account; the key was not made.');
+    }
     return { key: await this.view(created.record, new Map([[actor.user.id, actor.user.email]])), secret: created.secret };
   }
 

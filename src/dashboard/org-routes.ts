@@ -10,7 +10,7 @@ import type { MemberLine } from './memberships.js';
 import { membersPage, organizationPage } from './org-pages.js';
 import type { OrganizationView } from './organizations.js';
 import { allowed } from './actor.js';
-import { isMemberRole } from './roles.js';
+import { isMemberRole, type MemberRole } from './roles.js';
 import { need } from './route-guards.js';
 import type { DashboardService } from './service.js';
 import { acting, send, who, type Ctx, type DashboardState } from './state.js';
@@ -51,7 +51,7 @@ export function organizationRoutes(guarded: Router<DashboardState>, service: Das
 
 function memberPages(guarded: Router<DashboardState>, service: DashboardService, linkBase: () => string): void {
   const { organizations, invitations } = service;
-  const render = async (ctx: Context, extra: { error?: string; invite?: { email: string; role: 'owner' | 'admin' | 'billing' | 'member' } } = {}, status = 200): Promise<void> => {
+  const render = async (ctx: Context, extra: { error?: string; invite?: { email: string; role: MemberRole } } = {}, status = 200): Promise<void> => {
     const actor = acting(ctx);
     const members = await organizations.members(actor);
     const pending = allowed(actor, 'members.manage') && actor.member.organization !== undefined ? await invitations.pending(actor) : undefined;
@@ -59,7 +59,7 @@ function memberPages(guarded: Router<DashboardState>, service: DashboardService,
     send(ctx, membersPage(who(ctx), { members, ...(pending === undefined ? {} : { invitations: pending }), ...(done === undefined ? {} : { notice: done }), ...extra }), status);
   };
   /** A refusal of the services re-renders the page with its message; a success redirects with its flash. */
-  const act = async (ctx: Context, work: () => Promise<unknown>, done: keyof typeof DONE, invite?: { email: string; role: 'owner' | 'admin' | 'billing' | 'member' }): Promise<void> => {
+  const act = async (ctx: Context, work: () => Promise<unknown>, done: keyof typeof DONE, invite?: { email: string; role: MemberRole }): Promise<void> => {
     try {
       await work();
       ctx.status = 303;
@@ -72,7 +72,7 @@ function memberPages(guarded: Router<DashboardState>, service: DashboardService,
   guarded.get('/members', need('members.view'), (ctx) => render(ctx));
   guarded.post('/members/invite', need('members.manage'), async (ctx) => {
     const b = ctx.state.body ?? {};
-    const invite = { email: typeof b.email === 'string' ? b.email : '', role: isMemberRole(b.role) ? b.role : 'member' } as const;
+    const invite: { email: string; role: MemberRole } = { email: typeof b.email === 'string' ? b.email : '', role: isMemberRole(b.role) ? b.role : 'member' };
     await act(ctx, () => invitations.invite(acting(ctx), b.email, b.role, linkBase()), 'invited', invite);
   });
   guarded.post('/members/invitations/:id/revoke', need('members.manage'), (ctx) => act(ctx, () => invitations.revoke(acting(ctx), ctx.params.id ?? ''), 'revoked'));

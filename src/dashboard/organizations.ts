@@ -66,8 +66,9 @@ export class Organizations {
   async rename(actor: Actor, nameIn: unknown): Promise<OrganizationView> {
     requirePermission(actor, 'organization.manage');
     Organizations.requireOrganization(actor);
-    await this.opts.db.query('UPDATE organizations SET name = $2 WHERE account_id = $1 AND deleted_at IS NULL', [actor.member.accountId, organizationName(nameIn)]);
-    return this.view({ ...actor, member: { ...actor.member, organization: organizationName(nameIn) } });
+    const name = organizationName(nameIn);
+    await this.opts.db.query('UPDATE organizations SET name = $2 WHERE account_id = $1 AND deleted_at IS NULL', [actor.member.accountId, name]);
+    return this.view({ ...actor, member: { ...actor.member, organization: name } });
   }
 
   /** Members, owners first, then by address. */
@@ -141,13 +142,15 @@ export class Organizations {
         `The organization still holds ${formatUsd(balance)} USD${held === 0 ? '' : ` (${formatUsd(held)} USD held by requests in flight)`}. Spend it, or ask the operator to refund it, before deleting: an organization is deleted only with a balance of 0.00.`,
       );
     }
-    // The keys first: should anything fail after, the members still see the organization and can retry.
-    const keysRevoked = await this.opts.keys.revokeAll(accountId);
+    // The keys first, so that should anything fail the members still see the organization and can try
+    // again; then once more after the members are gone, for a key made in between.
+    let keysRevoked = await this.opts.keys.revokeAll(accountId);
     await this.opts.db.transaction(async (tx) => {
       await tx.query('UPDATE organizations SET deleted_at = now() WHERE account_id = $1', [accountId]);
       await tx.query('DELETE FROM account_memberships WHERE account_id = $1', [accountId]);
       await tx.query('UPDATE invitations SET revoked_at = now() WHERE account_id = $1 AND accepted_at IS NULL AND revoked_at IS NULL', [accountId]);
     });
+    keysRevoked += await this.opts.keys.revokeAll(accountId);
     return { keysRevoked };
   }
 

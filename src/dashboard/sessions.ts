@@ -24,20 +24,20 @@ export const sha256 = (s: string): string => createHash('sha256').update(s).dige
 export class Sessions {
   constructor(private readonly opts: { db: Database; ttlMs: number }) {}
 
-  async open(user: User, secondFactor: boolean, accountId?: string): Promise<{ sessionId: string; session: Session }> {
+  /** A new session of the user, acting on their personal account. */
+  async open(user: User, secondFactor: boolean): Promise<{ sessionId: string; session: Session }> {
     const sessionId = randomBytes(32).toString('base64url');
     const csrfToken = randomBytes(32).toString('base64url');
     const expiresAt = new Date(Date.now() + this.opts.ttlMs);
-    await this.opts.db.query('INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at, second_factor, account_id) VALUES ($1, $2, $3, $4, $5, $6)', [
+    await this.opts.db.query('INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at, second_factor) VALUES ($1, $2, $3, $4, $5)', [
       sha256(sessionId),
       user.id,
       csrfToken,
       expiresAt,
       secondFactor,
-      accountId ?? null,
     ]);
     const memberships = await membershipsOf(this.opts.db, user.id);
-    return { sessionId, session: { user, csrfToken, expiresAt, secondFactor, memberships, ...actingMember(memberships, accountId, user) } };
+    return { sessionId, session: { user, csrfToken, expiresAt, secondFactor, memberships, ...actingMember(memberships, undefined, user) } };
   }
 
   /** The live session for a cookie value, or undefined (unknown or expired), with the account it acts on. */

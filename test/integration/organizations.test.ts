@@ -269,6 +269,11 @@ describe('an organization and its members', () => {
     expect(after.accounts.map((a) => a.id)).not.toContain(accountId);
     expect((await member.api('POST', '/api/session/account', { account_id: accountId })).status).toBe(404);
     expect(await keyIds(member)).toEqual([]);
+    // A key whose making was under way when the removal swept the member's keys: revoked as it is made.
+    const late = { user: { id: memberId, email: 'initech-member@example.com', role: 'holder' as const, accountId: after.account?.id ?? '', emailVerified: true, totpEnabled: false }, member: { accountId, role: 'member' as const, organization: 'Initech' } };
+    await expect(service.keys.createKey(late, 'made late', {})).rejects.toMatchObject({ status: 403 });
+    const made = (await accounts.listKeys(accountId)).filter((k) => k.name === 'made late');
+    expect(made.map((k) => k.revokedAt !== undefined)).toEqual([true]);
   });
 
   it('roles change only by the rules: the last owner stays, an admin cannot touch an owner, ownership is transferred', async () => {
