@@ -17,16 +17,25 @@ export interface KeyCaps {
   monthlyCap?: Micros;
 }
 
-/** A key's spending caps and own rate limits, by name. */
-export type KeySetting = keyof KeyCaps | RateLimitField;
+/** The key's default cost ceiling per request (a request's x-tollgate-max-cost-usd header can lower it, not raise it). */
+export interface KeyRequestCeiling {
+  /** Micro-USD; undefined = none. */
+  maxCostPerRequest?: Micros;
+}
+
+/** The key settings that are amounts of micro-USD (the others are rate limits). */
+export const KEY_AMOUNT_SETTINGS = ['lifetimeCap', 'monthlyCap', 'maxCostPerRequest'] as const satisfies ReadonlyArray<keyof KeyCaps | keyof KeyRequestCeiling>;
+
+/** A key's spending caps, cost ceiling per request and own rate limits, by name. */
+export type KeySetting = keyof KeyCaps | keyof KeyRequestCeiling | RateLimitField;
 
 /**
- * A partial change of a key's caps and own rate limits: a setting left out keeps its value, `null`
- * clears it, a number sets it (micro-USD for caps).
+ * A partial change of a key's caps, cost ceiling per request and own rate limits: a setting left out
+ * keeps its value, `null` clears it, a number sets it (micro-USD for caps and the ceiling).
  */
 export type KeyChange = Partial<Record<KeySetting, number | null>>;
 
-export interface ApiKeyRecord extends KeyCaps {
+export interface ApiKeyRecord extends KeyCaps, KeyRequestCeiling {
   id: string;
   accountId: string;
   name: string;
@@ -50,7 +59,7 @@ export interface CreatedKey {
   secret: string;
 }
 
-export interface NewKeyOptions extends KeyCaps {
+export interface NewKeyOptions extends KeyCaps, KeyRequestCeiling {
   name?: string;
   rateLimits?: RateLimits;
   /** The member who makes the key (ApiKeyRecord.ownerId). */

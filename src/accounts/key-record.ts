@@ -3,11 +3,12 @@
 import type { ApiKeyRecord, NewKeyOptions } from './account-store.js';
 import { keyDisplayHint } from './api-key.js';
 import { newKeyId } from './ids.js';
-import { checkCaps } from './validation.js';
+import { checkCap, checkCaps } from './validation.js';
 import { checkRateLimits, compactRateLimits } from './rate-limits.js';
 
 export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOptions, createdAt: number): ApiKeyRecord {
   checkCaps(opts);
+  checkCap(opts.maxCostPerRequest, 'maxCostPerRequest');
   checkRateLimits(opts.rateLimits);
   const record: ApiKeyRecord = {
     id: newKeyId(),
@@ -18,6 +19,7 @@ export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOpti
   };
   if (opts.lifetimeCap !== undefined) record.lifetimeCap = opts.lifetimeCap;
   if (opts.monthlyCap !== undefined) record.monthlyCap = opts.monthlyCap;
+  if (opts.maxCostPerRequest !== undefined) record.maxCostPerRequest = opts.maxCostPerRequest;
   const limits = compactRateLimits(opts.rateLimits);
   if (limits !== undefined) record.rateLimits = limits;
   if (opts.ownerId !== undefined) record.ownerId = opts.ownerId;

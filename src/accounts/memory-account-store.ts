@@ -1,5 +1,5 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyChange, KeyPointer, NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
@@ -120,10 +120,10 @@ export class MemoryAccountStore implements RestorableAccountStore {
     checkKeyChange(change);
     const k = this.state.accounts.get(accountId)?.keys.get(keyId);
     if (!k) return false;
-    for (const cap of ['lifetimeCap', 'monthlyCap'] as const) {
-      const v = change[cap];
-      if (v === null) delete k.record[cap];
-      else if (v !== undefined) k.record[cap] = v;
+    for (const s of KEY_AMOUNT_SETTINGS) {
+      const v = change[s];
+      if (v === null) delete k.record[s];
+      else if (v !== undefined) k.record[s] = v;
     }
     const limits: RateLimits = { ...k.record.rateLimits };
     for (const f of RATE_LIMIT_FIELDS) {

@@ -2,7 +2,7 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
 import { randomUUID } from 'node:crypto';
-import type { Account, RestorableAccountStore, ApiKeyRecord, CreatedKey, HotKeyLookup, KeyCaps, KeyChange, KeyPointer, KeySetting, NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
@@ -18,6 +18,9 @@ export interface RedisAccountStoreOptions {
   now: () => number;
 }
 
+/** Hash fields of a key's amounts (micro-USD); key.lua writes the same names. */
+const KEY_AMOUNT_FIELDS: Record<(typeof KEY_AMOUNT_SETTINGS)[number], string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap', maxCostPerRequest: 'maxCost' };
+
 function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (!h.id || !h.accountId) return undefined;
   const rec: ApiKeyRecord = {
@@ -28,8 +31,10 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
     createdAt: Number(h.createdAt),
   };
   if (h.revokedAt !== undefined) rec.revokedAt = Number(h.revokedAt);
-  if (h.lifetimeCap !== undefined) rec.lifetimeCap = Number(h.lifetimeCap);
-  if (h.monthlyCap !== undefined) rec.monthlyCap = Number(h.monthlyCap);
+  for (const s of KEY_AMOUNT_SETTINGS) {
+    const v = h[KEY_AMOUNT_FIELDS[s]];
+    if (v !== undefined) rec[s] = Number(v);
+  }
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
   if (h.owner !== undefined && h.owner !== '') rec.ownerId = h.owner;
@@ -40,8 +45,10 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
 function keyFields(record: ApiKeyRecord): string[] {
   const fields: string[] = ['id', record.id, 'accountId', record.accountId, 'name', record.name, 'hint', record.displayHint];
   fields.push('createdAt', String(record.createdAt));
-  if (record.lifetimeCap !== undefined) fields.push('lifetimeCap', String(record.lifetimeCap));
-  if (record.monthlyCap !== undefined) fields.push('monthlyCap', String(record.monthlyCap));
+  for (const s of KEY_AMOUNT_SETTINGS) {
+    const v = record[s];
+    if (v !== undefined) fields.push(KEY_AMOUNT_FIELDS[s], String(v));
+  }
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
   // Set once, at creation: the key scripts never clear it.
@@ -204,7 +211,7 @@ export class RedisAccountStore implements RestorableAccountStore {
     const key = this.k.key(accountId, keyId);
     if (!(await this.redis.hexists(key, 'id'))) return false;
     // Only the fields the change names, in one MULTI: the others keep whatever they hold.
-    const fields: Record<KeySetting, string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap', ...KEY_LIMIT_FIELDS };
+    const fields: Record<KeySetting, string> = { ...KEY_AMOUNT_FIELDS, ...KEY_LIMIT_FIELDS };
     const m = this.redis.multi();
     for (const [setting, field] of Object.entries(fields) as Array<[KeySetting, string]>) {
       const v = change[setting];

@@ -99,7 +99,7 @@ export class AccountService {
     return this.opts.accounts.setKeyCaps(accountId, keyId, caps);
   }
 
-  /** Changes only the caps and rate limits `change` names (null clears one); false when the account has no such key. */
+  /** Changes only the caps, cost ceiling and rate limits `change` names (null clears one); false when the account has no such key. */
   updateKey(accountId: string, keyId: string, change: KeyChange): Promise<boolean> {
     return this.opts.accounts.updateKey(accountId, keyId, change);
   }

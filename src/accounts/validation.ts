@@ -1,5 +1,5 @@
 // Shared input checks for both account stores.
-import type { KeyCaps, KeyChange } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type KeyCaps, type KeyChange } from './account-store.js';
 import { checkRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
 import { describeMalformedKey } from './api-key.js';
 
@@ -17,8 +17,7 @@ export function checkCaps(caps: KeyCaps): void {
 
 /** The values a change sets (a null clears, so there is nothing to check). */
 export function checkKeyChange(change: KeyChange): void {
-  checkCap(change.lifetimeCap ?? undefined, 'lifetimeCap');
-  checkCap(change.monthlyCap ?? undefined, 'monthlyCap');
+  for (const s of KEY_AMOUNT_SETTINGS) checkCap(change[s] ?? undefined, s);
   const limits: RateLimits = {};
   for (const f of RATE_LIMIT_FIELDS) {
     const v = change[f];

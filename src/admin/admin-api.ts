@@ -1,8 +1,9 @@
 // The admin interface: HTTP on its own port, guarded by a bearer admin token. It creates accounts
-// and keys, credits balances (idempotently), revokes keys, sets caps and rate limits, refunds a request, lists
+// and keys, credits balances (idempotently), revokes keys, sets caps, cost ceilings and rate limits, refunds a request, lists
 // usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
 // Changes come two ways: a PATCH changes only what its body names (null clears), a PUT replaces a whole
-// group (a key's caps, a key's rate limits, an account's default limits) and clears what it does not give.
+// group (a key's caps, its cost ceiling, its rate limits, an account's default limits) and clears what it
+// does not give.
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
@@ -77,6 +78,12 @@ const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
 };
 
 const CAP_FIELDS = ['lifetime_cap_usd', 'lifetime_cap_micro_usd', 'monthly_cap_usd', 'monthly_cap_micro_usd'] as const;
+/** A key's default cost ceiling per request (the x-tollgate-max-cost-usd header can lower it, not raise it). */
+const MAX_COST_FIELDS = ['max_cost_per_request_usd', 'max_cost_per_request_micro_usd'] as const;
+
+function maxCostFrom(body: Body): Micros | undefined {
+  return amount(body, 'max_cost_per_request_usd', 'max_cost_per_request_micro_usd', false);
+}
 
 /** The rate-limit fields of a body, as the admin API names them, and the limit each sets. */
 const LIMIT_FIELDS = {
@@ -105,26 +112,38 @@ function limitsBody(limits: RateLimits | undefined): Record<string, number | nul
   return Object.fromEntries(LIMIT_FIELD_NAMES.map((f) => [f, limits?.[LIMIT_FIELDS[f]] ?? null]));
 }
 
+/** The key's amounts a PATCH body may name, each in USD or micro-USD. */
+const AMOUNT_FIELDS = [
+  ['lifetimeCap', 'lifetime_cap_usd', 'lifetime_cap_micro_usd'],
+  ['monthlyCap', 'monthly_cap_usd', 'monthly_cap_micro_usd'],
+  ['maxCostPerRequest', 'max_cost_per_request_usd', 'max_cost_per_request_micro_usd'],
+] as const;
+
 /**
- * A partial change from a PATCH body: only the fields present change; null clears one. A cap may come
- * in USD or micro-USD (not both).
+ * A partial change from a PATCH body: only the fields present change; null clears one. A cap or the
+ * cost ceiling may come in USD or micro-USD (not both).
  */
 function changeFrom(body: Body): KeyChange {
   const change: KeyChange = {};
-  for (const [cap, usdField, microField] of [['lifetimeCap', 'lifetime_cap_usd', 'lifetime_cap_micro_usd'], ['monthlyCap', 'monthly_cap_usd', 'monthly_cap_micro_usd']] as const) {
+  for (const [setting, usdField, microField] of AMOUNT_FIELDS) {
     const named = [usdField, microField].filter((f) => Object.hasOwn(body, f));
     if (named.length === 0) continue;
     if (named.length > 1) throw new AdminError(400, `give ${usdField} or ${microField}, not both`);
-    change[cap] = amount(body, usdField, microField, false) ?? null;
+    change[setting] = amount(body, usdField, microField, false) ?? null;
   }
   const limits = limitsFrom(body);
   for (const field of LIMIT_FIELD_NAMES) if (Object.hasOwn(body, field)) change[LIMIT_FIELDS[field]] = limits[LIMIT_FIELDS[field]] ?? null;
   return change;
 }
 
-/** A key's caps and own limits as the admin API answers a change: every field, null where none is set. */
+/** A key's caps, cost ceiling and own limits as the admin API answers a change: every field, null where none is set. */
 function keySettingsBody(k: ApiKeyRecord): Record<string, unknown> {
-  return { lifetime_cap_micro_usd: k.lifetimeCap ?? null, monthly_cap_micro_usd: k.monthlyCap ?? null, rate_limits: limitsBody(k.rateLimits) };
+  return {
+    lifetime_cap_micro_usd: k.lifetimeCap ?? null,
+    monthly_cap_micro_usd: k.monthlyCap ?? null,
+    max_cost_per_request_micro_usd: k.maxCostPerRequest ?? null,
+    rate_limits: limitsBody(k.rateLimits),
+  };
 }
 
 function capsFrom(body: Body): { lifetimeCap?: Micros; monthlyCap?: Micros } {
@@ -244,9 +263,15 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
   });
   r.post('/accounts/:accountId/keys', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...LIMIT_FIELD_NAMES]);
+    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
     const name = optionalName(ctx.state.body, 'key');
-    const created = await accounts.createKey(a.id, { name, ...capsFrom(ctx.state.body), rateLimits: limitsFrom(ctx.state.body) });
+    const maxCostPerRequest = maxCostFrom(ctx.state.body);
+    const created = await accounts.createKey(a.id, {
+      name,
+      ...capsFrom(ctx.state.body),
+      ...(maxCostPerRequest === undefined ? {} : { maxCostPerRequest }),
+      rateLimits: limitsFrom(ctx.state.body),
+    });
     ctx.status = 201;
     ctx.body = { key: created.secret, record: created.record, note: 'The key is shown once; only its hash is stored.' };
   });
@@ -259,10 +284,10 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { revoked: true };
   });
-  // Partial: only the caps and limits the body names change (null clears one); the rest are kept.
+  // Partial: only the caps, cost ceiling and limits the body names change (null clears one); the rest are kept.
   r.patch('/accounts/:accountId/keys/:keyId', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, [...CAP_FIELDS, ...LIMIT_FIELD_NAMES]);
+    onlyFields(ctx.state.body, [...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
     const keyId = ctx.params.keyId ?? '';
     if (!(await accounts.updateKey(a.id, keyId, changeFrom(ctx.state.body)))) throw new AdminError(404, 'no such key');
     const k = await accounts.getKey(a.id, keyId);
@@ -278,6 +303,15 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
     const ok = await accounts.setCaps(a.id, ctx.params.keyId ?? '', caps);
     if (!ok) throw new AdminError(404, 'no such key');
     ctx.body = { updated: true, lifetime_cap_micro_usd: caps.lifetimeCap ?? null, monthly_cap_micro_usd: caps.monthlyCap ?? null };
+  });
+  // Replace the key's default cost ceiling per request: none given (or null) clears it (one setting, so
+  // the PATCH above with max_cost_per_request_usd does the same).
+  r.put('/accounts/:accountId/keys/:keyId/max-cost-per-request', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, MAX_COST_FIELDS);
+    const maxCostPerRequest = maxCostFrom(ctx.state.body);
+    if (!(await accounts.updateKey(a.id, ctx.params.keyId ?? '', { maxCostPerRequest: maxCostPerRequest ?? null }))) throw new AdminError(404, 'no such key');
+    ctx.body = { updated: true, max_cost_per_request_micro_usd: maxCostPerRequest ?? null };
   });
   // Replace: every limit not given is cleared, as with caps.
   r.put('/accounts/:accountId/keys/:keyId/rate-limits', async (ctx) => {

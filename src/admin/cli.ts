@@ -1,15 +1,16 @@
 // A small CLI over the admin API: `npm run admin -- <command> [args]`.
 // Reads TOLLGATE_ADMIN_URL (default http://127.0.0.1:8081) and TOLLGATE_ADMIN_TOKEN.
 // Changing a key or an account's defaults sends only the options given (a PATCH): what is not given is
-// kept, and `none` as an option's value clears it (`--monthly-cap none`, `--rpm none`).
+// kept, and `none` as an option's value clears it (`--monthly-cap none`, `--rpm none`, `max-cost … none`).
 const USAGE = `usage: npm run admin -- <command>
   accounts                                  list accounts
   create-account <name>
   account <accountId>                       balance and details
-  create-key <accountId> [name] [--lifetime-cap USD] [--monthly-cap USD] [--rpm N] [--tpm N] [--concurrency N]
+  create-key <accountId> [name] [--lifetime-cap USD] [--monthly-cap USD] [--max-cost-per-request USD] [--rpm N] [--tpm N] [--concurrency N]
   keys <accountId>
   revoke <accountId> <keyId>
-  caps <accountId> <keyId> [--lifetime-cap USD|none] [--monthly-cap USD|none]
+  caps <accountId> <keyId> [--lifetime-cap USD|none] [--monthly-cap USD|none] [--max-cost-per-request USD|none]
+  max-cost <accountId> <keyId> <USD|none>   a key's default cost ceiling per request
   rate-limits <accountId> <keyId> [--rpm N|none] [--tpm N|none] [--concurrency N|none]   a key's own limits
   default-rate-limits <accountId> [--rpm N|none] [--tpm N|none] [--concurrency N|none]   the account's default for its keys
                                             caps, rate-limits, default-rate-limits change only the
@@ -31,7 +32,7 @@ const CLEAR = 'none';
 const CHANGES = new Set(['caps', 'rate-limits', 'default-rate-limits']);
 
 /** Positional arguments each command needs. */
-const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1, members: 1 };
+const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 3, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1, members: 1 };
 
 /** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
 const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
@@ -49,6 +50,8 @@ interface Parsed {
   rest: string[];
   /** --lifetime-cap and --monthly-cap as the admin API's body fields (null: none, cleared). */
   caps: { lifetime_cap_usd?: string | null; monthly_cap_usd?: string | null };
+  /** --max-cost-per-request as the admin API's body field (null: none, cleared). */
+  maxCost: { max_cost_per_request_usd?: string | null };
   /** --rpm, --tpm and --concurrency as the admin API's body fields (numbers, null for none; the API refuses bad ones). */
   limits: Record<string, number | string | null>;
   /** The listing commands' flags as a query string. */
@@ -65,6 +68,8 @@ function parseArgs(argv: string[]): Parsed {
     const v = flag(args, name);
     if (v !== undefined) caps[field] = v === CLEAR ? null : v;
   }
+  const maxCostFlag = flag(args, '--max-cost-per-request');
+  const maxCost: Parsed['maxCost'] = maxCostFlag === undefined ? {} : { max_cost_per_request_usd: maxCostFlag === CLEAR ? null : maxCostFlag };
   const limits: Parsed['limits'] = {};
   for (const [name, field] of [['--rpm', 'requests_per_minute'], ['--tpm', 'tokens_per_minute'], ['--concurrency', 'concurrent_requests']] as const) {
     const v = flag(args, name);
@@ -79,7 +84,7 @@ function parseArgs(argv: string[]): Parsed {
   const all = args.includes('--all');
   if (all) args.splice(args.indexOf('--all'), 1);
   const [cmd, ...rest] = args;
-  return { cmd, rest, caps, limits, query, all };
+  return { cmd, rest, caps, maxCost, limits, query, all };
 }
 
 /** A response body as it came, pretty-printed when it is JSON. */
@@ -147,14 +152,16 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
     case 'account':
       return call('GET', `/accounts/${id(a)}`);
     case 'create-key':
-      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps, ...p.limits });
+      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps, ...p.maxCost, ...p.limits });
     case 'keys':
       return call('GET', `/accounts/${id(a)}/keys`);
     case 'revoke':
       return call('POST', `/accounts/${id(a)}/keys/${id(b)}/revoke`);
     case 'caps':
     case 'rate-limits':
-      return call('PATCH', `/accounts/${id(a)}/keys/${id(b)}`, { ...p.caps, ...p.limits });
+      return call('PATCH', `/accounts/${id(a)}/keys/${id(b)}`, { ...p.caps, ...p.maxCost, ...p.limits });
+    case 'max-cost':
+      return call('PATCH', `/accounts/${id(a)}/keys/${id(b)}`, { max_cost_per_request_usd: c === CLEAR ? null : c });
     case 'default-rate-limits':
       return call('PATCH', `/accounts/${id(a)}/rate-limits`, p.limits);
     case 'credit':
@@ -181,7 +188,7 @@ async function main(argv: string[]): Promise<number> {
   const parsed = parseArgs(argv);
   // Ids go into the path: required (a missing one is a usage error, not a call to ".../undefined") and encoded.
   const needs = NEEDS[parsed.cmd ?? ''] ?? 0;
-  const nothingToChange = CHANGES.has(parsed.cmd ?? '') && Object.keys(parsed.caps).length + Object.keys(parsed.limits).length === 0;
+  const nothingToChange = CHANGES.has(parsed.cmd ?? '') && Object.keys(parsed.caps).length + Object.keys(parsed.maxCost).length + Object.keys(parsed.limits).length === 0;
   const ran =
     parsed.rest.slice(0, needs).filter((v) => v !== '').length < needs || nothingToChange
       ? undefined

@@ -1,6 +1,6 @@
-// A key's caps and rate limits as forms and JSON bodies give them: decimal USD for caps, whole numbers
-// for limits, an empty string or null for none. Refused with a message naming the field.
-import type { KeyCaps, KeyChange } from '../accounts/account-store.js';
+// A key's caps, cost ceiling and rate limits as forms and JSON bodies give them: decimal USD for caps
+// and the ceiling, whole numbers for limits, an empty string or null for none. Refused with a message naming the field.
+import type { KeyCaps, KeyChange, KeyRequestCeiling } from '../accounts/account-store.js';
 import { MAX_RATE_LIMIT, type RateLimits } from '../accounts/rate-limits.js';
 import { usdTextToMicros } from '../billing/money.js';
 import { DashboardError } from './errors.js';
@@ -19,6 +19,22 @@ export function capsFromInput(body: Record<string, unknown>): KeyCaps {
   const monthlyCap = capFromUsd(body.monthly_cap_usd, 'monthly_cap_usd');
   return { ...(lifetimeCap === undefined ? {} : { lifetimeCap }), ...(monthlyCap === undefined ? {} : { monthlyCap }) };
 }
+
+/** The form and JSON field of a key's default cost ceiling per request, in decimal USD. */
+export const MAX_COST_INPUT = 'max_cost_per_request_usd';
+
+/** The key's default cost ceiling per request from a form or JSON body: "0.05" USD, or empty / null / absent for none. */
+export function maxCostFromInput(body: Record<string, unknown>): KeyRequestCeiling {
+  const maxCostPerRequest = capFromUsd(body[MAX_COST_INPUT], MAX_COST_INPUT);
+  return maxCostPerRequest === undefined ? {} : { maxCostPerRequest };
+}
+
+/** The decimal-USD fields of a form or JSON body, and the key's amount each sets. */
+const AMOUNT_INPUTS = [
+  ['lifetime_cap_usd', 'lifetimeCap'],
+  ['monthly_cap_usd', 'monthlyCap'],
+  [MAX_COST_INPUT, 'maxCostPerRequest'],
+] as const;
 
 /** The rate-limit fields of a form or JSON body, and the limit each sets. */
 export const RATE_LIMIT_INPUTS = [
@@ -42,14 +58,14 @@ export function rateLimitsFromInput(body: Record<string, unknown>): RateLimits {
 
 /**
  * A partial change of a key from a form or JSON body: only the fields present change; an empty string
- * or null clears one (no cap, or the account's default limit), a value sets it.
+ * or null clears one (no cap or ceiling, or the account's default limit), a value sets it.
  */
 export function keyChangeFromInput(body: Record<string, unknown>): KeyChange {
   const change: KeyChange = {};
   const given = (field: string): boolean => Object.hasOwn(body, field);
   const cleared = (field: string): boolean => body[field] === null || body[field] === '';
-  for (const [field, cap] of [['lifetime_cap_usd', 'lifetimeCap'], ['monthly_cap_usd', 'monthlyCap']] as const) {
-    if (given(field)) change[cap] = cleared(field) ? null : (capFromUsd(body[field], field) ?? null);
+  for (const [field, amount] of AMOUNT_INPUTS) {
+    if (given(field)) change[amount] = cleared(field) ? null : (capFromUsd(body[field], field) ?? null);
   }
   const limits = rateLimitsFromInput(body);
   for (const [field, limit] of RATE_LIMIT_INPUTS) {

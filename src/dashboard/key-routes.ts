@@ -1,11 +1,12 @@
-// API keys: the Keys pages (create with a one-time reveal, caps, rate limits and the account's default
-// ones, revoke) and /api/keys. A member manages the keys they made; owners and admins every key (keys.ts).
+// API keys: the Keys pages (create with a one-time reveal, caps, the cost ceiling per request, rate
+// limits and the account's default ones, revoke) and /api/keys. A member manages the keys they made;
+// owners and admins every key (keys.ts).
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { openReveal, sealReveal, REVEAL_COOKIE } from './key-reveal.js';
 import { editCapsPage, keysPage, revokePage } from './pages.js';
 import { DashboardError } from './errors.js';
-import { capsFromInput, keyChangeFromInput, rateLimitsFromInput } from './key-input.js';
+import { capsFromInput, keyChangeFromInput, maxCostFromInput, rateLimitsFromInput } from './key-input.js';
 import type { KeyView } from './keys.js';
 import { need } from './route-guards.js';
 import type { DashboardService } from './service.js';
@@ -24,6 +25,7 @@ function apiKey(k: KeyView): Record<string, unknown> {
     revoked_at: k.revokedAt === undefined ? null : new Date(k.revokedAt).toISOString(),
     lifetime_cap_micro_usd: k.lifetimeCap ?? null,
     monthly_cap_micro_usd: k.monthlyCap ?? null,
+    max_cost_per_request_micro_usd: k.maxCostPerRequest ?? null,
     lifetime_spent_micro_usd: k.lifetimeSpent,
     month_spent_micro_usd: k.monthSpent,
     held_micro_usd: k.held,
@@ -77,7 +79,7 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     const actor = acting(ctx);
     const b = ctx.state.body ?? {};
     try {
-      const { key, secret } = await keys.createKey(actor, b.name, capsFromInput(b), rateLimitsFromInput(b));
+      const { key, secret } = await keys.createKey(actor, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
       // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
       // a log or a cache), and shown by the GET the redirect leads to.
       const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
@@ -91,8 +93,8 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     }
   });
   guarded.get('/keys/:keyId/edit', need('keys.own'), async (ctx) => send(ctx, editCapsPage(who(ctx), await keys.getKey(acting(ctx), keyId(ctx)))));
-  // Each form posts its own fields (the caps, or the rate limits), and only those change.
-  for (const form of ['caps', 'rate-limits']) {
+  // Each form posts its own fields (the caps, the cost ceiling, or the rate limits), and only those change.
+  for (const form of ['caps', 'max-cost', 'rate-limits']) {
     guarded.post(`/keys/:keyId/${form}`, need('keys.own'), async (ctx) => {
       const s = who(ctx);
       const key = await keys.getKey(acting(ctx), keyId(ctx));
@@ -119,14 +121,14 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   });
   guarded.post('/api/keys', need('keys.own'), async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { key, secret } = await keys.createKey(acting(ctx), b.name, capsFromInput(b), rateLimitsFromInput(b));
+    const { key, secret } = await keys.createKey(acting(ctx), b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
     ctx.status = 201;
     ctx.body = { key: apiKey(key), secret };
   });
   guarded.get('/api/keys/:keyId', need('keys.own'), async (ctx) => {
     ctx.body = { key: apiKey(await keys.getKey(acting(ctx), keyId(ctx))) };
   });
-  // Partial: a cap or limit the body does not name is kept; null clears it.
+  // Partial: a cap, the cost ceiling or a limit the body does not name is kept; null clears it.
   guarded.patch('/api/keys/:keyId', need('keys.own'), async (ctx) => {
     ctx.body = { key: apiKey(await keys.updateKey(acting(ctx), keyId(ctx), keyChangeFromInput(ctx.state.body ?? {}))) };
   });

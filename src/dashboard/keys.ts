@@ -1,7 +1,7 @@
 // API keys as the dashboard manages them, for the member acting on an account: a member sees and
 // manages the keys they made; owners and admins (keys.all) every key of the account. A key another
 // member may not see answers as one that does not exist. Secrets are shown once, at creation.
-import type { ApiKeyRecord, KeyCaps, KeyChange } from '../accounts/account-store.js';
+import type { ApiKeyRecord, KeyCaps, KeyChange, KeyRequestCeiling } from '../accounts/account-store.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import type { AccountService } from '../accounts/service.js';
 import type { Database } from '../record/database.js';
@@ -18,6 +18,8 @@ export interface KeyView {
   revokedAt?: number;
   lifetimeCap?: number;
   monthlyCap?: number;
+  /** The key's default cost ceiling per request, micro-USD. */
+  maxCostPerRequest?: number;
   lifetimeSpent: number;
   monthSpent: number;
   held: number;
@@ -51,6 +53,7 @@ export class KeyService {
       ...(k.revokedAt === undefined ? {} : { revokedAt: k.revokedAt }),
       ...(k.lifetimeCap === undefined ? {} : { lifetimeCap: k.lifetimeCap }),
       ...(k.monthlyCap === undefined ? {} : { monthlyCap: k.monthlyCap }),
+      ...(k.maxCostPerRequest === undefined ? {} : { maxCostPerRequest: k.maxCostPerRequest }),
       lifetimeSpent: spend.lifetimeSpent,
       monthSpent: spend.monthSpent,
       held: spend.lifetimeHeld,
@@ -101,7 +104,7 @@ export class KeyService {
   }
 
   /** A new key of the account, owned by the actor; its secret is returned this once. */
-  async createKey(actor: Actor, name: unknown, caps: KeyCaps, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
+  async createKey(actor: Actor, name: unknown, caps: KeyCaps & KeyRequestCeiling, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
     Identity.requireConfirmed(actor.user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
@@ -116,7 +119,7 @@ export class KeyService {
     return { key: await this.view(created.record, new Map([[actor.user.id, actor.user.email]])), secret: created.secret };
   }
 
-  /** Changes only the caps and rate limits `change` names (null clears one); the rest stay as they are. */
+  /** Changes only the caps, cost ceiling and rate limits `change` names (null clears one); the rest stay as they are. */
   async updateKey(actor: Actor, keyId: string, change: KeyChange): Promise<KeyView> {
     await this.getKey(actor, keyId);
     if (!(await this.opts.accounts.updateKey(actor.member.accountId, keyId, change))) throw new DashboardError(404, NO_SUCH_KEY);

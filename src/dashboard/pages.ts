@@ -142,6 +142,12 @@ function limitInputs(limits: RateLimits | undefined, none: string): Html {
 <label>Requests at once (${none}) <input name="concurrent_requests" inputmode="numeric" pattern="\\d{1,13}" value="${v(limits?.concurrentRequests)}"></label>`;
 }
 
+/** The key's default cost ceiling per request; what the header does with it is said beside it. */
+function maxCostInput(micros: number | undefined): Html {
+  return html`<label>Max cost per request, USD (empty: none) <input name="max_cost_per_request_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?" value="${usdInput(micros)}"></label>
+<p class="note">A request whose worst case is above it gets a lower output limit (or a 402 when even its prompt is dearer); the x-tollgate-max-cost-usd header can lower it for one request, never raise it.</p>`;
+}
+
 export function keysPage(
   session: Session,
   keys: KeyView[],
@@ -186,6 +192,7 @@ ${
 <label>Name <input name="name" maxlength="100"></label>
 <label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 <label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
+${maxCostInput(undefined)}
 ${limitInputs(undefined, 'empty: the default below')}
 <button>Create key</button></form>`
     : ''
@@ -210,6 +217,9 @@ export function editCapsPage(session: Session, k: KeyView, error?: string): Html
 <label>Monthly cap, USD (empty: none) <input name="monthly_cap_usd" inputmode="decimal" value="${usdInput(k.monthlyCap)}"></label>
 <label>Lifetime cap, USD (empty: none) <input name="lifetime_cap_usd" inputmode="decimal" value="${usdInput(k.lifetimeCap)}"></label>
 <button>Save caps</button> <a href="/keys">Cancel</a></form>
+<h2>Cost ceiling per request</h2><form method="post" action="/keys/${k.id}/max-cost"><input type="hidden" name="csrf" value="${session.csrfToken}">
+${maxCostInput(k.maxCostPerRequest)}
+<button>Save ceiling</button> <a href="/keys">Cancel</a></form>
 <h2>Rate limits</h2><form method="post" action="/keys/${k.id}/rate-limits"><input type="hidden" name="csrf" value="${session.csrfToken}">
 ${limitInputs(k.rateLimits, "empty: the account's default")}
 <button>Save rate limits</button> <a href="/keys">Cancel</a></form>`,

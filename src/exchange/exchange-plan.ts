@@ -22,11 +22,14 @@ export interface PlanInput {
 
 export function exchangePlan(p: PlanInput): ExchangePlan {
   const bodies = buildUpstreamBodies(p.model, p.maxOutputTokens, (upstream, outputLimit) => p.pairs(upstream.format).request(upstream, outputLimit));
+  // Any upstream may serve, each at the one reserved limit: it must suit the most demanding body.
+  const minOutputTokens = Math.max(1, ...p.model.upstreams.map((u) => p.pairs(u.format).minOutputLimit ?? 1));
   return {
     clientFormat: p.clientFormat,
     ...(p.outputLimitField === undefined ? {} : { outputLimitField: p.outputLimitField }),
     model: p.model,
     footprint: bodies.footprint,
+    minOutputTokens,
     stream: p.stream,
     upstreamBody: bodies.body,
     upstreamHeaders: (upstream) => p.pairs(upstream.format).headers(upstream),

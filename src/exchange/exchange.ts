@@ -13,6 +13,7 @@ import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
 import { formatUsd, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
+import { ceilingInForce, COST_CEILING_HEADER, OUTPUT_LIMIT_HEADER, parseCostCeilingHeader, withinCeiling } from '../reserve/cost-ceiling.js';
 import { GatewayError } from '../request/gateway-error.js';
 import { LedgerUnavailableError, type LedgerHealth } from '../billing/ledger-health.js';
 import { JournalBehindError } from '../record/journaled-ledger.js';
@@ -60,6 +61,8 @@ export interface ExchangePlan {
   outputLimitField?: string;
   model: CatalogModel;
   footprint: RequestFootprint;
+  /** The smallest output limit every upstream body can take (default 1): a cost ceiling lowers it no further. */
+  minOutputTokens?: number;
   stream: boolean;
   /** The upstream request body for one upstream, with the output limit the reservation covers. */
   upstreamBody(upstream: CatalogUpstream, outputLimit: number): string | Buffer;
@@ -169,6 +172,23 @@ const shuttingDown = (): GatewayError =>
 
 type Bound = ReturnType<typeof worstCase>;
 type ExchangeKey = NonNullable<GatewayContext['state']['key']>;
+
+/**
+ * The worst case to reserve: the request's own, or under the cost ceiling in force (the header's, the
+ * key's default, the lower of the two), at the largest output limit that fits. With a ceiling, the
+ * answer names the output limit sent (a stream's headers leave with its first bytes).
+ */
+function boundOf(ctx: GatewayContext, plan: ExchangePlan, key: ExchangeKey): Bound {
+  const requested = worstCase(plan.footprint, plan.model);
+  const ceiling = ceilingInForce(parseCostCeilingHeader(ctx.req.headers[COST_CEILING_HEADER]), key.maxCostPerRequest);
+  if (ceiling === undefined) return requested;
+  const bound = withinCeiling(requested, plan.footprint, plan.model, ceiling, {
+    minOutputTokens: plan.minOutputTokens ?? 1,
+    outputLimitField: plan.outputLimitField ?? 'max_tokens',
+  });
+  ctx.set(OUTPUT_LIMIT_HEADER, String(bound.outputTokens));
+  return bound;
+}
 
 /**
  * Reserves the worst case, or throws the refusal in the client's format. A reservation whose answer was
@@ -307,7 +327,7 @@ async function relayFromUpstreams(ctx: GatewayContext, deps: ExchangeDeps, plan:
 export async function runExchange(ctx: GatewayContext, deps: ExchangeDeps, plan: ExchangePlan): Promise<void> {
   const key = ctx.state.key;
   if (key === undefined) throw new Error('runExchange needs an authenticated key');
-  const bound = worstCase(plan.footprint, plan.model);
+  const bound = boundOf(ctx, plan, key);
   await reserveWorstCase(ctx, deps, plan, key, bound, deps.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS);
   // What the settlement will charge for a usage: the answer reports exactly this figure.
   const charge = chargeOf(plan.model.pricing, bound.amount);

@@ -29,6 +29,7 @@ export type ReconciledField =
   | 'key_revoked'
   | 'key_lifetime_cap'
   | 'key_monthly_cap'
+  | 'key_max_cost_per_request'
   | RateLimitDifference
   // The hot path's seq below the record's: it lost writes the record has (not money; repaired by a reload).
   | 'hot_behind';
@@ -39,6 +40,7 @@ const NOT_MONEY_FIELDS: ReadonlySet<ReconciledField> = new Set<ReconciledField>(
   'key_revoked',
   'key_lifetime_cap',
   'key_monthly_cap',
+  'key_max_cost_per_request',
   'key_rpm_limit',
   'key_tpm_limit',
   'key_concurrency_limit',

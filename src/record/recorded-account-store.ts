@@ -47,13 +47,14 @@ interface KeyRow {
   tpm_limit: number | null;
   concurrency_limit: number | null;
   owner_user_id: string | null;
+  max_cost_per_request: number | null;
 }
 
 const ACCOUNT_COLUMNS = `id, name, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms,
   default_rpm_limit, default_tpm_limit, default_concurrency_limit, limits_version`;
 const KEY_COLUMNS = `id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap,
   (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms, version,
-  rpm_limit, tpm_limit, concurrency_limit, owner_user_id`;
+  rpm_limit, tpm_limit, concurrency_limit, owner_user_id, max_cost_per_request`;
 
 /** Rate limits from three nullable columns. */
 function limitsOf(rpm: number | null, tpm: number | null, concurrency: number | null): RateLimits | undefined {
@@ -81,6 +82,7 @@ function toAccount(r: AccountRow): Account {
 const KEY_SETTING_COLUMNS: Record<KeySetting, string> = {
   lifetimeCap: 'lifetime_cap',
   monthlyCap: 'monthly_cap',
+  maxCostPerRequest: 'max_cost_per_request',
   requestsPerMinute: 'rpm_limit',
   tokensPerMinute: 'tpm_limit',
   concurrentRequests: 'concurrency_limit',
@@ -96,6 +98,7 @@ function toKey(r: KeyRow): ApiKeyRecord {
   };
   if (r.lifetime_cap !== null) rec.lifetimeCap = Number(r.lifetime_cap);
   if (r.monthly_cap !== null) rec.monthlyCap = Number(r.monthly_cap);
+  if (r.max_cost_per_request !== null) rec.maxCostPerRequest = Number(r.max_cost_per_request);
   if (r.revoked_ms !== null) rec.revokedAt = Number(r.revoked_ms);
   const limits = limitsOf(r.rpm_limit, r.tpm_limit, r.concurrency_limit);
   if (limits !== undefined) rec.rateLimits = limits;
@@ -160,8 +163,8 @@ const LIMIT_DIFFERENCES: ReadonlyArray<[RateLimitField, 'rpm' | 'tpm' | 'concurr
 export interface KeyStateDifference {
   accountId: string;
   keyId: string;
-  field: 'key_missing' | 'key_revoked' | 'key_lifetime_cap' | 'key_monthly_cap' | RateLimitDifference;
-  /** The record's value: 1/0 for present or revoked, the cap in micro-USD or the rate limit, -1 for none. */
+  field: 'key_missing' | 'key_revoked' | 'key_lifetime_cap' | 'key_monthly_cap' | 'key_max_cost_per_request' | RateLimitDifference;
+  /** The record's value: 1/0 for present or revoked, the cap or ceiling in micro-USD or the rate limit, -1 for none. */
   expected: number;
   /** The hot path's value, in the same terms. */
   actual: number;
@@ -267,12 +270,13 @@ export class RecordedAccountStore implements AccountStore {
     const limits = record.rateLimits;
     const inserted = await this.db.query(
       `INSERT INTO api_keys (id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap, created_at,
-         rpm_limit, tpm_limit, concurrency_limit, owner_user_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12, $13)
+         rpm_limit, tpm_limit, concurrency_limit, owner_user_id, max_cost_per_request)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12, $13, $14)
        ON CONFLICT (secret_hash) DO NOTHING`,
       [
         record.id, accountId, hash, prefix, lastFour, record.name, record.lifetimeCap ?? null, record.monthlyCap ?? null, record.createdAt,
-        limits?.requestsPerMinute ?? null, limits?.tokensPerMinute ?? null, limits?.concurrentRequests ?? null, record.ownerId ?? null,
+        limits?.requestsPerMinute ?? null, limits?.tokensPerMinute ?? null, limits?.concurrentRequests ?? null,
+        record.ownerId ?? null, record.maxCostPerRequest ?? null,
       ],
     );
     // Only an import racing another import of the same secret gets here.
@@ -547,6 +551,7 @@ export class RecordedAccountStore implements AccountStore {
         differ('key_revoked', rec.revokedAt === undefined ? 0 : 1, hot.revokedAt === undefined ? 0 : 1);
         differ('key_lifetime_cap', rec.lifetimeCap ?? -1, hot.lifetimeCap ?? -1);
         differ('key_monthly_cap', rec.monthlyCap ?? -1, hot.monthlyCap ?? -1);
+        differ('key_max_cost_per_request', rec.maxCostPerRequest ?? -1, hot.maxCostPerRequest ?? -1);
         for (const [limit, name] of LIMIT_DIFFERENCES) differ(`key_${name}_limit`, rec.rateLimits?.[limit] ?? -1, hot.rateLimits?.[limit] ?? -1);
       }
       if (found.length === 0) continue;

@@ -27,6 +27,8 @@ export interface FormatPair {
   headers(upstream: CatalogUpstream): Record<string, string>;
   /** How the upstream's reply reaches the client, with the usage billing needs. */
   relay(upstream: CatalogUpstream): Relay;
+  /** The smallest output limit its request can take (a client's thinking budget needs more than it); 1 when not said. */
+  minOutputLimit?: number;
 }
 
 /** What every pair of one client request shares. */

@@ -13,6 +13,7 @@ import { startAdminServer } from '../../src/admin/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
+import { until } from './e2e-support.js';
 
 const TOKEN = `adm-${randomBytes(18).toString('base64url')}`;
 const MODEL = 'outlaw-1-xploded';
@@ -262,6 +263,55 @@ describe('accounts and keys', () => {
     await ok.json();
   });
 
+  it("sets and clears a key's max cost per request; the gateway serves within it; bad values are 400s and change nothing", async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const created = await call('POST', `/accounts/${accountId}/keys`, { name: 'agent', max_cost_per_request_usd: '0.0005' });
+    expect(created.status).toBe(201);
+    expect(created.body.record).toMatchObject({ name: 'agent', maxCostPerRequest: 500 });
+    const key = created.body.key as string;
+    const keyId = (created.body.record as Json).id as string;
+    const sentLimit = async (): Promise<number | null> => {
+      const res = await fetch(`${h.baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, max_tokens: 2_000, messages: [{ role: 'user', content: 'Say something short.' }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.json();
+      const named = res.headers.get('x-tollgate-max-tokens');
+      return named === null ? null : Number(named);
+    };
+    const underDefault = await sentLimit();
+    expect(underDefault).toBeGreaterThan(0);
+    expect(underDefault).toBeLessThan(2_000);
+
+    const set = await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, { max_cost_per_request_micro_usd: 300 });
+    expect(set.body).toEqual({ updated: true, max_cost_per_request_micro_usd: 300 });
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ id: keyId, maxCostPerRequest: 300 })]);
+    // The gateway's key cache holds a lookup for TOLLGATE_KEY_CACHE_TTL_MS (1 s).
+    await until('the lower default to reach the gateway', async () => ((await sentLimit()) ?? 2_000) < (underDefault ?? 0) || undefined);
+
+    for (const [body, message] of [
+      [{ max_cost_per_request_usd: '-1' }, /max_cost_per_request_usd must be a decimal USD string/],
+      [{ max_cost_per_request_usd: '0.0000001' }, /max_cost_per_request_usd must be a decimal USD string with at most 6 decimals/],
+      [{ max_cost_per_request_micro_usd: -3 }, /max_cost_per_request_micro_usd must be a non-negative integer/],
+      [{ max_cost_per_request_usd: '1', max_cost_per_request_micro_usd: 1 }, /not both/],
+      [{ max_cost_usd: '1' }, /unknown field max_cost_usd/],
+    ] as const) {
+      const bad = await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, body);
+      expect(bad.status, JSON.stringify(body)).toBe(400);
+      expect(errorOf(bad)).toMatch(message);
+    }
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ maxCostPerRequest: 300 })]);
+    expect((await call('PUT', `/accounts/${accountId}/keys/key_nope/max-cost-per-request`, {})).status).toBe(404);
+
+    const cleared = await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, {});
+    expect(cleared.body).toEqual({ updated: true, max_cost_per_request_micro_usd: null });
+    expect(((await call('GET', `/accounts/${accountId}/keys`)).body.keys as Json[])[0]).not.toHaveProperty('maxCostPerRequest');
+    await until('the cleared default to reach the gateway', async () => ((await sentLimit()) === null ? true : undefined));
+  });
+
   it("sets a key's rate limits and the account's default; the gateway applies them at once; bad values are 400s", async () => {
     const accountId = await newAccount();
     await fund(accountId);
@@ -314,7 +364,7 @@ describe('accounts and keys', () => {
     const patch = (body: Json) => call('PATCH', `/accounts/${accountId}/keys/${keyId}`, body);
     // A rate limit alone: the caps stay, and the gateway still refuses past the monthly cap.
     expect((await patch({ tokens_per_minute: 500_000 })).body).toEqual({
-      updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 2, rate_limits: { requests_per_minute: 1000, tokens_per_minute: 500_000, concurrent_requests: null },
+      updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 2, max_cost_per_request_micro_usd: null, rate_limits: { requests_per_minute: 1000, tokens_per_minute: 500_000, concurrent_requests: null },
     });
     const refused = await complete(key);
     expect(refused.status).toBe(402);
@@ -323,7 +373,7 @@ describe('accounts and keys', () => {
     expect((await patch({ monthly_cap_micro_usd: 3 })).body).toMatchObject({ lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 3, rate_limits: { requests_per_minute: 1000, tokens_per_minute: 500_000 } });
     // null clears only what it names.
     expect((await patch({ monthly_cap_usd: null, requests_per_minute: null })).body).toEqual({
-      updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: null, rate_limits: { requests_per_minute: null, tokens_per_minute: 500_000, concurrent_requests: null },
+      updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: null, max_cost_per_request_micro_usd: null, rate_limits: { requests_per_minute: null, tokens_per_minute: 500_000, concurrent_requests: null },
     });
     const ok = await complete(key);
     expect(ok.status).toBe(200);
@@ -351,6 +401,35 @@ describe('accounts and keys', () => {
     // PUT of a key's caps replaces both (documented): a cap not given is cleared; its limits stay.
     expect((await call('PUT', `/accounts/${accountId}/keys/${keyId}/caps`, { monthly_cap_usd: '1' })).body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 1_000_000 });
     expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([expect.objectContaining({ monthlyCap: 1_000_000, rateLimits: { tokensPerMinute: 500_000 } })]);
+  });
+
+  it("a PATCH naming only the key's max cost per request keeps its caps and rate limits, one naming only a cap keeps the ceiling; the ceiling's PUT leaves the rest", async () => {
+    const accountId = await newAccount();
+    await fund(accountId);
+    const created = await call('POST', `/accounts/${accountId}/keys`, { name: 'ceilinged', monthly_cap_usd: '5', lifetime_cap_usd: '20', max_cost_per_request_usd: '0.05', requests_per_minute: 100, concurrent_requests: 4 });
+    const keyId = (created.body.record as { id: string }).id;
+    const patch = (body: Json) => call('PATCH', `/accounts/${accountId}/keys/${keyId}`, body);
+    const limits = { requests_per_minute: 100, tokens_per_minute: null, concurrent_requests: 4 };
+    expect((await patch({ max_cost_per_request_usd: '0.02' })).body).toEqual({ updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 5_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: limits });
+    expect((await patch({ monthly_cap_micro_usd: 6_000_000 })).body).toEqual({ updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: limits });
+    expect((await patch({ lifetime_cap_usd: null, tokens_per_minute: 9_000 })).body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: { ...limits, tokens_per_minute: 9_000 } });
+    // The ceiling in micro-USD with a cap, in one change; then cleared alone.
+    expect((await patch({ max_cost_per_request_micro_usd: 700, monthly_cap_usd: '7' })).body).toMatchObject({ monthly_cap_micro_usd: 7_000_000, max_cost_per_request_micro_usd: 700 });
+    expect((await patch({ max_cost_per_request_usd: null })).body).toEqual({ updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 7_000_000, max_cost_per_request_micro_usd: null, rate_limits: { ...limits, tokens_per_minute: 9_000 } });
+    // Bad ceilings change nothing.
+    for (const [body, message] of [
+      [{ max_cost_per_request_usd: '1', max_cost_per_request_micro_usd: 1 }, 'not both'],
+      [{ max_cost_per_request_usd: '-1', monthly_cap_usd: '1' }, 'max_cost_per_request_usd must be a decimal USD string'],
+    ] as const) {
+      const bad = await patch(body);
+      expect(bad.status).toBe(400);
+      expect(errorOf(bad)).toContain(message);
+    }
+    // The ceiling's PUT is routed through the same partial change: caps and limits stay.
+    expect((await call('PUT', `/accounts/${accountId}/keys/${keyId}/max-cost-per-request`, { max_cost_per_request_usd: '0.01' })).body).toEqual({ updated: true, max_cost_per_request_micro_usd: 10_000 });
+    expect((await call('GET', `/accounts/${accountId}/keys`)).body.keys).toEqual([
+      expect.objectContaining({ id: keyId, monthlyCap: 7_000_000, maxCostPerRequest: 10_000, rateLimits: { requestsPerMinute: 100, tokensPerMinute: 9_000, concurrentRequests: 4 } }),
+    ]);
   });
 });
 
@@ -609,11 +688,11 @@ describe('the CLI', () => {
     const keyId = ((JSON.parse(key.stdout) as { record: Json }).record as { id: string }).id;
     // Options not given are kept (the caps stay when limits are set, and the other way round); none clears one.
     const limited = await cli(['rate-limits', id, keyId, '--rpm', '30', '--concurrency', '2']);
-    expect([limited.code, JSON.parse(limited.stdout)]).toEqual([0, { updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 5_000_000, rate_limits: { requests_per_minute: 30, tokens_per_minute: null, concurrent_requests: 2 } }]);
+    expect([limited.code, JSON.parse(limited.stdout)]).toEqual([0, { updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 5_000_000, max_cost_per_request_micro_usd: null, rate_limits: { requests_per_minute: 30, tokens_per_minute: null, concurrent_requests: 2 } }]);
     const moreLimits = await cli(['rate-limits', id, keyId, '--tpm', '1000', '--concurrency', 'none']);
-    expect(JSON.parse(moreLimits.stdout)).toEqual({ updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 5_000_000, rate_limits: { requests_per_minute: 30, tokens_per_minute: 1000, concurrent_requests: null } });
+    expect(JSON.parse(moreLimits.stdout)).toEqual({ updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: 5_000_000, max_cost_per_request_micro_usd: null, rate_limits: { requests_per_minute: 30, tokens_per_minute: 1000, concurrent_requests: null } });
     const uncapped = await cli(['caps', id, keyId, '--monthly-cap', 'none']);
-    expect([uncapped.code, JSON.parse(uncapped.stdout)]).toEqual([0, { updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: null, rate_limits: { requests_per_minute: 30, tokens_per_minute: 1000, concurrent_requests: null } }]);
+    expect([uncapped.code, JSON.parse(uncapped.stdout)]).toEqual([0, { updated: true, lifetime_cap_micro_usd: 20_000_000, monthly_cap_micro_usd: null, max_cost_per_request_micro_usd: null, rate_limits: { requests_per_minute: 30, tokens_per_minute: 1000, concurrent_requests: null } }]);
     const nothing = await cli(['caps', id, keyId]);
     expect(nothing.code).toBe(2);
     expect(nothing.stderr).toContain('none clears one');
@@ -636,6 +715,33 @@ describe('the CLI', () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toMatch(/admin token missing or wrong/);
     expect(refused.stdout + refused.stderr).not.toContain(wrong);
+  });
+});
+
+describe('the CLI: a key\'s max cost per request', () => {
+  it('sets it at creation and after, keeps it when caps or limits change and keeps them when it changes, clears it with none, and refuses a bad amount', async () => {
+    const id = JSON.parse((await cli(['create-account', 'cli-ceiling'])).stdout).id as string;
+    const key = await cli(['create-key', id, 'agent', '--max-cost-per-request', '0.05', '--monthly-cap', '5', '--rpm', '30']);
+    expect(key.code).toBe(0);
+    const record = (JSON.parse(key.stdout) as { record: Json }).record;
+    expect(record).toMatchObject({ name: 'agent', maxCostPerRequest: 50_000, monthlyCap: 5_000_000, rateLimits: { requestsPerMinute: 30 } });
+    const keyId = record.id as string;
+    const limits = { requests_per_minute: 30, tokens_per_minute: null, concurrent_requests: null };
+    const set = await cli(['max-cost', id, keyId, '0.25']);
+    expect([set.code, JSON.parse(set.stdout)]).toEqual([0, { updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 5_000_000, max_cost_per_request_micro_usd: 250_000, rate_limits: limits }]);
+    const capped = await cli(['caps', id, keyId, '--monthly-cap', '6']);
+    expect(JSON.parse(capped.stdout)).toMatchObject({ monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 250_000 });
+    const asOption = await cli(['caps', id, keyId, '--max-cost-per-request', '0.1']);
+    expect(JSON.parse(asOption.stdout)).toMatchObject({ monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 100_000, rate_limits: limits });
+    const cleared = await cli(['max-cost', id, keyId, 'none']);
+    expect([cleared.code, JSON.parse(cleared.stdout)]).toEqual([0, { updated: true, lifetime_cap_micro_usd: null, monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: null, rate_limits: limits }]);
+    const bad = await cli(['max-cost', id, keyId, 'lots']);
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ error: { message: expect.stringMatching(/max_cost_per_request_usd/) } });
+    // Without an amount (or none) nothing is sent: a forgotten amount must not clear it.
+    const noAmount = await cli(['max-cost', id, keyId]);
+    expect(noAmount.code).toBe(2);
+    expect(noAmount.stderr).toContain('max-cost <accountId> <keyId> <USD|none>');
   });
 });
 

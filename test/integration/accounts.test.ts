@@ -94,6 +94,37 @@ describe.each(backends)('account store (%s)', (_name, make) => {
     await expect(store.setKeyCaps(acct.id, record.id, { lifetimeCap: -1 })).rejects.toThrow(RangeError);
     await expect(store.setKeyCaps(acct.id, record.id, { monthlyCap: 1.5 })).rejects.toThrow(RangeError);
   });
+
+  it("sets and clears a key's max cost per request by updateKey; a change naming only it keeps the caps and rate limits, one naming only a cap keeps it", async () => {
+    const store = make();
+    const acct = await store.createAccount('Ceiling');
+    const limits = { requestsPerMinute: 60, concurrentRequests: 2 };
+    const { record, secret } = await store.createKey(acct.id, { name: 'agent', monthlyCap: 9, lifetimeCap: 90, maxCostPerRequest: 50_000, rateLimits: limits });
+    expect(record).toMatchObject({ monthlyCap: 9, maxCostPerRequest: 50_000 });
+    expect(await store.findKeyByHash(hashApiKey(secret))).toMatchObject({ maxCostPerRequest: 50_000 });
+    // Naming only the ceiling: the caps and the rate limits stay as they were.
+    expect(await store.updateKey(acct.id, record.id, { maxCostPerRequest: 1 })).toBe(true);
+    expect(await store.getKey(acct.id, record.id)).toMatchObject({ monthlyCap: 9, lifetimeCap: 90, maxCostPerRequest: 1, rateLimits: limits });
+    expect(await store.findKeyByHash(hashApiKey(secret))).toMatchObject({ monthlyCap: 9, lifetimeCap: 90, maxCostPerRequest: 1, rateLimits: limits });
+    // Naming only a cap (set or cleared), or only a limit: the ceiling stays.
+    expect(await store.updateKey(acct.id, record.id, { monthlyCap: 7 })).toBe(true);
+    expect(await store.updateKey(acct.id, record.id, { lifetimeCap: null, requestsPerMinute: 30 })).toBe(true);
+    expect(await store.getKey(acct.id, record.id)).toMatchObject({ monthlyCap: 7, maxCostPerRequest: 1, rateLimits: { requestsPerMinute: 30, concurrentRequests: 2 } });
+    // So does replacing the caps as a group.
+    expect(await store.setKeyCaps(acct.id, record.id, {})).toBe(true);
+    expect((await store.getKey(acct.id, record.id))?.maxCostPerRequest).toBe(1);
+    // Several settings in one change, the ceiling cleared among them.
+    expect(await store.updateKey(acct.id, record.id, { maxCostPerRequest: null, monthlyCap: 3 })).toBe(true);
+    const cleared = await store.getKey(acct.id, record.id);
+    expect(cleared?.maxCostPerRequest).toBeUndefined();
+    expect(cleared).toMatchObject({ monthlyCap: 3, rateLimits: { requestsPerMinute: 30, concurrentRequests: 2 } });
+    expect((await store.findKeyByHash(hashApiKey(secret)))?.maxCostPerRequest).toBeUndefined();
+    expect((await store.listKeys(acct.id))[0]).not.toHaveProperty('maxCostPerRequest');
+    expect(await store.updateKey(acct.id, 'key_missing', { maxCostPerRequest: 1 })).toBe(false);
+    await expect(store.updateKey(acct.id, record.id, { maxCostPerRequest: -1 })).rejects.toThrow(/maxCostPerRequest/);
+    await expect(store.updateKey(acct.id, record.id, { maxCostPerRequest: 0.5 })).rejects.toThrow(RangeError);
+    await expect(store.createKey(acct.id, { maxCostPerRequest: -5 })).rejects.toThrow(RangeError);
+  });
 });
 
 describe('Redis keeps only hashes of keys', () => {

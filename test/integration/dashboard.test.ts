@@ -725,6 +725,33 @@ describe('rate limits in the dashboard (issue 32, item 3)', () => {
     expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '3', csrf: carol.csrf }, { form: true })).status).toBe(302);
     expect(await enforced()).toEqual({ lifetimeCap: 3_000_000, monthlyCap: undefined, rateLimits: { requestsPerMinute: 90 } });
   });
+
+  it('a partial update naming only the cost ceiling keeps the caps and rate limits, and one naming only a cap or a limit keeps the ceiling, in the JSON API and the forms', async () => {
+    const made = await carol.api('POST', '/api/keys', { name: 'ceilinged', monthly_cap_usd: '5', lifetime_cap_usd: '20', max_cost_per_request_usd: '0.05', requests_per_minute: 30, concurrent_requests: 3 });
+    expect(made.status).toBe(201);
+    const { key, secret } = made.json() as { key: { id: string }; secret: string };
+    secrets.push(secret);
+    const accountId = ((await carol.api('GET', '/api/session')).json() as { user: { account_id: string } }).user.account_id;
+    /** The key as the gateway's store holds it: what it enforces. */
+    const enforced = async () => {
+      const k = await harness.backend.accounts.getKey(accountId, key.id);
+      return { lifetimeCap: k?.lifetimeCap, monthlyCap: k?.monthlyCap, maxCostPerRequest: k?.maxCostPerRequest, rateLimits: k?.rateLimits };
+    };
+    // The ceiling alone: the caps and the limits stay.
+    const ceilingOnly = await carol.api('PATCH', `/api/keys/${key.id}`, { max_cost_per_request_usd: '0.02' });
+    expect(ceilingOnly.json()).toMatchObject({ key: { monthly_cap_micro_usd: 5_000_000, lifetime_cap_micro_usd: 20_000_000, max_cost_per_request_micro_usd: 20_000, rate_limits: { requests_per_minute: 30, concurrent_requests: 3 } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 5_000_000, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 30, concurrentRequests: 3 } });
+    // A cap alone, then a limit alone: the ceiling stays.
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { monthly_cap_usd: '6' })).json()).toMatchObject({ key: { monthly_cap_micro_usd: 6_000_000, max_cost_per_request_micro_usd: 20_000 } });
+    expect((await carol.api('PATCH', `/api/keys/${key.id}`, { concurrent_requests: null })).json()).toMatchObject({ key: { max_cost_per_request_micro_usd: 20_000, rate_limits: { requests_per_minute: 30, concurrent_requests: null } } });
+    expect(await enforced()).toEqual({ lifetimeCap: 20_000_000, monthlyCap: 6_000_000, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 30 } });
+    // The edit page's forms: caps and rate limits keep the ceiling, the ceiling's form keeps both.
+    expect((await carol.req('POST', `/keys/${key.id}/caps`, { monthly_cap_usd: '', lifetime_cap_usd: '4', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect((await carol.req('POST', `/keys/${key.id}/rate-limits`, { requests_per_minute: '45', tokens_per_minute: '', concurrent_requests: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 4_000_000, monthlyCap: undefined, maxCostPerRequest: 20_000, rateLimits: { requestsPerMinute: 45 } });
+    expect((await carol.req('POST', `/keys/${key.id}/max-cost`, { max_cost_per_request_usd: '', csrf: carol.csrf }, { form: true })).status).toBe(302);
+    expect(await enforced()).toEqual({ lifetimeCap: 4_000_000, monthlyCap: undefined, maxCostPerRequest: undefined, rateLimits: { requestsPerMinute: 45 } });
+  });
 });
 
 describe('two-factor sign-in that can be turned off and recovered (issue 37, item 5)', () => {
@@ -909,5 +936,68 @@ describe('two-factor sign-in that can be turned off and recovered (issue 37, ite
     const count = logged.length;
     expect((await root.api('POST', `/api/admin/accounts/${accountId}/users/${userId}/clear-two-factor`)).json()).toEqual({ cleared: false });
     expect(logged).toHaveLength(count);
+  });
+});
+
+describe('a cost ceiling per request in the dashboard (issue 39, item 4)', () => {
+  const erin = new Browser(base);
+  const frank = new Browser(base);
+  type KeyJson = { id: string; max_cost_per_request_micro_usd: number | null; monthly_cap_micro_usd: number | null };
+
+  beforeAll(async () => {
+    await erin.signUpConfirmed(tdb.db, 'erin@example.com');
+    await frank.signUpConfirmed(tdb.db, 'frank@example.com');
+  });
+
+  it("sets a key's max cost per request on its create and edit pages and the JSON API; the gateway serves within it", async () => {
+    const made = await erin.req('POST', '/keys', { name: 'agent key', max_cost_per_request_usd: '0.0005', csrf: erin.csrf }, { form: true });
+    expect(made.status).toBe(303);
+    const shown = await erin.req('GET', '/keys', undefined, { reveal: true });
+    const secret = /<code id="new-key"[^>]*>([^<]+)<\/code>/.exec(shown.text)?.[1] ?? '';
+    secrets.push(secret);
+    const keyId = ((await erin.api('GET', '/api/keys')).json() as { keys: KeyJson[] }).keys[0]?.id ?? '';
+    const keyOf = async (): Promise<KeyJson> => ((await erin.api('GET', `/api/keys/${keyId}`)).json() as { key: KeyJson }).key;
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBe(500);
+
+    // The gateway lowers the output limit to fit it.
+    const session = (await erin.api('GET', '/api/session')).json() as { user: { account_id: string } };
+    await harness.backend.ledger.credit(session.user.account_id, 10_000_000, `dash-ceiling-${session.user.account_id}`);
+    const client = new OpenAI({ apiKey: secret, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: 'outlaw-1-xploded', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2_000 }).withResponse();
+    expect(Number(response.headers.get('x-tollgate-max-tokens'))).toBeLessThan(2_000);
+
+    // The edit page shows it in its own form, which sets it.
+    const edit = await erin.req('GET', `/keys/${keyId}/edit`);
+    expect(edit.text).toContain(`action="/keys/${keyId}/max-cost"`);
+    expect(edit.text).toMatch(/name="max_cost_per_request_usd"[^>]*value="0.000500"/);
+    const set = await erin.req('POST', `/keys/${keyId}/max-cost`, { max_cost_per_request_usd: '0.0003', csrf: erin.csrf }, { form: true });
+    expect(set.status).toBe(302);
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBe(300);
+    const invalid = await erin.req('POST', `/keys/${keyId}/max-cost`, { max_cost_per_request_usd: '0.1234567', csrf: erin.csrf }, { form: true });
+    expect(invalid.status).toBe(400);
+    expect(invalid.text).toContain('max_cost_per_request_usd must be an amount in USD like 12.50 (at most 6 decimals)');
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBe(300);
+
+    // PATCH sets it when named, keeps it when not, and clears it with null.
+    const patched = await erin.api('PATCH', `/api/keys/${keyId}`, { max_cost_per_request_usd: '0.002' });
+    expect((patched.json() as { key: KeyJson }).key.max_cost_per_request_micro_usd).toBe(2_000);
+    const capsOnly = await erin.api('PATCH', `/api/keys/${keyId}`, { monthly_cap_usd: '1' });
+    expect((capsOnly.json() as { key: KeyJson }).key).toMatchObject({ monthly_cap_micro_usd: 1_000_000, max_cost_per_request_micro_usd: 2_000 });
+    // A refused PATCH changes nothing, caps included.
+    expect((await erin.api('PATCH', `/api/keys/${keyId}`, { monthly_cap_usd: '2', max_cost_per_request_usd: '-1' })).status).toBe(400);
+    expect(await keyOf()).toMatchObject({ monthly_cap_micro_usd: 1_000_000, max_cost_per_request_micro_usd: 2_000 });
+    const cleared = await erin.api('PATCH', `/api/keys/${keyId}`, { max_cost_per_request_usd: null });
+    expect((cleared.json() as { key: KeyJson }).key.max_cost_per_request_micro_usd).toBeNull();
+
+    const viaApi = await erin.api('POST', '/api/keys', { name: 'api key', max_cost_per_request_usd: '0.01' });
+    expect(viaApi.status).toBe(201);
+    const created = viaApi.json() as { key: KeyJson; secret: string };
+    secrets.push(created.secret);
+    expect(created.key.max_cost_per_request_micro_usd).toBe(10_000);
+
+    // Another holder cannot touch it.
+    expect((await frank.req('POST', `/keys/${keyId}/max-cost`, { max_cost_per_request_usd: '5', csrf: frank.csrf }, { form: true })).status).toBe(404);
+    expect((await frank.api('PATCH', `/api/keys/${keyId}`, { max_cost_per_request_usd: '5' })).status).toBe(404);
+    expect((await keyOf()).max_cost_per_request_micro_usd).toBeNull();
   });
 });

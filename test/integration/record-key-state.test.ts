@@ -141,4 +141,18 @@ describe('reconciliation compares keys and repairs Redis from the record', () =>
     const again = await reconcile(books, [w.accountId]);
     expect(again.differences).toEqual([]);
   });
+
+  it("a key's max cost per request Redis lost is reported and pushed again", async () => {
+    const w = await world();
+    expect(await w.backend.accounts.updateKey(w.accountId, w.keyId, { maxCostPerRequest: 40_000 })).toBe(true);
+    const k = redisKeys(w.namespace);
+    expect(await testRedis.redis.hget(k.key(w.accountId, w.keyId), 'maxCost')).toBe('40000');
+    await testRedis.redis.hdel(k.key(w.accountId, w.keyId), 'maxCost');
+
+    const books = reconcileSources(record.db, w.backend, undefined, undefined);
+    const first = await reconcile(books, [w.accountId]);
+    expect(first.differences.map((d) => `${d.keyId} ${d.field} ${d.expected}->${d.actual}`)).toEqual([`${w.keyId} key_max_cost_per_request 40000->-1`]);
+    expect(await w.hot.accounts.getKey(w.accountId, w.keyId)).toMatchObject({ maxCostPerRequest: 40_000 });
+    expect((await reconcile(books, [w.accountId])).differences).toEqual([]);
+  });
 });

@@ -87,6 +87,33 @@ describe('rate limits reach Redis from the record', () => {
     await expect(w.backend.accounts.updateKey(w.accountId, w.keyId, { requestsPerMinute: 0 })).rejects.toThrow(/requestsPerMinute/);
   });
 
+  it("the cost ceiling per request is one more setting of the same single write: named with others, alone, or left out and kept", async () => {
+    const w = await world();
+    await w.backend.accounts.setKeyCaps(w.accountId, w.keyId, { monthlyCap: 5_000_000 });
+    const version = async (): Promise<number> => Number((await record.db.query<{ version: unknown }>('SELECT version FROM api_keys WHERE id = $1', [w.keyId])).rows[0]?.version);
+    const columns = async (): Promise<Record<string, unknown> | undefined> =>
+      (await record.db.query<Record<string, unknown>>('SELECT monthly_cap, max_cost_per_request, rpm_limit FROM api_keys WHERE id = $1', [w.keyId])).rows[0];
+    const before = await version();
+    // The ceiling with a cap and a limit: one new version of the key, all three in the record and in Redis.
+    expect(await w.backend.accounts.updateKey(w.accountId, w.keyId, { maxCostPerRequest: 40_000, monthlyCap: 6_000_000, requestsPerMinute: 9 })).toBe(true);
+    expect(await version()).toBe(before + 1);
+    expect(await columns()).toEqual({ monthly_cap: 6_000_000, max_cost_per_request: 40_000, rpm_limit: 9 });
+    expect(await testRedis.redis.hmget(w.keyHash, 'maxCost', 'monthlyCap', 'rpm')).toEqual(['40000', '6000000', '9']);
+    // A cap alone keeps the ceiling; the ceiling alone keeps the cap and the limit.
+    expect(await w.backend.accounts.updateKey(w.accountId, w.keyId, { monthlyCap: null })).toBe(true);
+    expect(await w.backend.accounts.updateKey(w.accountId, w.keyId, { maxCostPerRequest: 30_000 })).toBe(true);
+    expect(await version()).toBe(before + 3);
+    expect(await columns()).toEqual({ monthly_cap: null, max_cost_per_request: 30_000, rpm_limit: 9 });
+    expect(await testRedis.redis.hmget(w.keyHash, 'maxCost', 'monthlyCap', 'rpm')).toEqual(['30000', null, '9']);
+    // Cleared by null, in both.
+    expect(await w.backend.accounts.updateKey(w.accountId, w.keyId, { maxCostPerRequest: null })).toBe(true);
+    expect(await columns()).toEqual({ monthly_cap: null, max_cost_per_request: null, rpm_limit: 9 });
+    expect(await testRedis.redis.hmget(w.keyHash, 'maxCost', 'rpm')).toEqual([null, '9']);
+    // The Redis store on its own writes the same field.
+    expect(await w.inner.accounts.updateKey(w.accountId, w.keyId, { maxCostPerRequest: 7 })).toBe(true);
+    expect(await w.inner.accounts.getKey(w.accountId, w.keyId)).toMatchObject({ maxCostPerRequest: 7, rateLimits: { requestsPerMinute: 9 } });
+  });
+
   it("an older copy of the account's default arriving after a newer one leaves the newer in Redis", async () => {
     const w = await world();
     await w.backend.accounts.setAccountRateLimits(w.accountId, { requestsPerMinute: 10 }); // version 2

@@ -43,9 +43,10 @@ export const anthropicMessagesUpstream: UpstreamFormat = {
   // {"type": "error", "error": {"type", "message"}}
   errorMessage: nestedErrorMessage,
   encodeRequest(req, ctx) {
-    const body = encodeAnthropicRequest({ ...req, model: ctx.upstreamModel }, { supportsReasoning: ctx.supportsReasoning, defaultMaxOutputTokens: ctx.defaultMaxOutputTokens });
-    if (ctx.outputLimit !== undefined) body.max_tokens = ctx.outputLimit;
-    return body;
+    // Encoded at the limit sent, so the thinking budget derived from it stays below max_tokens (Anthropic
+    // refuses it otherwise) when a cost ceiling or the context window lowers the client's limit.
+    const limited = ctx.outputLimit === undefined ? req : { ...req, maxOutputTokens: ctx.outputLimit };
+    return encodeAnthropicRequest({ ...limited, model: ctx.upstreamModel }, { supportsReasoning: ctx.supportsReasoning, defaultMaxOutputTokens: ctx.defaultMaxOutputTokens });
   },
   decodeResponse: decodeAnthropicResponse,
   streamDecoder: () => new AnthropicStreamDecoder(),

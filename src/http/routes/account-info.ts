@@ -1,6 +1,6 @@
 // Balance and usage with the API key, in OpenRouter's field names where it has one (its clients and
-// scripts read them) and ours beside them: GET /v1/key (the key: name, caps, spend, what is left, rate
-// limits), GET /v1/credits (the account's money) and GET /v1/generation?id= (one request's usage
+// scripts read them) and ours beside them: GET /v1/key (the key: name, caps, its cost ceiling per
+// request, spend, what is left, rate limits), GET /v1/credits (the account's money) and GET /v1/generation?id= (one request's usage
 // record). Money is integer micro-USD inside and goes out as USD numbers, as OpenRouter sends it, with
 // exact `*_micros` integers beside them. Only the calling key's account is ever read.
 import type { AccountStore, ApiKeyRecord } from '../../accounts/account-store.js';
@@ -116,6 +116,8 @@ export function currentKey(deps: AccountInfoDeps) {
         },
         monthly_cap: key.monthlyCap === undefined ? null : usd(key.monthlyCap),
         lifetime_cap: key.lifetimeCap === undefined ? null : usd(key.lifetimeCap),
+        // The most one request may cost when its x-tollgate-max-cost-usd header sets less (or none).
+        max_cost_per_request: key.maxCostPerRequest === undefined ? null : usd(key.maxCostPerRequest),
         // What this key can spend now: the account's balance not held by requests in flight, within its caps.
         remaining: usd(remaining),
         held: usd(spend.lifetimeHeld),
@@ -129,6 +131,7 @@ export function currentKey(deps: AccountInfoDeps) {
           limit_remaining: binding?.left ?? null,
           monthly_cap: key.monthlyCap ?? null,
           lifetime_cap: key.lifetimeCap ?? null,
+          max_cost_per_request: key.maxCostPerRequest ?? null,
           remaining,
         },
       },

@@ -5,6 +5,7 @@ import { CLIENT_FORMAT_NAMES, type ClientFormatName } from '../../formats/index.
 import { GatewayError } from '../../request/gateway-error.js';
 import type { GatewayContext } from '../../request/state.js';
 import { redactCredentials } from '../../wire/upstream-message.js';
+import { COST_CEILING_HEADER, OUTPUT_LIMIT_HEADER } from '../../reserve/cost-ceiling.js';
 
 /** The model list and each model's entry, as one client format reads them. */
 interface RenderedModels {
@@ -35,6 +36,12 @@ function pricingMember(p: PricingDisplay): string {
   return `"pricing":{${members.join(',')},"currency":"USD","unit":"per 1M tokens"}`;
 }
 
+/**
+ * How a client caps what one request may cost, in every entry (SDKs keep unknown members): the request
+ * header and the answer's header naming the output limit the gateway sent under it.
+ */
+const COST_CEILING = { header: COST_CEILING_HEADER, unit: 'USD', output_limit_header: OUTPUT_LIMIT_HEADER };
+
 function openaiEntry(m: CatalogModel): string {
   const base = JSON.stringify({
     id: m.id,
@@ -50,6 +57,7 @@ function openaiEntry(m: CatalogModel): string {
     supports_vision: m.supportsVision,
     supports_reasoning: m.supportsReasoning,
     abliterated: m.abliterated,
+    cost_ceiling: COST_CEILING,
   });
   return `${base.slice(0, -1)},${pricingMember(m.pricing.display)}}`;
 }
@@ -67,6 +75,7 @@ function anthropicEntry(m: CatalogModel): string {
     supports_vision: m.supportsVision,
     supports_reasoning: m.supportsReasoning,
     abliterated: m.abliterated,
+    cost_ceiling: COST_CEILING,
   });
   return `${base.slice(0, -1)},${pricingMember(m.pricing.display)}}`;
 }

@@ -8,6 +8,14 @@ import type { DecodedMessagesRequest } from '../../decode/messages-request.js';
 import type { ClientBody } from '../../request/client-body.js';
 import { editTopLevel } from '../body-edit.js';
 import { serialised, type FormatPair, type PairRequest } from '../pair.js';
+import { isRecord, type JsonObject } from '../../representation/index.js';
+
+/** Anthropic refuses a max_tokens not above the client's thinking.budget_tokens: the smallest limit the body can take. */
+function minOutputLimit(body: JsonObject): number {
+  const thinking = body.thinking;
+  const budget = isRecord(thinking) && thinking.type === 'enabled' ? thinking.budget_tokens : undefined;
+  return typeof budget === 'number' && Number.isSafeInteger(budget) && budget > 0 ? budget + 1 : 1;
+}
 
 export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessagesRequest; clientHeaders: ClientProtocolHeaders; clientBody?: ClientBody | undefined }): FormatPair {
   const { decoded, clientBody } = req;
@@ -30,5 +38,6 @@ export function anthropicToAnthropic(req: PairRequest & { decoded: DecodedMessag
     },
     headers: () => upstreamFormat('anthropic').protocolHeaders(req.clientHeaders),
     relay: () => relay,
+    minOutputLimit: minOutputLimit(body),
   };
 }
