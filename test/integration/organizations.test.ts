@@ -247,6 +247,44 @@ describe('an organization and its members', () => {
     expect((await admin.api('POST', '/api/top-ups', { amount_usd: '10', provider: 'stripe' })).status).toBe(403);
   });
 
+  it("a key's cost ceiling per request is managed like its caps: a member sets it on their own keys only, owners and admins on every key, a billing member on none; the gateway applies it", async () => {
+    const { owner, accountId } = await organization('cyberdyne-owner@example.com', 'Cyberdyne');
+    const admin = await invitedMember(owner, 'cyberdyne-admin@example.com', 'admin');
+    const billing = await invitedMember(owner, 'cyberdyne-billing@example.com', 'billing');
+    const member = await invitedMember(owner, 'cyberdyne-member@example.com', 'member');
+    const ceilingOf = async (keyId: string): Promise<number | undefined> => (await accounts.getKey(accountId, keyId))?.maxCostPerRequest;
+
+    // A member makes a key with a ceiling, then changes it through the JSON API and the edit page's form.
+    const made = await member.api('POST', '/api/keys', { name: 'agent', max_cost_per_request_usd: '0.0005' });
+    expect(made.status).toBe(201);
+    const mine = made.json() as { key: { id: string; max_cost_per_request_micro_usd: number | null }; secret: string };
+    expect(mine.key.max_cost_per_request_micro_usd).toBe(500);
+    expect((await member.req('GET', `/keys/${mine.key.id}/edit`)).text).toContain(`action="/keys/${mine.key.id}/max-cost"`);
+    expect((await member.api('PATCH', `/api/keys/${mine.key.id}`, { max_cost_per_request_usd: '0.0004' })).status).toBe(200);
+    expect((await member.req('POST', `/keys/${mine.key.id}/max-cost`, { max_cost_per_request_usd: '0.0003', csrf: member.csrf }, { form: true })).status).toBe(302);
+    expect(await ceilingOf(mine.key.id)).toBe(300);
+
+    // Another member's key answers as one that does not exist, and keeps its ceiling.
+    const ownerKey = await createKey(owner, 'owner key');
+    expect((await owner.api('PATCH', `/api/keys/${ownerKey.id}`, { max_cost_per_request_usd: '0.01' })).status).toBe(200);
+    expect((await member.api('PATCH', `/api/keys/${ownerKey.id}`, { max_cost_per_request_usd: '5' })).status).toBe(404);
+    expect((await member.req('POST', `/keys/${ownerKey.id}/max-cost`, { max_cost_per_request_usd: '5', csrf: member.csrf }, { form: true })).status).toBe(404);
+    expect(await ceilingOf(ownerKey.id)).toBe(10_000);
+
+    // Owners and admins manage every key's ceiling (keys.all); a billing member none (no keys.own).
+    expect((await admin.api('PATCH', `/api/keys/${mine.key.id}`, { max_cost_per_request_usd: '0.0002' })).status).toBe(200);
+    expect((await owner.req('POST', `/keys/${mine.key.id}/max-cost`, { max_cost_per_request_usd: '0.0005', csrf: owner.csrf }, { form: true })).status).toBe(302);
+    expect(await ceilingOf(mine.key.id)).toBe(500);
+    expect((await billing.api('PATCH', `/api/keys/${mine.key.id}`, { max_cost_per_request_usd: null })).status).toBe(403);
+    expect((await billing.req('POST', `/keys/${mine.key.id}/max-cost`, { max_cost_per_request_usd: '', csrf: billing.csrf }, { form: true })).status).toBe(403);
+    expect(await ceilingOf(mine.key.id)).toBe(500);
+
+    // The gateway holds the member's key to it: the output limit sent is lowered to fit.
+    const client = new OpenAI({ apiKey: mine.secret, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2_000 }).withResponse();
+    expect(Number(response.headers.get('x-tollgate-max-tokens'))).toBeLessThan(2_000);
+  });
+
   it('removing a member revokes the keys they made (the gateway refuses them); their usage stays on record, and their session falls back to their own account', async () => {
     const { owner, accountId } = await organization('initech-owner@example.com', 'Initech');
     const member = await invitedMember(owner, 'initech-member@example.com', 'member');
