@@ -120,7 +120,10 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
     await photographNarrow(owner, 'organization');
 
     // The switcher: the member's personal account has none of the organization's keys.
+    // Already on /keys, so waitForURL alone would not wait: the new document's load event does.
+    const switched = member.waitForEvent('load');
     await member.getByLabel('Account').selectOption({ label: 'Personal · owner' });
+    await switched;
     await member.waitForURL(`${dash.url}/keys`);
     expect(await member.locator('#account-switch option:checked').textContent()).toBe('Personal · owner');
     expect(await member.getByText('No keys yet').count()).toBe(1);
