@@ -46,6 +46,11 @@ export interface ApiKeyRecord extends KeyCaps, KeyRequestCeiling {
   revokedAt?: number;
   /** The key's own rate limits (each overrides the account's default); undefined = none. */
   rateLimits?: RateLimits;
+  /**
+   * The member (dashboard user id) who made the key: they manage it, and it leaves with them. Undefined
+   * for keys the operator made (the admin API, the local run's demo key) or made before members existed.
+   */
+  ownerId?: string;
 }
 
 export interface CreatedKey {
@@ -57,6 +62,8 @@ export interface CreatedKey {
 export interface NewKeyOptions extends KeyCaps, KeyRequestCeiling {
   name?: string;
   rateLimits?: RateLimits;
+  /** The member who makes the key (ApiKeyRecord.ownerId). */
+  ownerId?: string;
 }
 
 export interface AccountStore {

@@ -40,6 +40,7 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   }
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
+  if (h.owner !== undefined && h.owner !== '') rec.ownerId = h.owner;
   return rec;
 }
 
@@ -53,6 +54,8 @@ function keyFields(record: ApiKeyRecord): string[] {
   }
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
+  // Set once, at creation: the key scripts never clear it.
+  if (record.ownerId !== undefined) fields.push('owner', record.ownerId);
   return fields;
 }
 

@@ -5,7 +5,7 @@
 // converts at its own edge. A revoke always tells the key cache, so no caller can forget to.
 import type { Micros } from '../catalog/snapshot.js';
 import { CreditConflictError } from '../billing/ledger-common.js';
-import type { AccountBalance, Ledger, RefundOutcome } from '../billing/ledger.js';
+import type { AccountBalance, KeySpend, Ledger, RefundOutcome } from '../billing/ledger.js';
 import type { Queryable } from '../record/database.js';
 import { MovementConflict, recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, NewKeyOptions } from './account-store.js';
@@ -87,6 +87,11 @@ export class AccountService {
 
   listKeys(accountId: string): Promise<ApiKeyRecord[]> {
     return this.opts.accounts.listKeys(accountId);
+  }
+
+  /** What a key has spent (this month, over its life) and what its requests in flight hold. */
+  keySpend(accountId: string, keyId: string): Promise<KeySpend> {
+    return this.opts.ledger.keySpend(accountId, keyId);
   }
 
   /** Sets the caps given and clears the others; false when the account has no such key. */

@@ -7,11 +7,10 @@
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
-import type { Backend } from '../billing/backends.js';
 import type { Account, ApiKeyRecord, KeyChange } from '../accounts/account-store.js';
 import { MAX_RATE_LIMIT, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
-import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
+import { CreditRefused, type AccountService, type CreditRefusal } from '../accounts/service.js';
 import type { Micros } from '../catalog/snapshot.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { ClientError } from '../http/client-error.js';
@@ -20,7 +19,7 @@ import type { Database, Queryable } from '../record/database.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
 import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
-import type { RequestStatus } from '../billing/ledger.js';
+import type { Ledger, RequestStatus } from '../billing/ledger.js';
 
 interface AdminState {
   body: Record<string, unknown>;
@@ -195,10 +194,11 @@ function clientError(err: unknown): { status: number; message: string } | undefi
 }
 
 export interface AdminApiOptions {
-  backend: Backend;
+  /** The process's one account service (built in the composition root: a revoke there tells the key cache). */
+  accounts: AccountService;
+  /** Balances, recent usage and audits are read from it. */
+  ledger: Ledger;
   token: string;
-  /** Called after a key is revoked, so this process forgets cached lookups at once (by the account service). */
-  onRevoke?: () => void;
   /** Compares PostgreSQL, the hot path and the usage records now (GET /admin/reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
   /**
@@ -215,7 +215,7 @@ export interface AdminApiOptions {
 
 interface AdminDeps {
   accounts: AccountService;
-  ledger: Backend['ledger'];
+  ledger: Ledger;
   opts: AdminApiOptions;
   /** The account the route names, or a 404. */
   account: (ctx: AdminContext) => Promise<Account>;
@@ -422,8 +422,20 @@ function recordRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }
   });
 }
 
-/** Dashboard users: a locked-out user's two-factor sign-in turned off (lost phone and recovery codes). */
-function dashboardUserRoutes(r: Router<AdminState>, { opts }: AdminDeps): void {
+/** Dashboard users: an account's members, and a locked-out user's two-factor sign-in turned off (lost phone and recovery codes). */
+function dashboardUserRoutes(r: Router<AdminState>, { opts, account }: AdminDeps): void {
+  r.get('/accounts/:accountId/members', async (ctx) => {
+    const a = await account(ctx);
+    if (opts.record === undefined) throw new AdminError(404, 'dashboard members live in the record (DATABASE_URL): this gateway runs without one');
+    // Loaded when used, as below: the dashboard's modules are not the admin API's to carry.
+    const { membersOf } = await import('../dashboard/memberships.js');
+    const organization = (await opts.record.query<{ name: string }>('SELECT name FROM organizations WHERE account_id = $1 AND deleted_at IS NULL', [a.id])).rows[0]?.name ?? null;
+    ctx.body = {
+      account_id: a.id,
+      organization,
+      members: (await membersOf(opts.record, a.id)).map((m) => ({ user_id: m.userId, email: m.email, role: m.role, joined_at: m.joinedAt.toISOString(), totp_enabled: m.totpEnabled })),
+    };
+  });
   r.post('/dashboard-users/clear-two-factor', async (ctx) => {
     onlyFields(ctx.state.body, ['email']);
     const email = ctx.state.body.email;
@@ -461,8 +473,7 @@ function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void
 }
 
 export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
-  const { ledger } = opts.backend;
-  const accounts = new AccountService({ accounts: opts.backend.accounts, ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
+  const { accounts, ledger } = opts;
   const app = new Koa<AdminState>();
   app.silent = true;
   app.use(adminGuard(opts.token));

@@ -22,7 +22,8 @@ const USAGE = `usage: npm run admin -- <command>
                                             every page and prints one JSON list. T: ISO 8601 or unix ms
   statement <accountId> [--cursor C] [--limit N]   ledger entries with the running balance
   spend <accountId> [--key ID] [--days N]   each key's spend per day
-  audit <accountId>`;
+  audit <accountId>
+  members <accountId>                       who signs in to the account (an organization's members), with roles`;
 
 /** An option's value that clears the setting rather than sets it. */
 const CLEAR = 'none';
@@ -31,7 +32,7 @@ const CLEAR = 'none';
 const CHANGES = new Set(['caps', 'rate-limits', 'default-rate-limits']);
 
 /** Positional arguments each command needs. */
-const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 3, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
+const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 3, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1, members: 1 };
 
 /** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
 const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
@@ -176,6 +177,8 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
       return call('GET', withQuery(`/accounts/${id(a)}/spend`));
     case 'audit':
       return call('GET', `/accounts/${id(a)}/audit`);
+    case 'members':
+      return call('GET', `/accounts/${id(a)}/members`);
     default:
       return undefined;
   }

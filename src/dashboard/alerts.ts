@@ -1,11 +1,13 @@
 // Alerts by e-mail, once per crossing: an account's balance falling below 20% and then 5% of its last
-// top-up, and a key's spend reaching 80% and then 100% of its lifetime or monthly cap. A pass compares
+// top-up (to its owners and billing members), and a key's spend reaching 80% and then 100% of its
+// lifetime or monthly cap (to its owners and admins, and the member who made the key). A pass compares
 // the record's figures with the thresholds; a crossing is remembered (alert_crossings) so it mails
 // once, and forgotten when the figure is back on the safe side (a top-up, a raised cap, a new month for
 // monthly caps), so the next crossing mails again.
 import { formatUsd } from '../billing/money.js';
 import { utcMonth } from '../billing/month.js';
 import type { Database, Queryable } from '../record/database.js';
+import { memberEmailsWith } from './memberships.js';
 import { enqueueEmail } from './outbox.js';
 
 interface Crossing {
@@ -13,13 +15,18 @@ interface Crossing {
   kind: string;
   crossed: boolean;
   accountId: string;
+  /** Who hears of it: the members whose role has this permission (roles.ts)... */
+  audience: 'billing.manage' | 'keys.all';
+  /** ...and this member too (the key's maker), if any. */
+  alsoTo?: string;
   title: string;
   text: string;
 }
 
-async function mailHolders(tx: Queryable, accountId: string, subject: string, text: string): Promise<void> {
-  const users = await tx.query<{ email: string }>('SELECT email FROM dashboard_users WHERE account_id = $1', [accountId]);
-  for (const u of users.rows) await enqueueEmail(tx, { to: u.email, subject, text });
+async function mailCrossing(tx: Queryable, c: Crossing): Promise<void> {
+  const to = new Set(await memberEmailsWith(tx, c.accountId, c.audience));
+  if (c.alsoTo !== undefined) to.add(c.alsoTo);
+  for (const address of to) await enqueueEmail(tx, { to: address, subject: c.title, text: c.text });
 }
 
 /** One pass; the number of alerts mailed. */
@@ -36,15 +43,16 @@ export async function checkAlerts(db: Database, now = new Date()): Promise<numbe
         kind: `balance_below_${pct}`,
         crossed: Number(b.balance) < threshold,
         accountId: b.account_id,
+        audience: 'billing.manage',
         title: `Your Tollgate balance is below ${pct}% of your last top-up`,
         text: `Your balance is ${formatUsd(Number(b.balance))} USD, below ${pct}% of your last top-up (${formatUsd(Number(b.last_top_up))} USD). Top up on the Balance page to keep your keys working.`,
       });
     }
   }
   const month = utcMonth(now.getTime());
-  const keys = await db.query<{ id: string; account_id: string; name: string; lifetime_cap: number | null; monthly_cap: number | null; lifetime_spent: number; month_spent: number }>(
-    `SELECT k.id, k.account_id, k.name, k.lifetime_cap, k.monthly_cap, k.lifetime_spent, COALESCE(s.spent, 0) AS month_spent
-       FROM api_keys k LEFT JOIN key_month_spend s ON s.key_id = k.id AND s.month = $1
+  const keys = await db.query<{ id: string; account_id: string; name: string; lifetime_cap: number | null; monthly_cap: number | null; lifetime_spent: number; month_spent: number; owner_email: string | null }>(
+    `SELECT k.id, k.account_id, k.name, k.lifetime_cap, k.monthly_cap, k.lifetime_spent, COALESCE(s.spent, 0) AS month_spent, o.email AS owner_email
+       FROM api_keys k LEFT JOIN key_month_spend s ON s.key_id = k.id AND s.month = $1 LEFT JOIN dashboard_users o ON o.id = k.owner_user_id
       WHERE k.revoked_at IS NULL AND (k.lifetime_cap IS NOT NULL OR k.monthly_cap IS NOT NULL)`,
     [month],
   );
@@ -61,6 +69,8 @@ export async function checkAlerts(db: Database, now = new Date()): Promise<numbe
           // Integer compare: spent / cap >= pct / 100.
           crossed: spent * 100 >= Number(cap) * pct,
           accountId: k.account_id,
+          audience: 'keys.all',
+          ...(k.owner_email === null ? {} : { alsoTo: k.owner_email }),
           title: `Key "${k.name}" has used ${pct}% of its ${which} cap`,
           text: `Key "${k.name}" has spent ${formatUsd(spent)} USD of its ${which} cap of ${formatUsd(Number(cap))} USD${pct === 100 ? ': requests with it are refused (402) until the cap is raised' : ''}.`,
         });
@@ -76,7 +86,7 @@ export async function checkAlerts(db: Database, now = new Date()): Promise<numbe
     await db.transaction(async (tx) => {
       const fresh = await tx.query('INSERT INTO alert_crossings (subject, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING kind', [c.subject, c.kind]);
       if (fresh.rows.length === 0) return;
-      await mailHolders(tx, c.accountId, c.title, c.text);
+      await mailCrossing(tx, c);
       mailed++;
     });
   }

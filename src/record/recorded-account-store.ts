@@ -46,6 +46,7 @@ interface KeyRow {
   rpm_limit: number | null;
   tpm_limit: number | null;
   concurrency_limit: number | null;
+  owner_user_id: string | null;
   max_cost_per_request: number | null;
 }
 
@@ -53,7 +54,7 @@ const ACCOUNT_COLUMNS = `id, name, (extract(epoch FROM created_at) * 1000)::bigi
   default_rpm_limit, default_tpm_limit, default_concurrency_limit, limits_version`;
 const KEY_COLUMNS = `id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap,
   (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms, version,
-  rpm_limit, tpm_limit, concurrency_limit, max_cost_per_request`;
+  rpm_limit, tpm_limit, concurrency_limit, owner_user_id, max_cost_per_request`;
 
 /** Rate limits from three nullable columns. */
 function limitsOf(rpm: number | null, tpm: number | null, concurrency: number | null): RateLimits | undefined {
@@ -101,6 +102,7 @@ function toKey(r: KeyRow): ApiKeyRecord {
   if (r.revoked_ms !== null) rec.revokedAt = Number(r.revoked_ms);
   const limits = limitsOf(r.rpm_limit, r.tpm_limit, r.concurrency_limit);
   if (limits !== undefined) rec.rateLimits = limits;
+  if (r.owner_user_id !== null) rec.ownerId = r.owner_user_id;
   return rec;
 }
 
@@ -268,13 +270,13 @@ export class RecordedAccountStore implements AccountStore {
     const limits = record.rateLimits;
     const inserted = await this.db.query(
       `INSERT INTO api_keys (id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap, created_at,
-         rpm_limit, tpm_limit, concurrency_limit, max_cost_per_request)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12, $13)
+         rpm_limit, tpm_limit, concurrency_limit, owner_user_id, max_cost_per_request)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12, $13, $14)
        ON CONFLICT (secret_hash) DO NOTHING`,
       [
         record.id, accountId, hash, prefix, lastFour, record.name, record.lifetimeCap ?? null, record.monthlyCap ?? null, record.createdAt,
         limits?.requestsPerMinute ?? null, limits?.tokensPerMinute ?? null, limits?.concurrentRequests ?? null,
-        record.maxCostPerRequest ?? null,
+        record.ownerId ?? null, record.maxCostPerRequest ?? null,
       ],
     );
     // Only an import racing another import of the same secret gets here.

@@ -3,6 +3,7 @@
 // as the gateway sees it, refunds, usage and audit; bad input is a 400 with a JSON error, unknown ids
 // a 404, never a 500. Also the CLI over the same server. With the record (PostgreSQL), usage,
 // statements and daily spend come from it: more than 10,000 records paged through completely.
+import { AccountService } from '../../src/accounts/service.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -33,8 +34,9 @@ const recordDb = useTestDatabase('admin_usage');
 
 beforeAll(async () => {
   h = await startHarness({ ledger: 'redis' });
-  admin = await startAdminServer({ backend: h.backend, token: TOKEN, onRevoke: () => h.gateway.authenticator.forget() }, 0, '127.0.0.1');
-  remoteAdmin = await startAdminServer({ backend: h.backend, token: TOKEN }, 0, '127.0.0.1');
+  // This process's one account service (its revokes reach the gateway's key cache); another replica has its own.
+  admin = await startAdminServer({ accounts: new AccountService({ accounts: h.backend.accounts, ledger: h.backend.ledger, onRevoke: () => h.gateway.authenticator.forget() }), ledger: h.backend.ledger, token: TOKEN }, 0, '127.0.0.1');
+  remoteAdmin = await startAdminServer({ accounts: new AccountService({ accounts: h.backend.accounts, ledger: h.backend.ledger }), ledger: h.backend.ledger, token: TOKEN }, 0, '127.0.0.1');
   redis = new Redis(inject('redisUrl'));
 });
 
@@ -146,7 +148,7 @@ describe('the admin token', () => {
   });
 
   it('an admin server with an empty token refuses everything', async () => {
-    const closed = await startAdminServer({ backend: h.backend, token: '' }, 0, '127.0.0.1');
+    const closed = await startAdminServer({ accounts: new AccountService({ accounts: h.backend.accounts, ledger: h.backend.ledger }), ledger: h.backend.ledger, token: '' }, 0, '127.0.0.1');
     try {
       for (const o of [{ token: '' }, { token: null }, { authorization: 'Bearer ' }] satisfies CallOptions[]) {
         expect((await call('GET', '/accounts', undefined, { ...o, base: closed.url })).status).toBe(401);
@@ -746,18 +748,21 @@ describe('the CLI: a key\'s max cost per request', () => {
 describe('usage of record (PostgreSQL)', () => {
   let rh: Harness;
   let recordAdmin: { url: string; close(): Promise<void> };
+  /** The one account service of this admin server and the dashboard beside it. */
+  let recordAccounts: AccountService;
   const base = (): CallOptions => ({ base: recordAdmin.url });
   const logged: string[] = [];
 
   beforeAll(async () => {
     rh = await startHarness({ ledger: 'redis', record: recordDb.db });
-    recordAdmin = await startAdminServer({ backend: rh.backend, token: TOKEN, record: recordDb.db, log: (l) => logged.push(l) }, 0, '127.0.0.1');
+    recordAccounts = new AccountService({ accounts: rh.backend.accounts, ledger: rh.backend.ledger });
+    recordAdmin = await startAdminServer({ accounts: recordAccounts, ledger: rh.backend.ledger, token: TOKEN, record: recordDb.db, log: (l) => logged.push(l) }, 0, '127.0.0.1');
   });
 
   it("turns a locked-out dashboard user's two-factor sign-in off (issue 37, item 5): logged as totp_cleared, the user mailed and signed out", async () => {
     const account = await rh.backend.accounts.createAccount('locked-out');
-    const dashboard = new DashboardService({ db: recordDb.db, accounts: rh.backend.accounts, ledger: rh.backend.ledger, signUp: false, sessionTtlMs: 60_000 });
-    const user = await dashboard.upsertUser('Locked.Out@example.com', 'a long password', account.id);
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const user = await dashboard.provisioning.upsertUser('Locked.Out@example.com', 'a long password', account.id);
     // Enrolled as the Security page does it (the phone and the recovery codes are then lost).
     await recordDb.db.query("UPDATE dashboard_users SET totp_secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', totp_enabled_at = now() WHERE id = $1", [user.id]);
     await recordDb.db.query("INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at) VALUES ('h-locked-out', $1, 'c', now() + interval '1 hour')", [user.id]);
@@ -776,6 +781,30 @@ describe('usage of record (PostgreSQL)', () => {
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', {}, base()))).toMatch(/email is required/);
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com', user: 'x' }, base()))).toMatch(/unknown field user/);
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com' }))).toMatch(/the record/);
+  });
+
+  it("lists an organization's members with their roles (issue 39); an account without members lists none, without the record it says why", async () => {
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const personal = await rh.backend.accounts.createAccount('org-owner@example.com');
+    const owner = await dashboard.provisioning.upsertUser('org-owner@example.com', 'a long password', personal.id);
+    const org = await dashboard.organizations.create(owner, 'Admin API Org');
+    const other = await rh.backend.accounts.createAccount('org-billing@example.com');
+    const billing = await dashboard.provisioning.upsertUser('org-billing@example.com', 'a long password', other.id);
+    await recordDb.db.query("INSERT INTO account_memberships (account_id, user_id, role) VALUES ($1, $2, 'billing')", [org.accountId, billing.id]);
+    const listed = await call('GET', `/accounts/${org.accountId}/members`, undefined, base());
+    expect(listed.status).toBe(200);
+    expect(listed.body).toMatchObject({ account_id: org.accountId, organization: 'Admin API Org' });
+    expect((listed.body.members as Json[]).map((m) => [m.email, m.role, m.user_id, m.totp_enabled])).toEqual([
+      ['org-owner@example.com', 'owner', owner.id, false],
+      ['org-billing@example.com', 'billing', billing.id, false],
+    ]);
+    expect((await call('GET', `/accounts/${personal.id}/members`, undefined, base())).body).toMatchObject({ organization: null, members: [{ email: 'org-owner@example.com', role: 'owner' }] });
+    expect((await call('GET', '/accounts/acct_nope/members', undefined, base())).status).toBe(404);
+    // The CLI's `members` prints the same.
+    const printed = await cli(['members', org.accountId], TOKEN, recordAdmin.url);
+    expect(printed.code).toBe(0);
+    expect((JSON.parse(printed.stdout) as { members: Json[] }).members.map((m) => m.role)).toEqual(['owner', 'billing']);
+    expect(errorOf(await call('GET', `/accounts/${h.accountId}/members`))).toMatch(/the record/);
   });
 
   afterAll(async () => {
