@@ -23,5 +23,6 @@ export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOpti
   const limits = compactRateLimits(opts.rateLimits);
   if (limits !== undefined) record.rateLimits = limits;
   if (opts.ownerId !== undefined) record.ownerId = opts.ownerId;
+  if (opts.teamId !== undefined) record.teamId = opts.teamId;
   return record;
 }

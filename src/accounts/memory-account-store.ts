@@ -1,10 +1,11 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions, type ScopeRecord } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from './validation.js';
 import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
+import { SCOPED } from '../billing/buckets.js';
 import { checkRateLimits, compactRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
 
 const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r, ...(r.rateLimits === undefined ? {} : { rateLimits: { ...r.rateLimits } }) });
@@ -183,6 +184,23 @@ export class MemoryAccountStore implements RestorableAccountStore {
     if (held !== undefined && version !== undefined) held.version = version;
     this.state.keyHash.set(secretHash, { accountId: record.accountId, keyId: record.id });
     return true;
+  }
+
+  async restoreScope(record: ScopeRecord, version?: number): Promise<boolean> {
+    checkScopeBudgets(record);
+    const acct = this.state.accounts.get(record.accountId);
+    if (!acct) throw new Error(`unknown account ${record.accountId}`);
+    const at = SCOPED[record.scope](record.id);
+    const held = acct.scopes.get(at);
+    // An older copy than the one held never overwrites it (see the Redis store's scope script).
+    if (held !== undefined && version !== undefined && held.version !== undefined && held.version > version) return false;
+    acct.scopes.set(at, { record: { ...record }, ...(version === undefined ? (held?.version === undefined ? {} : { version: held.version }) : { version }) });
+    return true;
+  }
+
+  async getScope(accountId: string, scope: BudgetScope, id: string): Promise<ScopeRecord | undefined> {
+    const held = this.state.accounts.get(accountId)?.scopes.get(SCOPED[scope](id));
+    return held === undefined ? undefined : { ...held.record };
   }
 
   async close(): Promise<void> {}

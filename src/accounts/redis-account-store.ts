@@ -2,14 +2,14 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
 import { randomUUID } from 'node:crypto';
-import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions, type ScopeRecord } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
-import { KEY_CAP_FIELDS } from '../billing/buckets.js';
+import { BUDGET_FIELDS, KEY_CAP_FIELDS, SCOPED } from '../billing/buckets.js';
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
 
 export interface RedisAccountStoreOptions {
@@ -41,8 +41,12 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
   if (h.owner !== undefined && h.owner !== '') rec.ownerId = h.owner;
+  if (h.team !== undefined && h.team !== '') rec.teamId = h.team;
   return rec;
 }
+
+/** A team's or member's budgets, each kept under its field (buckets.ts: where the reserve script reads it). */
+const BUDGET_SETTINGS = Object.keys(BUDGET_FIELDS) as Array<keyof typeof BUDGET_FIELDS>;
 
 /** A key's record as hash field, value pairs (never its spend, holds or rate-limit counters). */
 function keyFields(record: ApiKeyRecord): string[] {
@@ -56,6 +60,7 @@ function keyFields(record: ApiKeyRecord): string[] {
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
   // Set once, at creation: the key scripts never clear it.
   if (record.ownerId !== undefined) fields.push('owner', record.ownerId);
+  if (record.teamId !== undefined) fields.push('team', record.teamId);
   return fields;
 }
 
@@ -275,6 +280,30 @@ export class RedisAccountStore implements RestorableAccountStore {
     ]);
     await this.redis.set(this.k.keyHash(secretHash), `${record.accountId} ${record.id}`);
     return written === 1;
+  }
+
+  async restoreScope(record: ScopeRecord, version?: number): Promise<boolean> {
+    checkScopeBudgets(record);
+    const fields: string[] = [];
+    if (record.name !== undefined) fields.push('name', record.name);
+    for (const b of BUDGET_SETTINGS) {
+      const v = record[b];
+      if (v !== undefined) fields.push(BUDGET_FIELDS[b], String(v));
+    }
+    const at = this.k.scoped(record.accountId, SCOPED[record.scope](record.id));
+    return (await this.scripts.run<number>('scope', [at], [version === undefined ? '' : String(version), ...fields])) === 1;
+  }
+
+  async getScope(accountId: string, scope: BudgetScope, id: string): Promise<ScopeRecord | undefined> {
+    const [ver, name, ...budgets] = await this.redis.hmget(this.k.scoped(accountId, SCOPED[scope](id)), 'ver', 'name', ...BUDGET_SETTINGS.map((b) => BUDGET_FIELDS[b]));
+    const record: ScopeRecord = { accountId, scope, id };
+    if (name !== null && name !== undefined) record.name = name;
+    BUDGET_SETTINGS.forEach((b, i) => {
+      const v = budgets[i];
+      if (v !== null && v !== undefined) record[b] = Number(v);
+    });
+    const held = ver !== null && ver !== undefined ? true : record.name !== undefined || BUDGET_SETTINGS.some((b) => record[b] !== undefined);
+    return held ? record : undefined;
   }
 
   /** The caller owns the Redis connection. */

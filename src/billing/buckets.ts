@@ -6,23 +6,44 @@
 // reservation took; the memory ledger reads the same description against its own state. Field names
 // are those the hot path has always used, so data stored before stays valid.
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS } from '../accounts/rate-limits.js';
-import { LIMITS, LIMIT_REASONS, type CapSetting, type LimitReason, type LimitScope, type LimitSpec, type LimitUnit } from '../limits/limits.js';
+import { LIMITS, LIMIT_REASONS, type BudgetSetting, type CapSetting, type KeyCapSetting, type LimitReason, type LimitScope, type LimitSpec, type LimitUnit } from '../limits/limits.js';
 import type { RateLimitField } from '../accounts/rate-limits.js';
 
 /** The hash fields a key's caps are kept under, in Redis and in the memory ledger's view of a key. */
-export const KEY_CAP_FIELDS: Record<CapSetting, string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap' };
+export const KEY_CAP_FIELDS: Record<KeyCapSetting, string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap' };
+/** The hash fields a team's or member's budgets are kept under, beside its spend. */
+export const BUDGET_FIELDS: Record<BudgetSetting, string> = { lifetimeBudget: 'lifetimeBudget', monthlyBudget: 'monthlyBudget' };
+const MONEY_SETTING_FIELDS: Record<CapSetting, string> = { ...KEY_CAP_FIELDS, ...BUDGET_FIELDS };
 
 /** Names under the account's hash tag: `<namespace>:{<accountId>}:<name>` in Redis (redis-keys.ts). */
 export const SCOPED = {
   account: 'account',
+  team: (teamId: string): string => `team:${teamId}`,
+  member: (userId: string): string => `member:${userId}`,
   key: (keyId: string): string => `key:${keyId}`,
   /** A key's requests in flight: request ids scored by their hold's deadline. */
   inflight: (keyId: string): string => `inflight:${keyId}`,
 };
 
-/** What a request's buckets are found from: the key it was made with (later also its member and team). */
+/**
+ * What a request's buckets are found from: the key it was made with, the key's team and the member who
+ * owns it (ApiKeyRecord.teamId, .ownerId). A key without a team draws from no team bucket; one the
+ * operator made (no owner) from no member bucket.
+ */
 export interface BucketPath {
   keyId: string;
+  teamId?: string;
+  memberId?: string;
+}
+
+/** The path a reservation or settlement names (ReservationRequest, RequestOfRecord). */
+export function requestPath(r: { keyId: string; teamId?: string | undefined; memberId?: string | undefined }): BucketPath {
+  return { keyId: r.keyId, ...(r.teamId === undefined ? {} : { teamId: r.teamId }), ...(r.memberId === undefined ? {} : { memberId: r.memberId }) };
+}
+
+/** The path of a request made with this key. */
+export function pathOfKey(key: { id: string; teamId?: string; ownerId?: string }): BucketPath {
+  return { keyId: key.id, ...(key.teamId === undefined ? {} : { teamId: key.teamId }), ...(key.ownerId === undefined ? {} : { memberId: key.ownerId }) };
 }
 
 /** Where a limit's value is read: a field of a hash under the account's tag, holding a setting. */
@@ -90,6 +111,11 @@ interface StorageOf {
 /** Where each limit is kept. A limit declared without its storage here is a compile error. */
 const STORAGE: { [R in LimitReason]: StorageOf[KindOf<(typeof LIMITS)[R]>] } = {
   insufficient_balance: { funds: 'balance', held: 'held' },
+  // A team's and a member's spend are kept under the names a key's are, each in its own hash.
+  team_lifetime_budget_reached: { spent: 'lifetimeSpent', held: 'lifetimeHeld' },
+  team_monthly_budget_reached: { spent: 'ms:', held: 'mh:' },
+  member_lifetime_budget_reached: { spent: 'lifetimeSpent', held: 'lifetimeHeld' },
+  member_monthly_budget_reached: { spent: 'ms:', held: 'mh:' },
   key_lifetime_cap_reached: { spent: 'lifetimeSpent', held: 'lifetimeHeld' },
   key_monthly_cap_reached: { spent: 'ms:', held: 'mh:' },
   rate_limit_requests: { window: 'rlWin', count: 'rlReq' },
@@ -114,10 +140,32 @@ function kindOf(spec: LimitSpec): BucketKind {
   }
 }
 
+/** The id of the scope on the path; undefined when the path has none (no team, no owner). */
+function scopeIdOf(scope: LimitScope, path: BucketPath): string | undefined {
+  switch (scope) {
+    case 'account':
+      return '';
+    case 'team':
+      return path.teamId;
+    case 'member':
+      return path.memberId;
+    case 'key':
+      return path.keyId;
+    default: {
+      const never: never = scope;
+      throw new Error(`unknown scope ${String(never)}`);
+    }
+  }
+}
+
 function scopeAt(scope: LimitScope, path: BucketPath): string {
   switch (scope) {
     case 'account':
       return SCOPED.account;
+    case 'team':
+      return SCOPED.team(path.teamId ?? '');
+    case 'member':
+      return SCOPED.member(path.memberId ?? '');
     case 'key':
       return SCOPED.key(path.keyId);
     default: {
@@ -130,7 +178,7 @@ function scopeAt(scope: LimitScope, path: BucketPath): string {
 function sourcesOf(spec: LimitSpec, path: BucketPath): LimitSource[] {
   if (spec.unit === 'money') {
     if (spec.setting === undefined) return [];
-    return [{ scope: spec.scope, at: scopeAt(spec.scope, path), field: KEY_CAP_FIELDS[spec.setting], setting: spec.setting }];
+    return [{ scope: spec.scope, at: scopeAt(spec.scope, path), field: MONEY_SETTING_FIELDS[spec.setting], setting: spec.setting }];
   }
   const own: LimitSource = { scope: spec.scope, at: scopeAt(spec.scope, path), field: KEY_LIMIT_FIELDS[spec.setting], setting: spec.setting };
   if (!spec.accountDefault) return [own];
@@ -165,9 +213,11 @@ function bucketOf(reason: LimitReason, path: BucketPath): Bucket {
   }
 }
 
-/** The buckets a request made with this path draws from, in declaration order. */
+/** The buckets a request made with this path draws from, in declaration order: every limit of a scope on the path. */
 export function bucketsOf(path: BucketPath): Bucket[] {
-  return LIMIT_REASONS.map((reason) => bucketOf(reason, path));
+  const out: Bucket[] = [];
+  for (const reason of LIMIT_REASONS) if (scopeIdOf(LIMITS[reason].scope, path) !== undefined) out.push(bucketOf(reason, path));
+  return out;
 }
 
 /** A bucket's field for a month: monthly spend and holds are kept per UTC month. */
@@ -195,7 +245,10 @@ export function bucketHashes(buckets: readonly Bucket[]): string[] {
   return [...names];
 }
 
-/** The fields a key's spend is read from (KeySpend): the key's lifetime and monthly buckets. */
+/**
+ * The fields a key's, a team's or a member's spend is read from (KeySpend): the lifetime and monthly
+ * buckets of each scope keep them under these names in the scope's own hash.
+ */
 export const KEY_SPEND_FIELDS = {
   lifetimeSpent: STORAGE.key_lifetime_cap_reached.spent,
   lifetimeHeld: STORAGE.key_lifetime_cap_reached.held,

@@ -2,6 +2,7 @@
 // calls (the journal to settle and reserve, the record to credit) and pass the rest through unchanged.
 import type {
   AccountBalance,
+  BudgetScope,
   AuditReport,
   HoldsSummary,
   JournalingLedger,
@@ -53,6 +54,9 @@ export class DelegatingLedger implements Ledger, JournalingLedger {
   }
   keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend> {
     return this.inner.keySpend(accountId, keyId, now);
+  }
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, now?: number): Promise<KeySpend> {
+    return this.inner.scopeSpend(accountId, scope, id, now);
   }
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]> {
     return this.inner.listUsage(accountId, opts);

@@ -2,11 +2,11 @@
 // (one Lua script in Redis; one synchronous step in memory), and every amount is integer micro-USD.
 import type { RequestDetail } from './request-detail.js';
 import type { Micros } from '../catalog/snapshot.js';
-import type { RefusalReason } from '../limits/limits.js';
+import type { BudgetScope, RefusalReason } from '../limits/limits.js';
 
 export type { Micros };
 
-export type { RateLimitReason, RefusalReason } from '../limits/limits.js';
+export type { BudgetScope, RateLimitReason, RefusalReason } from '../limits/limits.js';
 export { isRateLimitReason } from '../limits/limits.js';
 
 /**
@@ -25,6 +25,10 @@ export interface ReservationRequest {
   requestId: string;
   accountId: string;
   keyId: string;
+  /** The key's team: its budgets are on the request's path (buckets.ts, BucketPath). */
+  teamId?: string;
+  /** The member who owns the key: their budgets are on the request's path. */
+  memberId?: string;
   /** Worst-case cost of the request. */
   amount: Micros;
   /** The hold is returned by the reaper once this many ms have passed without settlement. */
@@ -71,6 +75,11 @@ export type ReservationOutcome =
        * by a limit it equals `available`; it is kept apart because revoked and unknown keys report 0.
        */
       availableOverall: Micros;
+      /** The binding limit's value (micro-USD for money), when it has one. */
+      limit?: number;
+      /** The name of the binding limit's scope (a team's) and of the account, when the hot path has them: what the refusal names. */
+      scopeName?: string;
+      accountName?: string;
     };
 
 export interface TokenUsage {
@@ -99,6 +108,10 @@ export interface RequestOfRecord {
   requestId: string;
   accountId: string;
   keyId: string;
+  /** The team the request is charged to besides its key (the key's team when it was reserved). */
+  teamId?: string;
+  /** The member (the key's owner) it is charged to. */
+  memberId?: string;
   model: string;
   usage: TokenUsage;
   status: RequestStatus;
@@ -224,6 +237,8 @@ export interface Ledger {
   refund(accountId: string, requestId: string): Promise<RefundOutcome>;
   balance(accountId: string): Promise<AccountBalance>;
   keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend>;
+  /** A team's or a member's spend, counted like a key's (a member's is the spend of the keys they own). */
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, now?: number): Promise<KeySpend>;
   /** Newest first; filtered to one key when keyId is given. */
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]>;
   audit(accountId: string): Promise<AuditReport>;
@@ -249,6 +264,10 @@ export interface AccountSeed {
   /** The month (UTC, YYYY-MM) `keys[].monthSpent` is for. */
   month: string;
   keys: Array<{ keyId: string; lifetimeSpent: Micros; monthSpent: Micros }>;
+  /** Every team of the account with its spend (0 for none): the seed replaces what the hot path has of it. */
+  teams: Array<{ id: string; lifetimeSpent: Micros; monthSpent: Micros }>;
+  /** Every member who owns a key of the account, with the spend of their keys. */
+  members: Array<{ id: string; lifetimeSpent: Micros; monthSpent: Micros }>;
   /** The highest seq of the account's hot path the record has seen (committed settlements, applied movements). */
   recordSeq: number;
 }

@@ -20,22 +20,27 @@ import type {
 } from './ledger.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold } from './ledger-common.js';
 import type { MemoryAccount, MemoryHold, MemoryKey, MemoryState } from './memory-state.js';
-import type { KeyCaps } from '../accounts/account-store.js';
+import type { BudgetScope, KeyCaps, ScopeBudgets } from '../accounts/account-store.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { admit, type BucketReading, type Needs } from '../limits/admission.js';
-import type { LimitScope } from '../limits/limits.js';
-import { bucketsOf, fieldFor, KEY_SPEND_FIELDS, SCOPED, type Bucket, type LimitSource } from './buckets.js';
+import { bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type LimitSource } from './buckets.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
 import { utcMonth } from './month.js';
 
 const get = (m: Map<string, number> | undefined, k: string): number => m?.get(k) ?? 0;
 const nonNeg = (v: number): number => (v < 0 ? 0 : v);
 
-/** A setting of the record a limit's value is read from (a key's caps and rate limits, an account's defaults). */
-function settingOf(record: Partial<KeyCaps> & { rateLimits?: RateLimits }, source: LimitSource): number | undefined {
+/** What a limit's value is read from: a key (caps, rate limits), an account (default rate limits), a team or member (budgets). */
+type SettingsRecord = KeyCaps & ScopeBudgets & { rateLimits?: RateLimits; name?: string };
+
+/** A setting of the record a limit's value is read from. */
+function settingOf(record: SettingsRecord | undefined, source: LimitSource): number | undefined {
+  if (record === undefined) return undefined;
   switch (source.setting) {
     case 'lifetimeCap':
     case 'monthlyCap':
+    case 'lifetimeBudget':
+    case 'monthlyBudget':
       return record[source.setting];
     default:
       return record.rateLimits?.[source.setting];
@@ -89,26 +94,36 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
   }
 
   /** The limit in force: the first of the bucket's sources that is set (the key's own, then the account's default). */
-  private limitOf(acct: MemoryAccount, key: MemoryKey, b: Bucket): number | undefined {
+  private limitOf(acct: MemoryAccount, key: MemoryKey | undefined, b: Bucket): number | undefined {
     for (const source of b.limit) {
-      const v = settingOf(this.recordOf(acct, key, source.scope), source);
+      const v = settingOf(this.recordOf(acct, key, source), source);
       if (v !== undefined) return v;
     }
     return undefined;
   }
 
-  /** The record a scope's settings are kept on. */
-  private recordOf(acct: MemoryAccount, key: MemoryKey, scope: LimitScope): Partial<KeyCaps> & { rateLimits?: RateLimits } {
-    switch (scope) {
+  /** The record a source's settings are kept on (a team or member it holds nothing of has none). */
+  private recordOf(acct: MemoryAccount, key: MemoryKey | undefined, source: Pick<LimitSource, 'scope' | 'at'>): SettingsRecord | undefined {
+    switch (source.scope) {
       case 'account':
         return acct.account;
+      case 'team':
+      case 'member':
+        return acct.scopes.get(source.at)?.record;
       case 'key':
-        return key.record;
+        return key?.record;
       default: {
-        const never: never = scope;
+        const never: never = source.scope;
         throw new Error(`unknown scope ${String(never)}`);
       }
     }
+  }
+
+  /** The name a refusal by this bucket's limit gives its scope (what Redis keeps as the hash's `name`). */
+  private nameOf(acct: MemoryAccount, key: MemoryKey, b: Bucket): string {
+    const own = b.limit[0];
+    if (own === undefined) return b.kind === 'balance' ? acct.account.name : '';
+    return this.recordOf(acct, key, own)?.name ?? '';
   }
 
   /** One bucket as it stands (reserve.lua's reading step). */
@@ -152,7 +167,7 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     if (key.record.revokedAt !== undefined) {
       return { admitted: false, reason: 'key_revoked', needed: amount, available: 0, availableOverall: 0 };
     }
-    const buckets = bucketsOf({ keyId: req.keyId });
+    const buckets = bucketsOf(requestPath(req));
     const windowMs = req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS;
     const win = Math.floor(now / windowMs);
     const deadline = now + req.holdTtlMs;
@@ -168,7 +183,20 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     if (!verdict.admitted) {
       const rateLimit = rateLimitStateOf(readings, resetMs);
       const { reason, needed, available, availableOverall } = verdict;
-      return { admitted: false, reason, needed, available, availableOverall, ...(rateLimit === undefined ? {} : { rateLimit }) };
+      const at = buckets.findIndex((b) => b.reason === reason);
+      const binding = buckets[at] as Bucket;
+      return {
+        admitted: false,
+        reason,
+        needed,
+        available,
+        availableOverall,
+        // The value of a limit that is set on its scope (a cap, a budget, a rate limit); the balance has none.
+        ...(binding.limit.length === 0 || readings[at]?.limit === undefined ? {} : { limit: readings[at].limit }),
+        scopeName: this.nameOf(acct, key, binding),
+        accountName: acct.account.name,
+        ...(rateLimit === undefined ? {} : { rateLimit }),
+      };
     }
     const hold: MemoryHold = { amount, keyId: req.keyId, month, deadline, buckets, windows: new Map() };
     buckets.forEach((b, i) => {
@@ -215,7 +243,7 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
   /** What a money bucket has room for now, or undefined when it has no limit (settle.lua's late charge). */
   private roomOf(acct: MemoryAccount, key: MemoryKey | undefined, b: Bucket, month: string): number | undefined {
     if (b.kind === 'balance') return acct.balance - acct.held;
-    if (b.kind !== 'cap' || key === undefined) return undefined;
+    if (b.kind !== 'cap') return undefined;
     const limit = this.limitOf(acct, key, b);
     if (limit === undefined) return undefined;
     const c = acct.counters.get(b.at);
@@ -244,7 +272,7 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     const acct = this.state.accounts.get(req.accountId);
     if (!acct || acct.settled.has(req.requestId)) return duplicate;
     // The request is no longer in flight, whatever became of its hold.
-    for (const b of bucketsOf({ keyId: req.keyId })) if (b.kind === 'in_flight') acct.inFlight.get(b.at)?.delete(req.requestId);
+    for (const b of bucketsOf(requestPath(req))) if (b.kind === 'in_flight') acct.inFlight.get(b.at)?.delete(req.requestId);
     const hold = acct.holds.get(req.requestId);
     let charge: number;
     let released = 0;
@@ -404,9 +432,17 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     return { balance: acct?.balance ?? 0, held: acct?.held ?? 0 };
   }
 
-  async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+  keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED.key(keyId), nowArg);
+  }
+
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED[scope](id), nowArg);
+  }
+
+  private async spendAt(accountId: string, at: string, nowArg?: number): Promise<KeySpend> {
     const month = utcMonth(nowArg ?? this.opts.now());
-    const c = this.state.accounts.get(accountId)?.counters.get(SCOPED.key(keyId));
+    const c = this.state.accounts.get(accountId)?.counters.get(at);
     return {
       lifetimeSpent: get(c, KEY_SPEND_FIELDS.lifetimeSpent),
       lifetimeHeld: get(c, KEY_SPEND_FIELDS.lifetimeHeld),

@@ -1,6 +1,6 @@
 // The in-memory backend's state, shared by its account store and its ledger (as Redis is shared by
 // theirs): the ledger reads key caps and revocation that the account store writes.
-import type { Account, ApiKeyRecord } from '../accounts/account-store.js';
+import type { Account, ApiKeyRecord, ScopeRecord } from '../accounts/account-store.js';
 import type { Bucket } from './buckets.js';
 import type { UsageRecord } from './ledger.js';
 
@@ -28,6 +28,12 @@ export interface MemoryKey {
   version?: number;
 }
 
+export interface MemoryScope {
+  record: ScopeRecord;
+  /** The record's version of `record` (RestorableAccountStore.restoreScope); undefined when never given. */
+  version?: number;
+}
+
 export type MemoryUsageEntry = { kind: 'usage'; record: UsageRecord } | { kind: 'refund'; requestId: string; amount: number };
 
 export interface MemoryAccount {
@@ -48,6 +54,8 @@ export interface MemoryAccount {
   /** Cost of usage records trimmed from `usage`. */
   usageArchived: number;
   keys: Map<string, MemoryKey>;
+  /** Teams' and members' budgets and names, by the name of their hash in Redis (buckets.ts: 'team:<id>', 'member:<id>'). */
+  scopes: Map<string, MemoryScope>;
   holds: Map<string, MemoryHold>;
   settled: Map<string, { charged: number; keyId: string; refunded: boolean }>;
   reaped: Map<string, MemoryReapedHold>;
@@ -79,6 +87,7 @@ export function newMemoryAccount(account: Account): MemoryAccount {
     counters: new Map(),
     inFlight: new Map(),
     keys: new Map(),
+    scopes: new Map(),
     holds: new Map(),
     settled: new Map(),
     reaped: new Map(),

@@ -12,6 +12,7 @@ import {
 import type {
   AccountLoader,
   AccountBalance,
+  BudgetScope,
   AuditReport,
   HoldsSummary,
   JournalingLedger,
@@ -33,7 +34,7 @@ import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
-import { bucketHashes, bucketsJson, bucketsOf, KEY_SPEND_FIELDS, SCOPED, type Bucket } from './buckets.js';
+import { bucketHashes, bucketsJson, bucketsOf, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket } from './buckets.js';
 import { decodeReserveReply, decodeSettleReply } from './script-replies.js';
 
 export interface RedisLedgerOptions {
@@ -145,7 +146,13 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   /** One script: loads the account's money unless it has a generation already. */
   async seedAccount(seed: AccountSeed): Promise<boolean> {
     const a = seed.accountId;
-    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), ...seed.keys.map((k) => this.k.key(a, k.keyId))];
+    // Every hash whose spend the seed sets: keys with spend, then every team and member of the account.
+    const spent = [
+      ...seed.keys.map((k) => ({ at: this.k.key(a, k.keyId), ...k })),
+      ...seed.teams.map((t) => ({ at: this.k.scoped(a, SCOPED.team(t.id)), ...t })),
+      ...seed.members.map((m) => ({ at: this.k.scoped(a, SCOPED.member(m.id)), ...m })),
+    ];
+    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), ...spent.map((h) => h.at)];
     const args = [
       seed.generation,
       seed.snapshot,
@@ -157,7 +164,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       seed.month,
       // Past what the record and this process saw: no gateway's next call takes the new copy for one behind.
       String(Math.max(seed.recordSeq, this.seen.get(a) ?? 0)),
-      ...seed.keys.flatMap((k) => [String(k.lifetimeSpent), String(k.monthSpent)]),
+      ...spent.flatMap((h) => [String(h.lifetimeSpent), String(h.monthSpent)]),
     ];
     return (await this.scripts.run<number>('seed', keys, args)) === 1;
   }
@@ -193,7 +200,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private async reserveAt(req: ReservationRequest, attempt: number): Promise<ReservationOutcome> {
     checkReservation(req);
     const a = req.accountId;
-    const buckets = bucketsOf({ keyId: req.keyId });
+    const buckets = bucketsOf(requestPath(req));
     const keys = this.withBucketKeys(a, buckets, [this.k.account(a), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a), this.k.key(a, req.keyId)]);
     const args = [
       String(req.amount),
@@ -225,8 +232,11 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       case 'refused': {
         this.sink?.refused(req, r.reason);
         const rateLimit = rateLimitStateOf(r.readings, r.resetMs);
-        const { reason, needed, available, availableOverall } = r;
-        return { admitted: false, reason, needed, available, availableOverall, ...(rateLimit === undefined ? {} : { rateLimit }) };
+        const { reason, needed, available, availableOverall, scopeName, accountName } = r;
+        // The value of a limit that is set on its scope (a cap, a budget, a rate limit); the balance has none.
+        const at = buckets.findIndex((b) => b.reason === reason);
+        const limit = buckets[at]?.limit.length === 0 ? undefined : r.readings[at]?.limit;
+        return { admitted: false, reason, needed, available, availableOverall, ...(limit === undefined ? {} : { limit }), scopeName, accountName, ...(rateLimit === undefined ? {} : { rateLimit }) };
       }
       default: {
         const never: never = r;
@@ -256,7 +266,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const now = req.now ?? this.opts.now();
     const hold = this.holds.get(req.requestId);
     const seen = this.seeding ? Math.max(this.seen.get(a) ?? 0, hold?.seq ?? 0) : 0;
-    const buckets = bucketsOf({ keyId: req.keyId });
+    const buckets = bucketsOf(requestPath(req));
     const reply = await this.settlements.run(
       slotOfTag(a),
       this.withBucketKeys(a, buckets, [
@@ -293,6 +303,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(req.usage.cacheWrite5m ?? 0),
         String(req.usage.cacheWrite1h ?? 0),
         bucketsJson(buckets),
+        req.teamId ?? '',
+        req.memberId ?? '',
       ],
     );
     const r = decodeSettleReply(reply);
@@ -495,10 +507,19 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     return { balance: Number(balance ?? 0), held: Number(held ?? 0) };
   }
 
-  async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+  keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED.key(keyId), nowArg);
+  }
+
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED[scope](id), nowArg);
+  }
+
+  /** The spend and holds kept in one hash of the account (a key's, a team's, a member's). */
+  private async spendAt(accountId: string, at: string, nowArg?: number): Promise<KeySpend> {
     const month = utcMonth(nowArg ?? this.opts.now());
     const f = KEY_SPEND_FIELDS;
-    const v = await this.redis.hmget(this.k.scoped(accountId, SCOPED.key(keyId)), f.lifetimeSpent, f.lifetimeHeld, f.monthSpent(month), f.monthHeld(month));
+    const v = await this.redis.hmget(this.k.scoped(accountId, at), f.lifetimeSpent, f.lifetimeHeld, f.monthSpent(month), f.monthHeld(month));
     return {
       lifetimeSpent: Number(v[0] ?? 0),
       lifetimeHeld: Number(v[1] ?? 0),

@@ -29,6 +29,9 @@ export type ReserveReply =
       /** The buckets as they stood; none when the key itself was refused (unknown, revoked). */
       readings: BucketReading[];
       resetMs: number;
+      /** The `name` of the binding limit's scope (a team's) and of the account; '' when not kept. */
+      scopeName: string;
+      accountName: string;
     }
   | { kind: 'not_seeded' }
   | { kind: 'rebuilding'; retryAfterMs: number };
@@ -66,6 +69,9 @@ export function decodeReserveReply(reply: Flat, buckets: readonly Bucket[]): Res
         availableOverall: Number(reply[4]),
         resetMs: Number(reply[5] ?? 0),
         readings: readingsAt(reply, 6, buckets),
+        // After the figures: what the refusal names (reserve.lua).
+        scopeName: String(reply[6 + 2 * buckets.length] ?? ''),
+        accountName: String(reply[7 + 2 * buckets.length] ?? ''),
       };
     }
     case -1:

@@ -7,7 +7,7 @@ import { respondBeforeSettling } from '../settle/respond-first.js';
 import { stampAnswerCost } from '../settle/answer-cost.js';
 import { chargeOf, usdNumber, type ChargeOf } from '../billing/answer-cost.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
-import type { Ledger, RequestStatus, TokenUsage } from '../billing/ledger.js';
+import type { Ledger, RequestStatus, ReservationOutcome, TokenUsage } from '../billing/ledger.js';
 import { isLimitReason, isRateLimitReason, KEY_REFUSALS, LIMITS, type RateLimitReason, type RefusalReason } from '../limits/limits.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
@@ -74,18 +74,32 @@ export interface ExchangePlan {
   estimateInputTokens(): Promise<number>;
 }
 
-/** A refusal by a limit of money (402), or of the key itself (401), in the words the declaration gives it. */
-function refusalError(plan: ExchangePlan, reason: Exclude<RefusalReason, RateLimitReason>, needed: number, available: number, availableOverall: number, inputTokenBound: number): GatewayError {
+/** What the ledger's refusal says beyond its reason: the amounts, the binding limit and whose it is. */
+type MoneyRefusal = Pick<Extract<ReservationOutcome, { admitted: false }>, 'needed' | 'available' | 'availableOverall' | 'limit' | 'scopeName' | 'accountName'>;
+
+/**
+ * A refusal by a limit of money (402), or of the key itself (401), in the words the declaration gives it:
+ * the binding limit named (a team's budget by the team's name), the worst case and what is left, and a
+ * smaller output limit that would fit or what the person can do; a limit with nothing left at all says
+ * so in its own sentence.
+ */
+function refusalError(plan: ExchangePlan, reason: Exclude<RefusalReason, RateLimitReason>, r: MoneyRefusal, inputTokenBound: number): GatewayError {
   if (!isLimitReason(reason)) {
     const key = KEY_REFUSALS[reason];
     return new GatewayError(key.status, `${key.wording}; create a new key in the dashboard.`, { code: key.code });
   }
+  const { needed, available, availableOverall } = r;
   const limit = LIMITS[reason];
+  const facts = { limit: r.limit === undefined ? '' : formatUsd(r.limit), scopeName: r.scopeName ?? '', accountName: r.accountName ?? '' };
   const hint = largestAffordableMaxTokens(availableOverall, inputTokenBound, plan.model);
   const outputGiven = plan.footprint.maxOutputTokens !== undefined;
   const advice = hint > 0 ? ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.` : ` ${limit.wording.remedy}`;
-  const base = `${limit.wording.refused}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
-  return new GatewayError(limit.status, base + advice, {
+  const usedUp = 'usedUp' in limit.wording && available === 0 && hint === 0 ? limit.wording.usedUp : undefined;
+  const base =
+    usedUp !== undefined
+      ? `${usedUp(facts)} This request's worst case is ${formatUsd(needed)} USD.`
+      : `${limit.wording.refused(facts)}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
+  return new GatewayError(limit.status, usedUp !== undefined ? base : base + advice, {
     code: reason,
     details: {
       needed_micro_usd: needed,
@@ -197,6 +211,9 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
       requestId,
       accountId: key.accountId,
       keyId: key.id,
+      // The key's team and member (its owner) are on its path: their budgets are weighed too.
+      teamId: key.teamId,
+      memberId: key.ownerId,
       amount: bound.amount,
       holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
       model: model.id,
@@ -210,6 +227,8 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
         requestId,
         accountId: key.accountId,
         keyId: key.id,
+        teamId: key.teamId,
+        memberId: key.ownerId,
         model: model.id,
         usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
         cost: 0,
@@ -231,7 +250,7 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
         outputLimitField: plan.outputLimitField ?? 'max_tokens',
       });
     }
-    throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);
+    throw refusalError(plan, reservation.reason, reservation, bound.inputTokenBound);
   }
   deps.observer.reservation(ctx, 'admitted');
   // Sent with the answer (headers set now go out with a stream's first bytes as with a whole reply).
@@ -373,6 +392,8 @@ async function settle(
     requestId: ctx.state.requestId,
     accountId: key.accountId,
     keyId: key.id,
+    teamId: key.teamId,
+    memberId: key.ownerId,
     model: plan.model.id,
     usage,
     cost,

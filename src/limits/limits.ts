@@ -5,9 +5,15 @@
 // and admit it by one rule (admission.ts). Adding a limit is a row here; the types below make the
 // compiler list whatever else it lacks (its storage in src/billing/buckets.ts).
 import type { RateLimitField } from '../accounts/rate-limits.js';
+import type { BudgetScope } from '../accounts/account-store.js';
 
-/** Whose limit it is: the account (its prepaid balance), an API key. */
-export type LimitScope = 'account' | 'key';
+export type { BudgetScope };
+
+/**
+ * Whose limit it is: the account (its prepaid balance), a team of the account (its keys' spend), a member
+ * (the spend of the keys they own in the account), an API key.
+ */
+export type LimitScope = 'account' | BudgetScope | 'key';
 
 /**
  * Over what it counts: the scope's whole life, the calendar month (UTC), a fixed window of the rate
@@ -22,7 +28,11 @@ export type LimitWindow = 'lifetime' | 'month' | 'minute' | 'in_flight';
 export type LimitUnit = 'money' | 'requests' | 'tokens' | 'concurrent_requests';
 
 /** Where a key's cap is set (the account store's KeyCaps). */
-export type CapSetting = 'lifetimeCap' | 'monthlyCap';
+export type KeyCapSetting = 'lifetimeCap' | 'monthlyCap';
+/** Where a team's or a member's budget is set (the account store's ScopeBudgets). */
+export type BudgetSetting = 'lifetimeBudget' | 'monthlyBudget';
+/** Where a limit of money is set on its scope. */
+export type CapSetting = KeyCapSetting | BudgetSetting;
 
 interface LimitBase {
   scope: LimitScope;
@@ -33,6 +43,16 @@ interface LimitBase {
   dashboardLabel: string;
 }
 
+/** What a refusal by a limit of money can name: the limit and whose it is. */
+export interface MoneyRefusalFacts {
+  /** The limit in force, in USD as the answer writes it ("500.00"); '' for the balance. */
+  limit: string;
+  /** The name of the scope the limit is set on (a team's), '' when it has none. */
+  scopeName: string;
+  /** The account's name (an organization's), '' when it has none. */
+  accountName: string;
+}
+
 /** A limit of money: a refusal is a 402 with the worst case, what is left and how to get room. */
 export interface MoneyLimit extends LimitBase {
   unit: 'money';
@@ -41,9 +61,11 @@ export interface MoneyLimit extends LimitBase {
   setting?: CapSetting;
   wording: {
     /** Says what refused; the refusal adds the worst case and what is left in USD. */
-    refused: string;
+    refused: (f: MoneyRefusalFacts) => string;
     /** What the person can do when no smaller output limit would fit. */
     remedy: string;
+    /** The whole sentence when the limit has nothing left at all (its remedy in it); absent: `refused` as when some is left. */
+    usedUp?: (f: MoneyRefusalFacts) => string;
   };
 }
 
@@ -100,6 +122,13 @@ export function rateLimitFamily(unit: RateLimit['unit']): 'requests' | 'tokens' 
   }
 }
 
+/** "The search team's", or the key's team when its name is not known. */
+const theTeams = (f: MoneyRefusalFacts): string => (f.scopeName === '' ? "This key's team's" : `The ${f.scopeName} team's`);
+/** " in Acme": the account a member's budget is set in, when it has a name. */
+const inAccount = (f: MoneyRefusalFacts): string => (f.accountName === '' ? '' : ` in ${f.accountName}`);
+
+// In declaration order (the order ties are broken in): the account's balance, then its teams, its members
+// and the key itself, each lifetime before month; then the rate limits.
 export const LIMITS = {
   insufficient_balance: {
     scope: 'account',
@@ -107,9 +136,65 @@ export const LIMITS = {
     window: 'lifetime',
     unit: 'money',
     status: 402,
-    wording: { refused: 'The account balance is too low for this request', remedy: 'Top up the balance in the dashboard.' },
+    wording: { refused: () => 'The account balance is too low for this request', remedy: 'Top up the balance in the dashboard.' },
     metricLabel: 'insufficient_balance',
     dashboardLabel: 'refused: balance too low',
+  },
+  team_lifetime_budget_reached: {
+    scope: 'team',
+    window: 'lifetime',
+    unit: 'money',
+    status: 402,
+    setting: 'lifetimeBudget',
+    wording: {
+      refused: (f) => `${theTeams(f)} lifetime budget of ${f.limit} USD is too close to be reached for this request`,
+      usedUp: (f) => `${theTeams(f)} lifetime budget of ${f.limit} USD is used up; an owner or admin can raise it in the dashboard.`,
+      remedy: 'An owner or admin can raise it in the dashboard.',
+    },
+    metricLabel: 'team_lifetime_budget_reached',
+    dashboardLabel: 'refused: team lifetime budget',
+  },
+  team_monthly_budget_reached: {
+    scope: 'team',
+    window: 'month',
+    unit: 'money',
+    status: 402,
+    setting: 'monthlyBudget',
+    wording: {
+      refused: (f) => `${theTeams(f)} monthly budget of ${f.limit} USD is too close to be reached for this request`,
+      usedUp: (f) => `${theTeams(f)} monthly budget of ${f.limit} USD is used up; an owner or admin can raise it in the dashboard.`,
+      remedy: 'An owner or admin can raise it in the dashboard.',
+    },
+    metricLabel: 'team_monthly_budget_reached',
+    dashboardLabel: 'refused: team monthly budget',
+  },
+  member_lifetime_budget_reached: {
+    scope: 'member',
+    window: 'lifetime',
+    unit: 'money',
+    status: 402,
+    setting: 'lifetimeBudget',
+    wording: {
+      refused: (f) => `Your lifetime budget of ${f.limit} USD${inAccount(f)} is too close to be reached for this request`,
+      usedUp: (f) => `Your lifetime budget of ${f.limit} USD${inAccount(f)} is used up; ask an owner or admin to raise it.`,
+      remedy: 'Ask an owner or admin to raise it in the dashboard.',
+    },
+    metricLabel: 'member_lifetime_budget_reached',
+    dashboardLabel: 'refused: member lifetime budget',
+  },
+  member_monthly_budget_reached: {
+    scope: 'member',
+    window: 'month',
+    unit: 'money',
+    status: 402,
+    setting: 'monthlyBudget',
+    wording: {
+      refused: (f) => `Your monthly budget of ${f.limit} USD${inAccount(f)} is too close to be reached for this request`,
+      usedUp: (f) => `Your monthly budget of ${f.limit} USD${inAccount(f)} is used up; ask an owner or admin to raise it.`,
+      remedy: 'Ask an owner or admin to raise it in the dashboard.',
+    },
+    metricLabel: 'member_monthly_budget_reached',
+    dashboardLabel: 'refused: member monthly budget',
   },
   key_lifetime_cap_reached: {
     scope: 'key',
@@ -118,7 +203,7 @@ export const LIMITS = {
     status: 402,
     setting: 'lifetimeCap',
     wording: {
-      refused: "This key's lifetime spending cap is too close to be reached for this request",
+      refused: () => "This key's lifetime spending cap is too close to be reached for this request",
       remedy: 'Raise or clear the cap in the dashboard, or use another key.',
     },
     metricLabel: 'key_lifetime_cap_reached',
@@ -131,7 +216,7 @@ export const LIMITS = {
     status: 402,
     setting: 'monthlyCap',
     wording: {
-      refused: "This key's monthly spending cap is too close to be reached for this request",
+      refused: () => "This key's monthly spending cap is too close to be reached for this request",
       remedy: 'Raise or clear the cap in the dashboard, or use another key.',
     },
     metricLabel: 'key_monthly_cap_reached',

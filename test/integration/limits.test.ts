@@ -7,16 +7,16 @@
 // state as they stand (what each rate limit has left), and which draws nothing.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { KeyCaps } from '../../src/accounts/account-store.js';
+import type { BudgetScope, KeyCaps, ScopeBudgets } from '../../src/accounts/account-store.js';
 import type { RateLimits } from '../../src/accounts/rate-limits.js';
-import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
+import { createMemoryBackend, createRedisBackend, type HotBackend } from '../../src/billing/backends.js';
 import type { ReservationOutcome } from '../../src/billing/ledger.js';
 import { isLimitReason, LIMIT_REASONS, LIMITS, rateLimitFamily, type LimitReason, type LimitSpec, type LimitUnit, type LimitWindow } from '../../src/limits/limits.js';
 import { useTestRedis } from '../helpers/test-redis.js';
 
 const testRedis = useTestRedis('t-limits');
 let fixtureNo = 0;
-const backends: Array<[string, () => Backend]> = [
+const backends: Array<[string, () => HotBackend]> = [
   ['memory', () => createMemoryBackend()],
   ['redis', () => createRedisBackend({ redis: testRedis.redis, namespace: `${testRedis.namespace}-${++fixtureNo}` })],
 ];
@@ -36,11 +36,17 @@ const SIZES: Record<LimitUnit, { limit: number; step: number }> = {
   concurrent_requests: { limit: 3, step: 1 },
 };
 
+/** A key in a team, owned by a member: every declared scope is on its requests' path. */
 interface Key {
-  b: Backend;
+  b: HotBackend;
   accountId: string;
   keyId: string;
+  teamId: string;
+  memberId: string;
 }
+
+/** The id of a key's scope, for the scopes that have budgets. */
+const scopeIdOf = (k: Key, scope: BudgetScope): string => (scope === 'team' ? k.teamId : k.memberId);
 
 let seq = 0;
 const rid = (): string => `req_${++seq}_${randomBytes(3).toString('hex')}`;
@@ -50,6 +56,7 @@ async function setLimits(k: Key, values: Partial<Record<LimitReason, number>>, w
   const caps: KeyCaps = {};
   const own: RateLimits = {};
   const defaults: RateLimits = {};
+  const budgets: Record<BudgetScope, ScopeBudgets> = { team: {}, member: {} };
   let balance = BIG;
   for (const [reason, value] of Object.entries(values) as Array<[LimitReason, number]>) {
     const s = spec(reason);
@@ -58,9 +65,14 @@ async function setLimits(k: Key, values: Partial<Record<LimitReason, number>>, w
         if (s.unit !== 'money' || s.setting !== undefined) throw new Error(`no setter for the account's ${reason}`);
         balance = value;
         break;
+      case 'team':
+      case 'member':
+        if (s.unit !== 'money' || (s.setting !== 'lifetimeBudget' && s.setting !== 'monthlyBudget')) throw new Error(`no setter for ${reason}`);
+        budgets[s.scope][s.setting] = value;
+        break;
       case 'key':
         if (s.unit === 'money') {
-          if (s.setting === undefined) throw new Error(`no setter for ${reason}`);
+          if (s.setting !== 'lifetimeCap' && s.setting !== 'monthlyCap') throw new Error(`no setter for ${reason}`);
           caps[s.setting] = value;
         } else if (where === 'default') defaults[s.setting] = value;
         else own[s.setting] = value;
@@ -71,17 +83,20 @@ async function setLimits(k: Key, values: Partial<Record<LimitReason, number>>, w
       }
     }
   }
+  for (const scope of ['team', 'member'] as const) await k.b.accounts.restoreScope({ accountId: k.accountId, scope, id: scopeIdOf(k, scope), name: 'search', ...budgets[scope] });
   await k.b.accounts.setKeyCaps(k.accountId, k.keyId, caps);
   await k.b.accounts.setKeyRateLimits(k.accountId, k.keyId, own);
   await k.b.accounts.setAccountRateLimits(k.accountId, defaults);
   await k.b.ledger.credit(k.accountId, balance, `balance-${k.accountId}`);
 }
 
-async function keyWith(make: () => Backend, values: Partial<Record<LimitReason, number>>, where: 'own' | 'default' = 'own'): Promise<Key> {
+async function keyWith(make: () => HotBackend, values: Partial<Record<LimitReason, number>>, where: 'own' | 'default' = 'own'): Promise<Key> {
   const b = make();
   const acct = await b.accounts.createAccount('limits');
-  const { record } = await b.accounts.createKey(acct.id);
-  const k = { b, accountId: acct.id, keyId: record.id };
+  const teamId = `team_${randomBytes(3).toString('hex')}`;
+  const memberId = `user_${randomBytes(3).toString('hex')}`;
+  const { record } = await b.accounts.createKey(acct.id, { teamId, ownerId: memberId });
+  const k = { b, accountId: acct.id, keyId: record.id, teamId, memberId };
   await setLimits(k, values, where);
   return k;
 }
@@ -92,6 +107,8 @@ function reserve(k: Key, unit: LimitUnit, n: number, opts: { now?: number; ttl?:
     requestId: opts.requestId ?? rid(),
     accountId: k.accountId,
     keyId: k.keyId,
+    teamId: k.teamId,
+    memberId: k.memberId,
     amount: unit === 'money' ? n : 1,
     rateLimitTokens: unit === 'tokens' ? n : 1,
     holdTtlMs: opts.ttl ?? 600_000,
@@ -102,7 +119,7 @@ function reserve(k: Key, unit: LimitUnit, n: number, opts: { now?: number; ttl?:
 
 /** What `reason` has left, read by a probe no limit can admit (it draws nothing). */
 async function leftOf(k: Key, reason: LimitReason, now = T0): Promise<number> {
-  const probe = await k.b.ledger.reserve({ requestId: rid(), accountId: k.accountId, keyId: k.keyId, amount: Number.MAX_SAFE_INTEGER, holdTtlMs: 1, now, rateLimitTokens: 0, rateLimitWindowMs: WINDOW });
+  const probe = await k.b.ledger.reserve({ requestId: rid(), accountId: k.accountId, keyId: k.keyId, teamId: k.teamId, memberId: k.memberId, amount: Number.MAX_SAFE_INTEGER, holdTtlMs: 1, now, rateLimitTokens: 0, rateLimitWindowMs: WINDOW });
   if (probe.admitted) throw new Error('the probe was admitted');
   const s = spec(reason);
   if (s.unit === 'money') {
@@ -122,7 +139,7 @@ async function leftOf(k: Key, reason: LimitReason, now = T0): Promise<number> {
 
 function settle(k: Key, requestId: string, cost: number, tokensUsed: number, now = T0) {
   return k.b.ledger.settle({
-    requestId, accountId: k.accountId, keyId: k.keyId, model: 'm', cost, status: 'completed', latencyMs: 1, now,
+    requestId, accountId: k.accountId, keyId: k.keyId, teamId: k.teamId, memberId: k.memberId, model: 'm', cost, status: 'completed', latencyMs: 1, now,
     usage: { input: tokensUsed, output: 0, cachedInput: 0, reasoning: 0 },
   });
 }
@@ -177,6 +194,28 @@ describe.each(backends)('every declared limit (%s ledger)', (_name, make) => {
       expect(await leftOf(k, reason)).toBe(0);
       expect((await reserve(k, s.unit, step)).admitted).toBe(false);
       expect(s.status).toBe(s.unit === 'money' ? 402 : 429);
+    });
+
+    it('a refusal names its limit and whose it is: the value, the scope by name, the account', async () => {
+      if (s.unit !== 'money') return;
+      const k = await keyWith(make, { [reason]: limit });
+      const refused = await reserve(k, s.unit, limit + step);
+      expect(refused).toMatchObject({ admitted: false, reason });
+      if (refused.admitted) return;
+      expect(refused.accountName).toBe('limits');
+      if (s.setting !== undefined) expect(refused.limit).toBe(limit);
+      if (s.scope === 'team') expect(refused.scopeName).toBe('search');
+    });
+
+    it('binds only requests whose path names its scope; a request off its path draws nothing from it', async () => {
+      if (s.scope !== 'team' && s.scope !== 'member') return;
+      const k = await keyWith(make, { [reason]: limit });
+      const off = { ...k, [s.scope === 'team' ? 'teamId' : 'memberId']: undefined } as unknown as Key;
+      const requestId = rid();
+      expect(await reserve(off, s.unit, limit + step, { requestId })).toMatchObject({ admitted: true });
+      expect(await settle(off, requestId, s.unit === 'money' ? limit + step : 1, limit + step)).toMatchObject({ duplicate: false });
+      expect(await leftOf(k, reason)).toBe(limit);
+      expect(await k.b.ledger.scopeSpend(k.accountId, s.scope, scopeIdOf(k, s.scope), T0)).toEqual({ lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: 0, monthHeld: 0 });
     });
 
     it('a settlement gives back what the reservation took and the request did not use', async () => {
@@ -236,7 +275,7 @@ describe.each(backends)('every declared limit (%s ledger)', (_name, make) => {
     it('an unaffordable request is refused by money first and counts against no limit', async () => {
       const k = await keyWith(make, { [reason]: limit });
       const before = await leftOf(k, reason);
-      const refused = await k.b.ledger.reserve({ requestId: rid(), accountId: k.accountId, keyId: k.keyId, amount: BIG + 1, holdTtlMs: 1_000, now: T0, rateLimitTokens: step, rateLimitWindowMs: WINDOW });
+      const refused = await k.b.ledger.reserve({ requestId: rid(), accountId: k.accountId, keyId: k.keyId, teamId: k.teamId, memberId: k.memberId, amount: BIG + 1, holdTtlMs: 1_000, now: T0, rateLimitTokens: step, rateLimitWindowMs: WINDOW });
       expect(refused).toMatchObject({ admitted: false });
       if (refused.admitted) return;
       expect(isLimitReason(refused.reason) && spec(refused.reason).unit).toBe('money');
@@ -263,7 +302,7 @@ describe.each(backends)('every declared limit (%s ledger)', (_name, make) => {
 });
 
 describe('holds remember their buckets (redis ledger)', () => {
-  const redisBackend = (backends[1] as [string, () => Backend])[1];
+  const redisBackend = (backends[1] as [string, () => HotBackend])[1];
   const spend = (k: Key) => k.b.ledger.keySpend(k.accountId, k.keyId, T0);
 
   it('the hold keeps the description its reservation drew from, and the reaped marker after it', async () => {

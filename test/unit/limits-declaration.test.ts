@@ -22,8 +22,13 @@ describe('the limits declaration', () => {
   it.each(specs)('%s answers in a status of its unit and words a person can act on', (_reason, spec) => {
     if (spec.unit === 'money') {
       expect(spec.status).toBe(402);
-      expect(spec.wording.refused).toMatch(/^[A-Z].*[^.]$/);
+      const facts = { limit: '500.00', scopeName: 'search', accountName: 'Acme' };
+      expect(spec.wording.refused(facts)).toMatch(/^[A-Z].*[^.]$/);
       expect(spec.wording.remedy).toMatch(/^[A-Z].*dashboard.*\.$/);
+      // A budget names itself, its value and whose it is.
+      if (spec.scope === 'team') expect(spec.wording.refused(facts)).toMatch(/^The search team's (monthly|lifetime) budget of 500\.00 USD /);
+      if (spec.scope === 'member') expect(spec.wording.refused(facts)).toMatch(/^Your (monthly|lifetime) budget of 500\.00 USD in Acme /);
+      if (spec.wording.usedUp !== undefined) expect(spec.wording.usedUp(facts)).toMatch(/^[A-Z].* is used up; .*\.$/);
       return;
     }
     expect(spec.status).toBe(429);
@@ -34,11 +39,13 @@ describe('the limits declaration', () => {
     if (spec.wording.neverFits !== undefined) expect(spec.wording.neverFits(facts)).toMatch(/lower max_tokens/);
   });
 
-  it('draws a request from one bucket per limit, in declaration order, all named under the account', () => {
-    const buckets = bucketsOf({ keyId: 'key_1' });
+  it('draws a request from one bucket per limit on its path, in declaration order, all named under the account', () => {
+    const buckets = bucketsOf({ keyId: 'key_1', teamId: 'team_1', memberId: 'user_1' });
     expect(buckets.map((b) => b.reason)).toEqual(LIMIT_REASONS);
     // Relative names: the scripts put the account's hash tag in front, so no bucket can leave its slot.
-    for (const name of bucketHashes(buckets)) expect(name).toMatch(/^(account|key:key_1|inflight:key_1)$/);
+    for (const name of bucketHashes(buckets)) expect(name).toMatch(/^(account|team:team_1|member:user_1|key:key_1|inflight:key_1)$/);
+    // A key in no team, made by the operator (no owner): no team or member bucket on its path.
+    expect(bucketsOf({ keyId: 'key_1' }).map((b) => b.reason)).toEqual(LIMIT_REASONS.filter((r) => LIMITS[r].scope === 'account' || LIMITS[r].scope === 'key'));
     const json = JSON.parse(bucketsJson(buckets)) as Array<{ reason: string; limit: string[][] }>;
     expect(json.map((b) => b.reason)).toEqual(LIMIT_REASONS);
     for (const b of json) for (const source of b.limit) expect(source).toHaveLength(2);

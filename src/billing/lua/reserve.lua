@@ -1,5 +1,5 @@
 -- Admit or refuse one reservation, atomically over every bucket the request draws from (buckets.lua):
--- the account balance, the key's caps, its rate limits.
+-- the account balance, the budgets of the key's team and of its member, the key's caps, its rate limits.
 -- KEYS: 1 account hash, 2 hold hash, 3 holds zset (all under the account's hash tag), 4 the reaper index
 --       of the account's slot (a tag of the same slot): the hold and its index entry are written together,
 --       so no hold can exist that the reaper does not know of; 5 the key's hash; 6.. every other hash a
@@ -15,8 +15,9 @@
 --     to the reaper; otherwise it is named already, and the request costs no command beyond this script
 --     and its settlement), and each bucket's figures are after this request was counted;
 --   {1, generation, seq, 0}  a retried reservation of a request already held (admitted once);
---   {0, reason, needed, available, availableOverall, resetMs, then per bucket: limit, used}  refused by
---     the binding limit (needed and available count its unit: micro-USD, requests or tokens);
+--   {0, reason, needed, available, availableOverall, resetMs, then per bucket: limit, used, then the
+--     `name` of the binding bucket's hash (a team's name) and of the account}  refused by the binding
+--     limit (needed and available count its unit: micro-USD, requests or tokens);
 --   {0, 'unknown_key' | 'key_revoked', amount, 0, 0}  refused before any limit is weighed;
 --   {-1}  the account's money is not in this Redis (never seeded, wiped, or behind what the gateway saw);
 --   {-2, ms}  a seed so fresh that settlements applied before the wipe may still be on their way to the
@@ -138,7 +139,13 @@ if binding.money then overall = leftOf(readings[binding.money]) end
 for _, unit in ipairs(units) do
   local j = binding[unit]
   if j and need[unit] > leftOf(readings[j]) then
-    return withFigures({0, buckets[j].reason, need[unit], leftOf(readings[j]), overall, resetMs})
+    local r = withFigures({0, buckets[j].reason, need[unit], leftOf(readings[j]), overall, resetMs})
+    -- What the refusal names: the scope whose limit binds (its hash's `name`) and the account.
+    local name = ''
+    if buckets[j].kind ~= 'in_flight' then name = redis.call('HGET', buckets[j].h, 'name') or '' end
+    r[#r + 1] = name
+    r[#r + 1] = redis.call('HGET', KEYS[1], 'name') or ''
+    return r
   end
 end
 

@@ -1,5 +1,6 @@
 -- Settle one request exactly once: charge min(cost, held) into every money bucket the hold drew from
--- (buckets.lua), release the rest, give back what the token window counted beyond the use, free its
+-- (buckets.lua: the balance, the budgets of its team and member, the key's caps), release the rest,
+-- give back what the token window counted beyond the use, free its
 -- place in flight, append the usage record.
 -- KEYS: 1 account, 2 hold, 3 holds zset, 4 settled marker, 5 reaped marker, 6 usage stream, 7 journal
 --       stream (when journaled: what PostgreSQL has yet to commit; the writer deletes an entry after
@@ -13,7 +14,8 @@
 --       21 the tokens the request used against a token limit (input + output),
 --       22 input tokens written to a 5-minute prompt cache, 23 to a 1-hour one (both parts of `input`,
 --       apart from `cachedInput`, the cache reads), 24 the key's buckets as the gateway describes them
---       now (JSON, buckets.lua): what a hold without its own description, or lost with a wipe, drew from
+--       now (JSON, buckets.lua): what a hold without its own description, or lost with a wipe, drew from,
+--       25 the team and 26 the member the request is charged to ('' for none), for the journal entry
 -- One decoder reads the reply: src/billing/script-replies.ts.
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
 -- journal entry id, month, reserved, generation and the account's new seq;
@@ -133,7 +135,7 @@ if ARGV[18] == '1' then
   local jid = redis.call('XADD', KEYS[7], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
     'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
     'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq), 'd', ARGV[20] or '',
-    'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0')
+    'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0', 'team', ARGV[25] or '', 'member', ARGV[26] or '')
   return {charge, released, 0, late, jid, month, reserved, gen, seq}
 end
 
