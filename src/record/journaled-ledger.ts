@@ -79,6 +79,8 @@ export class JournaledLedger extends DelegatingLedger {
       requestId: req.requestId,
       accountId: req.accountId,
       keyId: req.keyId,
+      teamId: req.teamId,
+      memberId: req.memberId,
       model: req.model ?? '',
       usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
       cost: 0,

@@ -29,11 +29,12 @@ local now = nowMs(ARGV[5])
 local deadline = now + tonumber(ARGV[2])
 local month = utcMonth(now)
 
-local a = redis.call('HMGET', KEYS[1], 'gen', 'rebuildUntil', 'seq')
+local a = redis.call('HMGET', KEYS[1], 'gen', 'rebuildUntil', 'seq', 'scopes')
 if ARGV[6] == '1' then
   if not a[1] then return {-1} end
-  if num(a[3]) < num(ARGV[7]) then
-    -- Behind what this gateway was answered with: writes were lost. Loaded again from the record.
+  -- Behind what this gateway was answered with (writes were lost), or seeded before the seed counted
+  -- teams' and members' spend (`scopes`, seed.lua): loaded again from the record.
+  if num(a[3]) < num(ARGV[7]) or not a[4] then
     redis.call('HDEL', KEYS[1], 'gen')
     return {-1}
   end

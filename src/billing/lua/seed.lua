@@ -28,9 +28,10 @@ for _, kid in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do clearSpend(prefix 
 local seq = math.max(num(redis.call('HGET', KEYS[1], 'seq')), num(ARGV[9])) + 1000000000
 -- Usage records still in the stream (a Redis that kept them) are part of the charged figure already.
 local inStream = usageCost(redis.call('XRANGE', KEYS[2], '-', '+'))
+-- `scopes`: this seed set teams' and members' spend too (reserve.lua loads a copy seeded without it again).
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'snap', ARGV[2], 'rebuildUntil', s(now + tonumber(ARGV[3])),
   'balance', ARGV[4], 'credited', ARGV[5], 'refunded', ARGV[6], 'usageArchived', s(tonumber(ARGV[7]) - inStream),
-  'held', '0', 'seq', s(seq))
+  'held', '0', 'seq', s(seq), 'scopes', '1')
 for i = 5, #KEYS do
   local at = 10 + (i - 5) * 2
   -- A team's or member's hash is in no list of the account: cleared here, as the keys' are above.
