@@ -17,6 +17,7 @@ import { Identity } from './identity.js';
 import { answerErrors, loadSessionAndBody, notFound, refuseCrossSite, requireSession, scriptAsset, securityHeaders } from './middleware.js';
 import { recoveryRoutes, signInRoutes } from './open-routes.js';
 import { organizationRoutes } from './org-routes.js';
+import { teamRoutes } from './team-routes.js';
 import { RefundTickets } from './refund-tickets.js';
 import type { DashboardService } from './service.js';
 import { send, sessionCookie, who, type DashboardState } from './state.js';
@@ -57,7 +58,7 @@ export interface DashboardAppOptions {
   selfUrl?: () => string;
 }
 
-/** The routes behind the session guard: the user's own, keys, balance and top-ups, usage and refunds, organizations, admin. */
+/** The routes behind the session guard: the user's own, keys, balance and top-ups, usage and refunds, organizations, teams, admin. */
 export function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typeof sessionCookie>; linkBase: () => string }): Router<DashboardState> {
   const { service } = opts;
   const guarded = new Router<DashboardState>();
@@ -75,6 +76,7 @@ export function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnT
   usageRoutes(guarded, { service, db: service.db, tickets, send });
   modelRoutes(guarded, { models: opts.models, send });
   organizationRoutes(guarded, service, deps.linkBase);
+  teamRoutes(guarded, service);
   adminRoutes(guarded, {
     accounts: service.accounts,
     requireTotp: service.adminRequiresTotp,

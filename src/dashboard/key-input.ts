@@ -1,6 +1,7 @@
-// A key's caps, cost ceiling and rate limits as forms and JSON bodies give them: decimal USD for caps
-// and the ceiling, whole numbers for limits, an empty string or null for none. Refused with a message naming the field.
-import type { KeyCaps, KeyChange, KeyRequestCeiling } from '../accounts/account-store.js';
+// A key's caps, cost ceiling and rate limits, and teams' and members' budgets, as forms and JSON bodies
+// give them: decimal USD for caps, budgets and the ceiling, whole numbers for limits, an empty string or null for none. Refused with a message naming the field.
+import type { KeyCaps, KeyChange, KeyRequestCeiling, ScopeBudgets } from '../accounts/account-store.js';
+import type { BudgetChange } from '../accounts/teams.js';
 import { MAX_RATE_LIMIT, type RateLimits } from '../accounts/rate-limits.js';
 import { usdTextToMicros } from '../billing/money.js';
 import { DashboardError } from './errors.js';
@@ -70,6 +71,32 @@ export function keyChangeFromInput(body: Record<string, unknown>): KeyChange {
   const limits = rateLimitsFromInput(body);
   for (const [field, limit] of RATE_LIMIT_INPUTS) {
     if (given(field)) change[limit] = cleared(field) ? null : (limits[limit] ?? null);
+  }
+  return change;
+}
+
+/** The decimal-USD fields of a team's or member's budgets, and the budget each sets. */
+const BUDGET_INPUTS = [
+  ['lifetime_budget_usd', 'lifetimeBudget'],
+  ['monthly_budget_usd', 'monthlyBudget'],
+] as const;
+
+/** Budgets to set from a form or JSON body (a new team's): USD, or empty / null / absent for none. */
+export function budgetsFromInput(body: Record<string, unknown>): ScopeBudgets {
+  const out: ScopeBudgets = {};
+  for (const [field, budget] of BUDGET_INPUTS) {
+    const v = capFromUsd(body[field], field);
+    if (v !== undefined) out[budget] = v;
+  }
+  return out;
+}
+
+/** A partial change of budgets: only the fields present change; an empty string or null clears one. */
+export function budgetChangeFromInput(body: Record<string, unknown>): BudgetChange {
+  const change: BudgetChange = {};
+  for (const [field, budget] of BUDGET_INPUTS) {
+    if (!Object.hasOwn(body, field)) continue;
+    change[budget] = body[field] === null || body[field] === '' ? null : (capFromUsd(body[field], field) ?? null);
   }
   return change;
 }

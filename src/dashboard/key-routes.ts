@@ -1,5 +1,5 @@
 // API keys: the Keys pages (create with a one-time reveal, caps, the cost ceiling per request, rate
-// limits and the account's default ones, revoke) and /api/keys. A member manages the keys they made;
+// limits and the account's default ones, the key's team, revoke) and /api/keys. A member manages the keys they made;
 // owners and admins every key (keys.ts).
 import type Router from '@koa/router';
 import type { Context } from 'koa';
@@ -32,7 +32,17 @@ function apiKey(k: KeyView): Record<string, unknown> {
     last_used_at: k.lastUsedAt === undefined ? null : new Date(k.lastUsedAt).toISOString(),
     rate_limits: rateLimitsBody(k.rateLimits),
     owner: k.owner === undefined ? null : { user_id: k.owner.id, email: k.owner.email },
+    team: k.team === undefined ? null : { id: k.team.id, name: k.team.name },
   };
+}
+
+/** The team a form or JSON body names: `team_id` (a team's id; "" or null for none), or undefined when it names none. */
+function teamFromInput(body: Record<string, unknown>): string | null | undefined {
+  if (!Object.hasOwn(body, 'team_id')) return undefined;
+  const v = body.team_id;
+  if (v === null || v === '') return null;
+  if (typeof v !== 'string') throw new DashboardError(400, "team_id must be a team's id, or null for none.");
+  return v;
 }
 
 /** Rate limits as the JSON API answers them: every field, null where none is set. */
@@ -60,7 +70,7 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     if (sealed !== undefined && sealed !== '') clearReveal(ctx);
     const notice = ctx.query.sent === 'confirmation' ? 'A new confirmation link is on its way.' : undefined;
     const accountLimits = await keys.accountRateLimits(actor);
-    send(ctx, keysPage(s, await keys.listKeys(actor), { accountLimits, ...(reveal === undefined ? {} : { reveal }), ...(notice === undefined ? {} : { notice }) }));
+    send(ctx, keysPage(s, await keys.listKeys(actor), { accountLimits, teams: await service.teams.list(actor), ...(reveal === undefined ? {} : { reveal }), ...(notice === undefined ? {} : { notice }) }));
   });
   // Registered before /keys/:keyId/..., though no route of a key has this shape.
   guarded.post('/keys/rate-limits', need('keys.defaults'), async (ctx) => {
@@ -79,7 +89,7 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
     const actor = acting(ctx);
     const b = ctx.state.body ?? {};
     try {
-      const { key, secret } = await keys.createKey(actor, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
+      const { key, secret } = await keys.createKey(actor, b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b), teamFromInput(b) ?? undefined);
       // Sealed in the record under a key only this browser gets (never the secret in a redirect target,
       // a log or a cache), and shown by the GET the redirect leads to.
       const cookie = await sealReveal(service.db, ctx.state.sessionId ?? '', { name: key.name, secret });
@@ -89,10 +99,23 @@ export function keyPages(guarded: Router<DashboardState>, service: DashboardServ
       ctx.redirect('/keys');
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
-      send(ctx, keysPage(s, await keys.listKeys(actor), { error: err.message, accountLimits: await keys.accountRateLimits(actor) }), err.status);
+      send(ctx, keysPage(s, await keys.listKeys(actor), { error: err.message, accountLimits: await keys.accountRateLimits(actor), teams: await service.teams.list(actor) }), err.status);
     }
   });
-  guarded.get('/keys/:keyId/edit', need('keys.own'), async (ctx) => send(ctx, editCapsPage(who(ctx), await keys.getKey(acting(ctx), keyId(ctx)))));
+  guarded.get('/keys/:keyId/edit', need('keys.own'), async (ctx) => send(ctx, editCapsPage(who(ctx), await keys.getKey(acting(ctx), keyId(ctx)), undefined, await service.teams.list(acting(ctx)))));
+  // The key's team: owners and admins any team, a member one they are in (keys.ts checks).
+  guarded.post('/keys/:keyId/team', need('keys.own'), async (ctx) => {
+    const s = who(ctx);
+    const key = await keys.getKey(acting(ctx), keyId(ctx));
+    try {
+      await keys.setTeam(acting(ctx), key.id, teamFromInput(ctx.state.body ?? {}) ?? null);
+      ctx.status = 303;
+      ctx.redirect('/keys');
+    } catch (err) {
+      if (!(err instanceof DashboardError)) throw err;
+      send(ctx, editCapsPage(s, key, err.message, await service.teams.list(acting(ctx))), err.status);
+    }
+  });
   // Each form posts its own fields (the caps, the cost ceiling, or the rate limits), and only those change.
   for (const form of ['caps', 'max-cost', 'rate-limits']) {
     guarded.post(`/keys/:keyId/${form}`, need('keys.own'), async (ctx) => {
@@ -121,7 +144,7 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   });
   guarded.post('/api/keys', need('keys.own'), async (ctx) => {
     const b = ctx.state.body ?? {};
-    const { key, secret } = await keys.createKey(acting(ctx), b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b));
+    const { key, secret } = await keys.createKey(acting(ctx), b.name, { ...capsFromInput(b), ...maxCostFromInput(b) }, rateLimitsFromInput(b), teamFromInput(b) ?? undefined);
     ctx.status = 201;
     ctx.body = { key: apiKey(key), secret };
   });
@@ -130,7 +153,12 @@ export function keyApi(guarded: Router<DashboardState>, service: DashboardServic
   });
   // Partial: a cap, the cost ceiling or a limit the body does not name is kept; null clears it.
   guarded.patch('/api/keys/:keyId', need('keys.own'), async (ctx) => {
-    ctx.body = { key: apiKey(await keys.updateKey(acting(ctx), keyId(ctx), keyChangeFromInput(ctx.state.body ?? {}))) };
+    const body = ctx.state.body ?? {};
+    const team = teamFromInput(body);
+    // The change is checked whole before anything is written: a bad cap leaves the team as it was.
+    const change = keyChangeFromInput(body);
+    if (team !== undefined) await keys.setTeam(acting(ctx), keyId(ctx), team);
+    ctx.body = { key: apiKey(await keys.updateKey(acting(ctx), keyId(ctx), change)) };
   });
   guarded.post('/api/keys/:keyId/revoke', need('keys.own'), async (ctx) => {
     ctx.body = { key: apiKey(await keys.revokeKey(acting(ctx), keyId(ctx))) };

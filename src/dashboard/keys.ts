@@ -8,6 +8,7 @@ import type { Database } from '../record/database.js';
 import { allowed, requirePermission, type Actor } from './actor.js';
 import { DashboardError } from './errors.js';
 import { Identity } from './identity.js';
+import type { TeamsService } from './teams.js';
 
 export interface KeyView {
   id: string;
@@ -29,21 +30,24 @@ export interface KeyView {
   rateLimits?: RateLimits;
   /** The member who made it (user id and address); undefined for the operator's keys. */
   owner?: { id: string; email: string };
+  /** The team it is in (its requests draw from the team's budgets too); undefined for none. */
+  team?: { id: string; name: string };
 }
 
 const NO_SUCH_KEY = 'No such key in this account.';
 
 export class KeyService {
-  constructor(private readonly opts: { db: Database; accounts: AccountService }) {}
+  constructor(private readonly opts: { db: Database; accounts: AccountService; teams: TeamsService }) {}
 
   /** Whether the actor may see and manage this key: any of the account's with keys.all, else their own. */
   private static mayManage(actor: Actor, k: ApiKeyRecord): boolean {
     return k.accountId === actor.member.accountId && (allowed(actor, 'keys.all') || k.ownerId === actor.user.id);
   }
 
-  private async view(k: ApiKeyRecord, owners: Map<string, string>): Promise<KeyView> {
+  private async view(k: ApiKeyRecord, owners: Map<string, string>, teams: Map<string, string>): Promise<KeyView> {
     const spend = await this.opts.accounts.keySpend(k.accountId, k.id);
     const ownerEmail = k.ownerId === undefined ? undefined : owners.get(k.ownerId);
+    const teamName = k.teamId === undefined ? undefined : teams.get(k.teamId);
     return {
       id: k.id,
       name: k.name,
@@ -59,6 +63,7 @@ export class KeyService {
       held: spend.lifetimeHeld,
       ...(k.rateLimits === undefined ? {} : { rateLimits: k.rateLimits }),
       ...(k.ownerId === undefined || ownerEmail === undefined ? {} : { owner: { id: k.ownerId, email: ownerEmail } }),
+      ...(k.teamId === undefined || teamName === undefined ? {} : { team: { id: k.teamId, name: teamName } }),
     };
   }
 
@@ -80,9 +85,10 @@ export class KeyService {
     );
     const last = new Map(used.rows.map((r) => [r.key_id, Number(r.last_ms)]));
     const owners = await this.owners(keys);
+    const teams = await this.opts.teams.names(actor.member.accountId);
     return Promise.all(
       keys.map(async (k) => {
-        const v = await this.view(k, owners);
+        const v = await this.view(k, owners, teams);
         const at = last.get(k.id);
         return at === undefined ? v : { ...v, lastUsedAt: at };
       }),
@@ -100,15 +106,19 @@ export class KeyService {
   async getKey(actor: Actor, keyId: string): Promise<KeyView> {
     const k = await this.opts.accounts.getKey(actor.member.accountId, keyId);
     if (k === undefined || !KeyService.mayManage(actor, k)) throw new DashboardError(404, NO_SUCH_KEY);
-    return this.view(k, await this.owners([k]));
+    return this.view(k, await this.owners([k]), await this.opts.teams.names(actor.member.accountId));
   }
 
-  /** A new key of the account, owned by the actor; its secret is returned this once. */
-  async createKey(actor: Actor, name: unknown, caps: KeyCaps & KeyRequestCeiling, rateLimits: RateLimits = {}): Promise<{ key: KeyView; secret: string }> {
+  /**
+   * A new key of the account, owned by the actor, in `teamId` when given (one the actor may put their
+   * keys in); its secret is returned this once.
+   */
+  async createKey(actor: Actor, name: unknown, caps: KeyCaps & KeyRequestCeiling, rateLimits: RateLimits = {}, teamId?: string): Promise<{ key: KeyView; secret: string }> {
     Identity.requireConfirmed(actor.user);
     const keyName = typeof name === 'string' && name.trim() !== '' ? name.trim() : 'unnamed';
     if (keyName.length > 100) throw new DashboardError(400, 'A key name has at most 100 characters.');
-    const created = await this.opts.accounts.createKey(actor.member.accountId, { name: keyName, ...caps, rateLimits, ownerId: actor.user.id });
+    if (teamId !== undefined) await this.opts.teams.checkKeyTeam(actor, actor.user.id, teamId);
+    const created = await this.opts.accounts.createKey(actor.member.accountId, { name: keyName, ...caps, rateLimits, ownerId: actor.user.id, ...(teamId === undefined ? {} : { teamId }) });
     // Removed (or the organization deleted) while this key was being made: the removal's sweep of the
     // member's keys may have run before it existed, so it is revoked here.
     const still = await this.opts.db.query('SELECT 1 FROM account_memberships WHERE account_id = $1 AND user_id = $2', [actor.member.accountId, actor.user.id]);
@@ -116,7 +126,15 @@ export class KeyService {
       await this.opts.accounts.revokeKey(actor.member.accountId, created.record.id);
       throw new DashboardError(403, 'You are no longer a member of this account; the key was not made.');
     }
-    return { key: await this.view(created.record, new Map([[actor.user.id, actor.user.email]])), secret: created.secret };
+    return { key: await this.view(created.record, new Map([[actor.user.id, actor.user.email]]), await this.opts.teams.names(actor.member.accountId)), secret: created.secret };
+  }
+
+  /** Puts a key the actor manages in a team, or in none: owners and admins any team, a member one they are in. */
+  async setTeam(actor: Actor, keyId: string, teamId: string | null): Promise<KeyView> {
+    const k = await this.getKey(actor, keyId);
+    await this.opts.teams.checkKeyTeam(actor, k.owner?.id, teamId);
+    await this.opts.teams.setKeyTeam(actor, keyId, teamId);
+    return this.getKey(actor, keyId);
   }
 
   /** Changes only the caps, cost ceiling and rate limits `change` names (null clears one); the rest stay as they are. */

@@ -8,6 +8,8 @@ import type { OrganizationView } from './organizations.js';
 import { errorBox, layout, mayDo, usd } from './pages.js';
 import { MEMBER_ROLES, PERMISSION_NAMES, ROLE_PERMISSIONS, ROLE_SUMMARIES, type MemberRole, type Permission } from './roles.js';
 import type { Session } from './sessions.js';
+import { memberBudgetsSection } from './team-pages.js';
+import type { MemberBudgetView } from './teams.js';
 
 const csrf = (s: Session): Html => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
 const day = (d: Date): string => d.toISOString().slice(0, 10);
@@ -58,7 +60,7 @@ function invitationRows(session: Session, invitations: InvitationView[]): Html {
 
 export function membersPage(
   session: Session,
-  data: { members: MemberLine[]; invitations?: InvitationView[]; notice?: string; error?: string; invite?: { email: string; role: MemberRole } },
+  data: { members: MemberLine[]; invitations?: InvitationView[]; notice?: string; error?: string; invite?: { email: string; role: MemberRole }; budgets?: MemberBudgetView[] },
 ): Html {
   const name = session.member?.organization;
   const manage = mayDo(session, 'members.manage') && name !== undefined;
@@ -69,6 +71,7 @@ export function membersPage(
     html`<h1>${name === undefined ? 'People in this account' : html`Members of ${name}`}</h1>${notice(data.notice)}${errorBox(data.error)}
 ${name === undefined ? html`<p class="note">This is your personal account. <a href="/organizations/new">Create an organization</a> to invite others and give them roles.</p>` : ''}
 ${memberRows(session, data.members)}
+${data.budgets === undefined || data.budgets.length === 0 ? '' : memberBudgetsSection(session, data.budgets)}
 ${
   manage
     ? html`<section class="card" id="invite"><h2>Invite someone</h2><p class="note">They get a link by e-mail that works once, for 7 days; they accept by signing in or signing up with that address.</p>

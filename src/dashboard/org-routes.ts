@@ -12,6 +12,7 @@ import type { OrganizationView } from './organizations.js';
 import { allowed } from './actor.js';
 import { isMemberRole, type MemberRole } from './roles.js';
 import { need } from './route-guards.js';
+import { budgetChangeFromInput } from './key-input.js';
 import type { DashboardService } from './service.js';
 import { acting, send, who, type Ctx, type DashboardState } from './state.js';
 
@@ -36,6 +37,7 @@ const DONE: Record<string, string> = {
   revoked: 'Invitation revoked: its link no longer works.',
   renamed: 'Organization renamed.',
   transferred: 'Ownership transferred: you are an admin now.',
+  budgets: 'Budgets saved: they apply to the next request.',
 };
 
 const flash = (ctx: Context): string | undefined => {
@@ -55,8 +57,9 @@ function memberPages(guarded: Router<DashboardState>, service: DashboardService,
     const actor = acting(ctx);
     const members = await organizations.members(actor);
     const pending = allowed(actor, 'members.manage') && actor.member.organization !== undefined ? await invitations.pending(actor) : undefined;
+    const budgets = actor.member.organization === undefined ? [] : await service.teams.memberBudgets(actor);
     const done = flash(ctx);
-    send(ctx, membersPage(who(ctx), { members, ...(pending === undefined ? {} : { invitations: pending }), ...(done === undefined ? {} : { notice: done }), ...extra }), status);
+    send(ctx, membersPage(who(ctx), { members, budgets, ...(pending === undefined ? {} : { invitations: pending }), ...(done === undefined ? {} : { notice: done }), ...extra }), status);
   };
   /** A refusal of the services re-renders the page with its message; a success redirects with its flash. */
   const act = async (ctx: Context, work: () => Promise<unknown>, done: keyof typeof DONE, invite?: { email: string; role: MemberRole }): Promise<void> => {
@@ -78,6 +81,9 @@ function memberPages(guarded: Router<DashboardState>, service: DashboardService,
   guarded.post('/members/invitations/:id/revoke', need('members.manage'), (ctx) => act(ctx, () => invitations.revoke(acting(ctx), ctx.params.id ?? ''), 'revoked'));
   guarded.post('/members/:userId/role', need('members.manage'), (ctx) => act(ctx, () => organizations.changeRole(acting(ctx), ctx.params.userId ?? '', ctx.state.body?.role), 'role'));
   guarded.post('/members/:userId/remove', need('members.manage'), (ctx) => act(ctx, () => organizations.remove(acting(ctx), ctx.params.userId ?? ''), 'removed'));
+  guarded.post('/members/:userId/budgets', need('budgets.manage'), (ctx) =>
+    act(ctx, () => service.teams.setMemberBudgets(acting(ctx), ctx.params.userId ?? '', budgetChangeFromInput(ctx.state.body ?? {})), 'budgets'),
+  );
 }
 
 function settingsPages(guarded: Router<DashboardState>, service: DashboardService): void {

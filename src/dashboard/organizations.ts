@@ -110,6 +110,8 @@ export class Organizations {
       if (target === 'owner' && !leaving) requirePermission(actor, 'ownership.transfer');
       if (target === 'owner' && ownersLeft(members, userId) === 0) throw new DashboardError(409, LAST_OWNER);
       await tx.query('DELETE FROM account_memberships WHERE account_id = $1 AND user_id = $2', [actor.member.accountId, userId]);
+      // Out of the account's teams too (the budgets of record stay beside their usage).
+      await tx.query('DELETE FROM team_members m USING teams t WHERE t.id = m.team_id AND t.account_id = $1 AND m.user_id = $2', [actor.member.accountId, userId]);
     });
     return { keysRevoked: await this.opts.keys.revokeKeysOf(actor.member.accountId, userId) };
   }

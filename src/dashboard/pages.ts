@@ -60,6 +60,7 @@ const NAV: ReadonlyArray<{ href: string; label: string; permission: Permission; 
   { href: '/balance', label: 'Balance', permission: 'billing.view' },
   { href: '/refunds', label: 'Refunds', permission: 'refunds.request' },
   { href: '/members', label: 'Members', permission: 'members.view', organizationOnly: true },
+  { href: '/teams', label: 'Teams', permission: 'teams.view', organizationOnly: true },
   { href: '/organization', label: 'Settings', permission: 'members.view', organizationOnly: true },
 ];
 
@@ -151,12 +152,14 @@ function maxCostInput(micros: number | undefined): Html {
 export function keysPage(
   session: Session,
   keys: KeyView[],
-  opts: { error?: string; notice?: string; reveal?: { name: string; secret: string }; accountLimits?: RateLimits } = {},
+  opts: { error?: string; notice?: string; reveal?: { name: string; secret: string }; accountLimits?: RateLimits; teams?: TeamChoice[] } = {},
 ): Html {
   const defaults = opts.accountLimits ?? {};
   const csrf = html`<input type="hidden" name="csrf" value="${session.csrfToken}">`;
   // Owners and admins see every member's keys, so who made each; a member sees only their own.
   const everyone = mayDo(session, 'keys.all');
+  const teams = opts.teams ?? [];
+  const anyTeams = teams.length > 0 || keys.some((k) => k.team !== undefined);
   const madeBy = (k: KeyView): Html | string => (everyone ? html`<td data-label="Made by">${k.owner?.email ?? html`<span class="note">the operator</span>`}</td>` : '');
   const bar = (spent: number, cap: number | undefined, label: string): Html =>
     cap === undefined
@@ -164,7 +167,7 @@ export function keysPage(
       : html`${usd(spent)} of ${usd(cap)}<meter class="bar" min="0" max="${cap}" low="${Math.floor(cap * 0.8)}" high="${Math.floor(cap * 0.8)}" optimum="0" value="${Math.min(spent, cap)}" aria-label="${label}: ${Math.floor((Math.min(spent, cap) * 100) / Math.max(cap, 1))}% used"></meter>`;
   const rows = keys.map(
     (k) => html`<tr class="${k.state}"><td data-label="Name">${k.name}</td><td data-label="Key"><code>${k.displayHint}</code></td><td data-label="Created">${day(k.createdAt)}</td><td data-label="State">${k.state}</td>
-${madeBy(k)}<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Rate limits">${limitsText(k.rateLimits, defaults)}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
+${madeBy(k)}${anyTeams ? html`<td data-label="Team">${k.team?.name ?? html`<span class="note">none</span>`}</td>` : ''}<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Rate limits">${limitsText(k.rateLimits, defaults)}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
 <td class="actions">${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps and limits</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
   );
   return layout(
@@ -184,12 +187,13 @@ ${madeBy(k)}<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This 
 ${
   keys.length === 0
     ? html`<p>No keys yet. Create one below to call the API.</p>`
-    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th>${everyone ? html`<th>Made by</th>` : ''}<th>This month</th><th>Lifetime</th><th>Rate limits</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th>${everyone ? html`<th>Made by</th>` : ''}${anyTeams ? html`<th>Team</th>` : ''}<th>This month</th><th>Lifetime</th><th>Rate limits</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
 }
 ${
   session.user.emailVerified
     ? html`<h2>Create a key</h2><form method="post" action="/keys">${csrf}
 <label>Name <input name="name" maxlength="100"></label>
+${teams.length === 0 ? '' : teamSelect(teams, undefined)}
 <label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 <label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 ${maxCostInput(undefined)}
@@ -208,7 +212,18 @@ ${limitInputs(defaults, 'empty: none')}
   );
 }
 
-export function editCapsPage(session: Session, k: KeyView, error?: string): Html {
+/** A team a key may be put in (the teams the acting member may use). */
+export interface TeamChoice {
+  id: string;
+  name: string;
+}
+
+/** The key's team: its requests draw from the team's budgets too. */
+function teamSelect(teams: readonly TeamChoice[], chosen: string | undefined): Html {
+  return html`<label>Team <select name="team_id"><option value="">No team</option>${teams.map((t) => html`<option value="${t.id}"${t.id === chosen ? html` selected` : ''}>${t.name}</option>`)}</select></label>`;
+}
+
+export function editCapsPage(session: Session, k: KeyView, error?: string, teams: readonly TeamChoice[] = []): Html {
   return layout(
     'Edit caps',
     session,
@@ -222,7 +237,13 @@ ${maxCostInput(k.maxCostPerRequest)}
 <button>Save ceiling</button> <a href="/keys">Cancel</a></form>
 <h2>Rate limits</h2><form method="post" action="/keys/${k.id}/rate-limits"><input type="hidden" name="csrf" value="${session.csrfToken}">
 ${limitInputs(k.rateLimits, "empty: the account's default")}
-<button>Save rate limits</button> <a href="/keys">Cancel</a></form>`,
+<button>Save rate limits</button> <a href="/keys">Cancel</a></form>${
+      teams.length === 0 && k.team === undefined
+        ? ''
+        : html`<h2>Team</h2><p class="note">Its requests are admitted only while the team's budgets have room too; what it spent stays with the team it was in.</p><form method="post" action="/keys/${k.id}/team"><input type="hidden" name="csrf" value="${session.csrfToken}">
+${teamSelect(teams.some((t) => t.id === k.team?.id) || k.team === undefined ? teams : [...teams, k.team], k.team?.id)}
+<button>Save team</button> <a href="/keys">Cancel</a></form>`
+    }`,
   );
 }
 

@@ -19,13 +19,17 @@ export const PERMISSION_NAMES = {
   'models.view': 'see the models on offer',
   'members.view': 'see the members',
   'members.manage': 'invite, remove and change the roles of members',
+  'teams.view': 'see your teams and your own budgets',
+  'teams.all': "see every team and every member's budget and spend",
+  'teams.manage': "create teams, set their budgets and members, and put any key in a team",
+  'budgets.manage': "set members' budgets",
   'organization.manage': "rename the organization",
   'organization.delete': 'delete the organization',
   'ownership.transfer': 'make a member an owner, and transfer ownership',
 } as const;
 export type Permission = keyof typeof PERMISSION_NAMES;
 
-/** The one table: owner everything; admin members and keys; billing money; member their own keys and usage. */
+/** The one table: owner everything; admin members, teams, budgets and keys; billing money; member their own keys, usage and budgets. */
 export const ROLE_PERMISSIONS = {
   owner: {
     'keys.own': true,
@@ -39,6 +43,10 @@ export const ROLE_PERMISSIONS = {
     'models.view': true,
     'members.view': true,
     'members.manage': true,
+    'teams.view': true,
+    'teams.all': true,
+    'teams.manage': true,
+    'budgets.manage': true,
     'organization.manage': true,
     'organization.delete': true,
     'ownership.transfer': true,
@@ -55,6 +63,10 @@ export const ROLE_PERMISSIONS = {
     'models.view': true,
     'members.view': true,
     'members.manage': true,
+    'teams.view': true,
+    'teams.all': true,
+    'teams.manage': true,
+    'budgets.manage': true,
     'organization.manage': false,
     'organization.delete': false,
     'ownership.transfer': false,
@@ -71,6 +83,10 @@ export const ROLE_PERMISSIONS = {
     'models.view': true,
     'members.view': true,
     'members.manage': false,
+    'teams.view': true,
+    'teams.all': true,
+    'teams.manage': false,
+    'budgets.manage': false,
     'organization.manage': false,
     'organization.delete': false,
     'ownership.transfer': false,
@@ -87,6 +103,10 @@ export const ROLE_PERMISSIONS = {
     'models.view': true,
     'members.view': true,
     'members.manage': false,
+    'teams.view': true,
+    'teams.all': false,
+    'teams.manage': false,
+    'budgets.manage': false,
     'organization.manage': false,
     'organization.delete': false,
     'ownership.transfer': false,
@@ -96,9 +116,9 @@ export const ROLE_PERMISSIONS = {
 /** What a role is for, in a few words (the Members page and the invitation). */
 export const ROLE_SUMMARIES: Record<MemberRole, string> = {
   owner: 'everything, including deleting the organization and transferring ownership',
-  admin: 'members, every key and the usage of all; sees the balance',
+  admin: 'members, teams and budgets, every key and the usage of all; sees the balance',
   billing: 'top-ups, automatic top-ups, the statement and usage',
-  member: 'their own keys and their own usage',
+  member: 'their own keys, their own usage and budgets, and their teams',
 };
 
 export function can(role: MemberRole, permission: Permission): boolean {

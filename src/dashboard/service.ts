@@ -14,6 +14,7 @@ import { KeyService } from './keys.js';
 import { Organizations } from './organizations.js';
 import { Provisioning } from './provisioning.js';
 import { Sessions } from './sessions.js';
+import { TeamsService } from './teams.js';
 import type { Throttles } from './throttle.js';
 import { TwoFactorSettings } from './two-factor-settings.js';
 
@@ -41,6 +42,7 @@ export class DashboardService {
   readonly keys: KeyService;
   readonly organizations: Organizations;
   readonly invitations: Invitations;
+  readonly teams: TeamsService;
 
   constructor(private readonly opts: DashboardServiceOptions) {
     const { db, accounts } = opts;
@@ -50,7 +52,8 @@ export class DashboardService {
     this.identity = new Identity({ db, accounts, signUp: opts.signUp, sessions: this.sessions, ...(opts.throttles === undefined ? {} : { throttles: opts.throttles }) });
     this.twoFactor = new TwoFactorSettings({ db, identity: this.identity, ...(opts.log === undefined ? {} : { log: opts.log }) });
     this.provisioning = new Provisioning({ db, accounts });
-    this.keys = new KeyService({ db, accounts });
+    this.teams = new TeamsService({ db, accounts });
+    this.keys = new KeyService({ db, accounts, teams: this.teams });
     this.organizations = new Organizations({ db, accounts, keys: this.keys });
     this.invitations = new Invitations({ db });
   }

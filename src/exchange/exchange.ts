@@ -11,7 +11,7 @@ import type { Ledger, RequestStatus, ReservationOutcome, TokenUsage } from '../b
 import { isLimitReason, isRateLimitReason, KEY_REFUSALS, LIMITS, type RateLimitReason, type RefusalReason } from '../limits/limits.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
-import { formatUsd, recordableUsage } from '../billing/money.js';
+import { formatUsd, formatUsdAmount, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
 import { ceilingInForce, COST_CEILING_HEADER, OUTPUT_LIMIT_HEADER, parseCostCeilingHeader, withinCeiling } from '../reserve/cost-ceiling.js';
@@ -90,7 +90,7 @@ function refusalError(plan: ExchangePlan, reason: Exclude<RefusalReason, RateLim
   }
   const { needed, available, availableOverall } = r;
   const limit = LIMITS[reason];
-  const facts = { limit: r.limit === undefined ? '' : formatUsd(r.limit), scopeName: r.scopeName ?? '', accountName: r.accountName ?? '' };
+  const facts = { limit: r.limit === undefined ? '' : formatUsdAmount(r.limit), scopeName: r.scopeName ?? '', accountName: r.accountName ?? '' };
   const hint = largestAffordableMaxTokens(availableOverall, inputTokenBound, plan.model);
   const outputGiven = plan.footprint.maxOutputTokens !== undefined;
   const advice = hint > 0 ? ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.` : ` ${limit.wording.remedy}`;

@@ -191,11 +191,6 @@ export class RecordedTeams implements TeamStore {
     return r.rows.map((row) => row.team_id);
   }
 
-  /** A member leaves the account: out of its teams (their budgets row stays with their usage). */
-  async forgetMember(q: Queryable, accountId: string, userId: string): Promise<void> {
-    await q.query('DELETE FROM team_members m USING teams t WHERE t.id = m.team_id AND t.account_id = $1 AND m.user_id = $2', [accountId, userId]);
-  }
-
   private async checkMember(accountId: string, userId: string): Promise<void> {
     const r = await this.db.query('SELECT 1 FROM account_memberships WHERE account_id = $1 AND user_id = $2', [accountId, userId]);
     if (r.rows.length === 0) throw new TeamChangeRefused('not_a_member', 'No member of the account has that id.');

@@ -17,7 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { connectLedgerRedis } from '../../src/backend-from-config.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import type { KeySpend } from '../../src/billing/ledger.js';
-import { formatUsd } from '../../src/billing/money.js';
+import { formatUsdAmount } from '../../src/billing/money.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
 import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
 import { readConfig } from '../../src/config.js';
@@ -199,11 +199,11 @@ async function runOrganization(stage: Stage, org: Org): Promise<void> {
     if (spec.scope === 'team') {
       const value = set(x.key.team);
       expect(value, `${err.code} on a key whose team has no such budget`).toBeDefined();
-      expect(err.message).toContain(`The ${x.key.team?.name ?? ''} team's ${window} budget of ${formatUsd(value ?? 0)} USD`);
+      expect(err.message).toContain(`The ${x.key.team?.name ?? ''} team's ${window} budget of ${formatUsdAmount(value ?? 0)} USD`);
     } else if (spec.scope === 'member') {
       const value = set(x.key.owner);
       expect(value, `${err.code} on a key whose member has no such budget`).toBeDefined();
-      expect(err.message).toContain(`Your ${window} budget of ${formatUsd(value ?? 0)} USD in ${orgName}`);
+      expect(err.message).toContain(`Your ${window} budget of ${formatUsdAmount(value ?? 0)} USD in ${orgName}`);
     } else if (spec.scope === 'key') {
       expect(window === 'monthly' ? x.key.monthlyCap : x.key.lifetimeCap, `${err.code} on a key without that cap`).toBeDefined();
     }
