@@ -39,7 +39,7 @@ let service: DashboardService;
 let topUps: TopUpService;
 let dash: { url: string; close(): Promise<void> };
 const exercised = new Set<string>();
-const METHODS = ['get', 'post', 'patch', 'delete'];
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 
 /** The documented operation a concrete call hits: its template and schema, or a failure. */
 function check(method: string, path: string, status: number, text: string, contentType: string): void {
@@ -217,6 +217,42 @@ async function signedIn(c: CheckedClient, r: { status: number; json: () => unkno
   return body.user.id;
 }
 
+/** Every team and budget operation, by the owner, and what a member may see and do. */
+async function teamsThroughTheApi(owner: CheckedClient, member: CheckedClient, memberId: string): Promise<void> {
+  const team = ((await owner.api('POST', '/api/teams', { name: 'oa-search', monthly_budget_usd: '500.00' })).json() as { team: { id: string } }).team;
+  expect((await owner.api('POST', '/api/teams', { name: 'OA-Search' })).status).toBe(409);
+  expect((await owner.api('POST', '/api/teams', { name: '' })).status).toBe(400);
+  expect((await member.api('POST', '/api/teams', { name: 'mine' })).status).toBe(403);
+  await owner.api('GET', '/api/teams');
+  await owner.api('GET', `/api/teams/${team.id}`);
+  expect((await member.api('GET', `/api/teams/${team.id}`)).status).toBe(404);
+  await owner.api('PATCH', `/api/teams/${team.id}`, { name: 'oa-search-2', lifetime_budget_usd: '1000' });
+  expect((await owner.api('PATCH', `/api/teams/${team.id}`, { monthly_budget_usd: 'lots' })).status).toBe(400);
+  expect((await owner.api('PATCH', '/api/teams/team_nope', { name: 'x' })).status).toBe(404);
+  expect((await member.api('PATCH', `/api/teams/${team.id}`, { name: 'x' })).status).toBe(403);
+  const other = ((await owner.api('POST', '/api/teams', { name: 'oa-other' })).json() as { team: { id: string } }).team;
+  expect((await owner.api('PATCH', `/api/teams/${other.id}`, { name: 'OA-SEARCH-2' })).status).toBe(409);
+  await owner.api('PUT', `/api/teams/${team.id}/members/${memberId}`);
+  expect((await owner.api('PUT', `/api/teams/${team.id}/members/usr_nope`)).status).toBe(404);
+  expect((await member.api('PUT', `/api/teams/${team.id}/members/${memberId}`)).status).toBe(403);
+  await member.api('GET', '/api/teams');
+  const key = ((await member.api('POST', '/api/keys', { name: 'in a team', team_id: team.id })).json() as { key: { id: string } }).key;
+  expect((await member.api('POST', '/api/keys', { name: 'not my team', team_id: other.id })).status).toBe(403);
+  await member.api('PATCH', `/api/keys/${key.id}`, { team_id: null });
+  await owner.api('GET', '/api/budgets');
+  await member.api('GET', '/api/budgets');
+  await owner.api('PATCH', `/api/members/${memberId}/budgets`, { monthly_budget_usd: '20.00' });
+  expect((await owner.api('PATCH', `/api/members/${memberId}/budgets`, { monthly_budget_usd: 'lots' })).status).toBe(400);
+  expect((await owner.api('PATCH', '/api/members/usr_nope/budgets', { monthly_budget_usd: '1' })).status).toBe(404);
+  expect((await member.api('PATCH', `/api/members/${memberId}/budgets`, { monthly_budget_usd: '1' })).status).toBe(403);
+  await owner.api('DELETE', `/api/teams/${team.id}/members/${memberId}`);
+  expect((await member.api('DELETE', `/api/teams/${team.id}/members/${memberId}`)).status).toBe(403);
+  await owner.api('DELETE', `/api/teams/${team.id}`);
+  expect((await owner.api('DELETE', `/api/teams/${team.id}`)).status).toBe(404);
+  expect((await member.api('DELETE', `/api/teams/${other.id}`)).status).toBe(403);
+  expect((await owner.api('DELETE', `/api/teams/${team.id}/members/${memberId}`)).status).toBe(404);
+}
+
 /** Every organization and member operation: create, invite, join three ways, roles, transfer, leave, delete. */
 async function organizationsThroughTheApi(base: () => string, root: CheckedClient, anon: CheckedClient): Promise<void> {
   const pw = 'correct horse battery';
@@ -242,6 +278,7 @@ async function organizationsThroughTheApi(base: () => string, root: CheckedClien
   expect((await anon.req('POST', '/api/sign-up', { email: 'oa-member@example.com', password: pw, invitation: memberToken })).status).toBe(410);
   expect((await anon.req('POST', '/api/sign-up', { email: 'oa-nobody@example.com', password: pw, invitation: 'no-such-invitation' })).status).toBe(404);
   await member.api('GET', '/api/members');
+  await teamsThroughTheApi(owner, member, memberId);
   for (const [method, path] of [['GET', '/api/invitations'], ['GET', '/api/balance'], ['PATCH', '/api/organization'], ['POST', '/api/invitations'], ['DELETE', '/api/invitations/inv_x'], ['DELETE', '/api/organization']] as const) {
     expect((await member.api(method, path, method === 'GET' ? undefined : {})).status, `${method} ${path} as a member`).toBe(403);
   }
