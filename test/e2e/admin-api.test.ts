@@ -807,6 +807,65 @@ describe('usage of record (PostgreSQL)', () => {
     expect(errorOf(await call('GET', `/accounts/${h.accountId}/members`))).toMatch(/the record/);
   });
 
+  it("manages teams, members' budgets and keys' teams (issue 39, item 3), over the API and the CLI; the gateway applies them at once", async () => {
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const personal = await rh.backend.accounts.createAccount('teams-owner@example.com');
+    const owner = await dashboard.provisioning.upsertUser('teams-owner@example.com', 'a long password', personal.id);
+    const org = await dashboard.organizations.create(owner, 'Admin Teams Org');
+    const a = org.accountId;
+    await recordAccounts.credit(a, 5_000_000, `teams-${a}`);
+    const created = await call('POST', `/accounts/${a}/teams`, { name: 'search', monthly_budget_usd: '0' }, base());
+    expect(created.status).toBe(201);
+    const team = created.body.team as Json;
+    expect(team).toMatchObject({ name: 'search', monthly_budget_micro_usd: 0, lifetime_budget_micro_usd: null, member_ids: [], month_spent_micro_usd: 0 });
+    expect((await call('POST', `/accounts/${a}/teams`, { name: 'SEARCH' }, base())).status).toBe(409);
+    expect(errorOf(await call('POST', `/accounts/${a}/teams`, { name: 'x', monthly_budget_usd: 'lots' }, base()))).toMatch(/monthly_budget_usd must be a decimal USD string/);
+    expect(errorOf(await call('POST', `/accounts/${a}/teams`, { name: 'x', budget: '1' }, base()))).toMatch(/unknown field budget/);
+    expect((await call('PUT', `/accounts/${a}/teams/${String(team.id)}/members/${owner.id}`, undefined, base())).body.team).toMatchObject({ member_ids: [owner.id] });
+    // A key in the team: refused at the team's budget of 0, named; served once the budget is cleared.
+    const key = await call('POST', `/accounts/${a}/keys`, { name: 'in search', team_id: team.id }, base());
+    expect(key.status).toBe(201);
+    expect((key.body.record as Json).teamId).toBe(team.id);
+    const chat = (): Promise<Response> =>
+      fetch(`${rh.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${String(key.body.key)}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }) });
+    const refused = await chat();
+    expect(refused.status).toBe(402);
+    expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'team_monthly_budget_reached', message: expect.stringContaining("The search team's monthly budget of 0.00 USD is used up") });
+    expect((await call('PATCH', `/accounts/${a}/teams/${String(team.id)}`, { monthly_budget_usd: null, lifetime_budget_micro_usd: 3_000_000 }, base())).body.team).toMatchObject({ monthly_budget_micro_usd: null, lifetime_budget_micro_usd: 3_000_000 });
+    const served = await chat();
+    expect(served.status).toBe(200);
+    await served.text();
+    const listed = await call('GET', `/accounts/${a}/teams`, undefined, base());
+    expect(((listed.body.teams as Json[])[0]?.lifetime_spent_micro_usd as number) > 0).toBe(true);
+    // A member's budget; a key's team moved and cleared; unknown ids are 404s.
+    expect((await call('PATCH', `/accounts/${a}/members/${owner.id}/budgets`, { monthly_budget_usd: '20.00' }, base())).body).toMatchObject({ user_id: owner.id, monthly_budget_micro_usd: 20_000_000 });
+    expect((await call('PATCH', `/accounts/${a}/members/usr_nope/budgets`, { monthly_budget_usd: '1' }, base())).status).toBe(404);
+    expect((await call('GET', `/accounts/${a}/budgets`, undefined, base())).body.members).toMatchObject([{ user_id: owner.id, monthly_budget_micro_usd: 20_000_000 }]);
+    const keyId = String((key.body.record as Json).id);
+    expect((await call('PATCH', `/accounts/${a}/keys/${keyId}`, { team_id: 'team_nope' }, base())).status).toBe(404);
+    expect((await call('PATCH', `/accounts/${a}/keys/${keyId}`, { team_id: null }, base())).body).toMatchObject({ team_id: null });
+    expect((await call('DELETE', `/accounts/${a}/teams/team_nope`, undefined, base())).status).toBe(404);
+
+    // The CLI says the same.
+    const run = async (...args: string[]): Promise<Json> => {
+      const r = await cli(args, TOKEN, recordAdmin.url);
+      expect(r.code, `${args.join(' ')}: ${r.stdout}${r.stderr}`).toBe(0);
+      return JSON.parse(r.stdout) as Json;
+    };
+    const infra = (await run('create-team', a, 'infra', '--monthly-budget', '50.00')).team as Json;
+    expect(infra).toMatchObject({ name: 'infra', monthly_budget_micro_usd: 50_000_000 });
+    expect((await run('team', a, String(infra.id), '--monthly-budget', 'none', '--name', 'platform')).team).toMatchObject({ name: 'platform', monthly_budget_micro_usd: null });
+    expect((await run('team-member', a, String(infra.id), owner.id, 'add')).team).toMatchObject({ member_ids: [owner.id] });
+    expect((await run('key-team', a, keyId, String(infra.id))).team_id).toBe(infra.id);
+    expect((await run('member-budget', a, owner.id, '--lifetime-budget', '9.5')).lifetime_budget_micro_usd).toBe(9_500_000);
+    expect(((await run('teams', a)).teams as Json[]).map((t) => t.name)).toEqual(['platform', 'search']);
+    expect(((await run('budgets', a)).members as Json[])[0]).toMatchObject({ monthly_budget_micro_usd: 20_000_000, lifetime_budget_micro_usd: 9_500_000 });
+    expect((await run('delete-team', a, String(infra.id))).deleted).toBe(true);
+    expect((await cli(['team', a, String(infra.id)], TOKEN, recordAdmin.url)).code).toBe(2);
+    // Without the record there are no teams, and it says why.
+    expect(errorOf(await call('GET', `/accounts/${h.accountId}/teams`))).toMatch(/the record/);
+  });
+
   afterAll(async () => {
     await recordAdmin?.close();
     await rh?.close();
