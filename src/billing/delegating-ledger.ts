@@ -10,6 +10,7 @@ import type {
   KeySpend,
   Ledger,
   Micros,
+  MoneyStanding,
   ReapResult,
   RefundOutcome,
   ReservationOutcome,
@@ -19,6 +20,7 @@ import type {
   UsageRecord,
 } from './ledger.js';
 import { isJournalingLedger } from './ledger.js';
+import type { BucketPath } from './buckets.js';
 
 export class DelegatingLedger implements Ledger, JournalingLedger {
   constructor(protected readonly inner: Ledger) {}
@@ -57,6 +59,9 @@ export class DelegatingLedger implements Ledger, JournalingLedger {
   }
   scopeSpend(accountId: string, scope: BudgetScope, id: string, now?: number): Promise<KeySpend> {
     return this.inner.scopeSpend(accountId, scope, id, now);
+  }
+  moneyStanding(accountId: string, path: BucketPath, now?: number): Promise<MoneyStanding[]> {
+    return this.inner.moneyStanding(accountId, path, now);
   }
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]> {
     return this.inner.listUsage(accountId, opts);

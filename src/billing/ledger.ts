@@ -2,7 +2,8 @@
 // (one Lua script in Redis; one synchronous step in memory), and every amount is integer micro-USD.
 import type { RequestDetail } from './request-detail.js';
 import type { Micros } from '../catalog/snapshot.js';
-import type { BudgetScope, RefusalReason } from '../limits/limits.js';
+import type { BudgetScope, LimitReason, RefusalReason } from '../limits/limits.js';
+import type { BucketPath } from './buckets.js';
 
 export type { Micros };
 
@@ -180,6 +181,15 @@ export interface AccountBalance {
   held: Micros;
 }
 
+/** One limit of money as it stands (Ledger.moneyStanding). */
+export interface MoneyStanding {
+  reason: LimitReason;
+  /** The limit in force (for the balance, the money on the account); undefined when none is set. */
+  limit: Micros | undefined;
+  /** Spent (this month, for a monthly one) and held against it. */
+  used: Micros;
+}
+
 export interface KeySpend {
   lifetimeSpent: Micros;
   lifetimeHeld: Micros;
@@ -239,6 +249,12 @@ export interface Ledger {
   keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend>;
   /** A team's or a member's spend, counted like a key's (a member's is the spend of the keys they own). */
   scopeSpend(accountId: string, scope: BudgetScope, id: string, now?: number): Promise<KeySpend>;
+  /**
+   * Every limit of money on a request path as it stands now, in declaration order (the balance, the
+   * team's and the member's budgets, the key's caps): its value (none for a budget or cap not set) and
+   * what is spent and held against it. Reads only.
+   */
+  moneyStanding(accountId: string, path: BucketPath, now?: number): Promise<MoneyStanding[]>;
   /** Newest first; filtered to one key when keyId is given. */
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]>;
   audit(accountId: string): Promise<AuditReport>;

@@ -8,6 +8,7 @@ import type {
   HotPathMovements,
   KeySpend,
   JournalingLedger,
+  MoneyStanding,
   JournalSink,
   Ledger,
   ReapResult,
@@ -23,7 +24,7 @@ import type { MemoryAccount, MemoryHold, MemoryKey, MemoryState } from './memory
 import type { BudgetScope, KeyCaps, ScopeBudgets } from '../accounts/account-store.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 import { admit, type BucketReading, type Needs } from '../limits/admission.js';
-import { bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type LimitSource } from './buckets.js';
+import { bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath, type LimitSource } from './buckets.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
 import { utcMonth } from './month.js';
 
@@ -127,7 +128,7 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
   }
 
   /** One bucket as it stands (reserve.lua's reading step). */
-  private read(acct: MemoryAccount, key: MemoryKey, b: Bucket, now: number, month: string, win: number): BucketReading {
+  private read(acct: MemoryAccount, key: MemoryKey | undefined, b: Bucket, now: number, month: string, win: number): BucketReading {
     const at = { reason: b.reason, unit: b.unit };
     switch (b.kind) {
       case 'balance':
@@ -438,6 +439,19 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
 
   scopeSpend(accountId: string, scope: BudgetScope, id: string, nowArg?: number): Promise<KeySpend> {
     return this.spendAt(accountId, SCOPED[scope](id), nowArg);
+  }
+
+  async moneyStanding(accountId: string, path: BucketPath, nowArg?: number): Promise<MoneyStanding[]> {
+    const now = nowArg ?? this.opts.now();
+    const acct = this.state.accounts.get(accountId);
+    if (acct === undefined) return [];
+    const key = acct.keys.get(path.keyId);
+    return bucketsOf(path)
+      .filter((b) => b.unit === 'money')
+      .map((b) => {
+        const r = this.read(acct, key, b, now, utcMonth(now), 0);
+        return { reason: b.reason, limit: r.limit, used: r.used };
+      });
   }
 
   private async spendAt(accountId: string, at: string, nowArg?: number): Promise<KeySpend> {

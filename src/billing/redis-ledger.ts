@@ -19,6 +19,7 @@ import type {
   JournalSink,
   KeySpend,
   Ledger,
+  MoneyStanding,
   ReapResult,
   RefundOutcome,
   ReservationOutcome,
@@ -34,7 +35,7 @@ import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
-import { bucketHashes, bucketsJson, bucketsOf, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket } from './buckets.js';
+import { bucketHashes, bucketsJson, bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath } from './buckets.js';
 import { decodeReserveReply, decodeSettleReply } from './script-replies.js';
 
 export interface RedisLedgerOptions {
@@ -513,6 +514,33 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
 
   scopeSpend(accountId: string, scope: BudgetScope, id: string, nowArg?: number): Promise<KeySpend> {
     return this.spendAt(accountId, SCOPED[scope](id), nowArg);
+  }
+
+  async moneyStanding(accountId: string, path: BucketPath, nowArg?: number): Promise<MoneyStanding[]> {
+    const month = utcMonth(nowArg ?? this.opts.now());
+    const at = (name: string): string => this.k.scoped(accountId, name);
+    // Plain reads (auto-pipelined): each bucket's own hash, with its limit where it is kept.
+    return Promise.all(
+      bucketsOf(path).flatMap((b) => {
+        switch (b.kind) {
+          case 'balance':
+            return [this.redis.hmget(at(b.at), b.funds, b.held).then(([funds, held]) => ({ reason: b.reason, limit: Number(funds ?? 0), used: Number(held ?? 0) }))];
+          case 'cap': {
+            const source = b.limit[0];
+            const fields = [fieldFor(b, 'spent', month), fieldFor(b, 'held', month)];
+            return [
+              Promise.all([this.redis.hmget(at(b.at), ...fields), source === undefined ? Promise.resolve(null) : this.redis.hget(at(source.at), source.field)]).then(([[spent, held], limit]) => ({
+                reason: b.reason,
+                limit: limit === null || limit === undefined ? undefined : Number(limit),
+                used: Number(spent ?? 0) + Number(held ?? 0),
+              })),
+            ];
+          }
+          default:
+            return [];
+        }
+      }),
+    );
   }
 
   /** The spend and holds kept in one hash of the account (a key's, a team's, a member's). */

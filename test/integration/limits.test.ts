@@ -194,6 +194,11 @@ describe.each(backends)('every declared limit (%s ledger)', (_name, make) => {
       expect(await leftOf(k, reason)).toBe(0);
       expect((await reserve(k, s.unit, step)).admitted).toBe(false);
       expect(s.status).toBe(s.unit === 'money' ? 402 : 429);
+      // What /v1/key shows of it: the limit and what is used, read without drawing anything.
+      if (s.unit !== 'money') return;
+      const standing = await k.b.ledger.moneyStanding(k.accountId, { keyId: k.keyId, teamId: k.teamId, memberId: k.memberId }, T0);
+      expect(standing.map((st) => st.reason)).toEqual(LIMIT_REASONS.filter((r) => spec(r).unit === 'money'));
+      expect(standing.find((st) => st.reason === reason)).toEqual({ reason, limit, used: limit });
     });
 
     it('a refusal names its limit and whose it is: the value, the scope by name, the account', async () => {

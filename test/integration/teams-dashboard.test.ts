@@ -172,4 +172,34 @@ describe('teams and budgets in the dashboard', () => {
     const ok = await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
     expect(ok.choices.length).toBe(1);
   });
+
+  it('GET /v1/key lists every limit of money on the key\'s path, its team by name, and what is left of each; remaining is the least of them', async () => {
+    const { owner, alice } = await organization('standing', 'Standing Co');
+    const search = ((await owner.api('POST', '/api/teams', { name: 'search', monthly_budget_usd: '3.00', lifetime_budget_usd: '100' })).json() as { team: TeamBody }).team;
+    await owner.api('PUT', `/api/teams/${search.id}/members/${alice.id}`);
+    await owner.api('PATCH', `/api/members/${alice.id}/budgets`, { lifetime_budget_usd: '2.50' });
+    const key = ((await alice.c.api('POST', '/api/keys', { name: 'k', team_id: search.id, monthly_cap_usd: '4' })).json() as { secret: string }).secret;
+    const openai = new OpenAI({ apiKey: key, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
+    const res = await fetch(`${harness.baseUrl}/v1/key`, { headers: { authorization: `Bearer ${key}` } });
+    const data = ((await res.json()) as { data: { remaining: number; team: unknown; micros: { remaining: number }; limits: Array<{ id: string; scope: string; scope_name?: string; window: string; micros: { limit: number | null; used: number; remaining: number | null } }> } }).data;
+    expect(data.team).toEqual({ id: search.id, name: 'search' });
+    expect(data.limits.map((l) => [l.id, l.scope, l.window])).toEqual([
+      ['insufficient_balance', 'account', 'lifetime'],
+      ['team_lifetime_budget_reached', 'team', 'lifetime'],
+      ['team_monthly_budget_reached', 'team', 'month'],
+      ['member_lifetime_budget_reached', 'member', 'lifetime'],
+      ['member_monthly_budget_reached', 'member', 'month'],
+      ['key_lifetime_cap_reached', 'key', 'lifetime'],
+      ['key_monthly_cap_reached', 'key', 'month'],
+    ]);
+    const by = new Map(data.limits.map((l) => [l.id, l]));
+    const spent = by.get('team_monthly_budget_reached')?.micros.used ?? 0;
+    expect(spent).toBeGreaterThan(0);
+    expect(by.get('team_monthly_budget_reached')).toMatchObject({ scope_name: 'search', micros: { limit: 3_000_000, used: spent, remaining: 3_000_000 - spent } });
+    expect(by.get('member_lifetime_budget_reached')?.micros).toEqual({ limit: 2_500_000, used: spent, remaining: 2_500_000 - spent });
+    expect(by.get('member_monthly_budget_reached')?.micros).toEqual({ limit: null, used: spent, remaining: null });
+    // The member's lifetime budget has the least left: it is what the key can still spend.
+    expect(data.micros.remaining).toBe(2_500_000 - spent);
+  });
 });
