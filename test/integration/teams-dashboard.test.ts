@@ -3,15 +3,18 @@
 // their budgets and members, and set members' budgets; a member sees only their teams and their own
 // budgets and puts their own keys only in a team they are in; a request past a team's or a member's
 // budget is refused 402 naming that budget in the client's format; GET /v1/key lists the limits on the
-// key's path with what is left of each.
+// key's path with what is left of each; alerts at 80% and 100% of a budget reach the owners and admins
+// (and the member, of their own), once per crossing.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountService } from '../../src/accounts/service.js';
+import { checkAlerts } from '../../src/dashboard/alerts.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { AttemptThrottle } from '../../src/dashboard/throttle.js';
 import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
+import { until } from '../e2e/e2e-support.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -171,6 +174,41 @@ describe('teams and budgets in the dashboard', () => {
     await owner.api('PATCH', `/api/members/${alice.id}/budgets`, { monthly_budget_usd: '5' });
     const ok = await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
     expect(ok.choices.length).toBe(1);
+  });
+
+  it("alerts at 80% and 100% of a team's budget go to the owners and admins, of a member's budget to them and the member, once per crossing", async () => {
+    const { owner, accountId, alice } = await organization('alerts', 'Alerts Co');
+    const search = ((await owner.api('POST', '/api/teams', { name: 'search' })).json() as { team: TeamBody }).team;
+    await owner.api('PUT', `/api/teams/${search.id}/members/${alice.id}`);
+    const key = ((await alice.c.api('POST', '/api/keys', { name: 'k', team_id: search.id })).json() as { secret: string }).secret;
+    const openai = new OpenAI({ apiKey: key, baseURL: `${harness.baseUrl}/v1`, maxRetries: 0 });
+    for (let i = 0; i < 3; i++) await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
+    // The record's spend: what alerts are measured by.
+    const spent = await until('the spend on record', async () => {
+      const r = await tdb.db.query<{ spent: number; n: number }>("SELECT COALESCE(sum(cost), 0)::bigint AS spent, count(*)::int AS n FROM usage_records WHERE account_id = $1 AND status = 'completed'", [accountId]);
+      return r.rows[0]?.n === 3 ? Number(r.rows[0].spent) : undefined;
+    });
+    const mails = async (subject: string): Promise<string[]> =>
+      (await tdb.db.query<{ recipient: string }>('SELECT recipient FROM email_outbox WHERE subject = $1 ORDER BY recipient', [subject])).rows.map((r) => r.recipient);
+    // At exactly the budget: both marks crossed, each mailed once.
+    await owner.api('PATCH', `/api/teams/${search.id}`, { monthly_budget_usd: (spent / 1_000_000).toFixed(6) });
+    await owner.api('PATCH', `/api/members/${alice.id}/budgets`, { lifetime_budget_usd: (Math.ceil(spent / 0.9) / 1_000_000).toFixed(6) });
+    await checkAlerts(tdb.db);
+    await checkAlerts(tdb.db);
+    const team80 = 'The search team has used 80% of its monthly budget';
+    const team100 = 'The search team has used 100% of its monthly budget';
+    const alice80 = 'alerts-alice@example.com has used 80% of their lifetime budget';
+    expect(await mails(team80)).toEqual(['alerts-admin@example.com', 'alerts-owner@example.com']);
+    expect(await mails(team100)).toEqual(['alerts-admin@example.com', 'alerts-owner@example.com']);
+    expect(await mails(alice80)).toEqual(['alerts-admin@example.com', 'alerts-alice@example.com', 'alerts-owner@example.com']);
+    expect(await mails('alerts-alice@example.com has used 100% of their lifetime budget')).toEqual([]);
+    // Raised above both marks: the crossing is forgotten; brought back under them, it mails again.
+    await owner.api('PATCH', `/api/teams/${search.id}`, { monthly_budget_usd: '100' });
+    await checkAlerts(tdb.db);
+    await owner.api('PATCH', `/api/teams/${search.id}`, { monthly_budget_usd: (Math.ceil(spent / 0.85) / 1_000_000).toFixed(6) });
+    await checkAlerts(tdb.db);
+    expect(await mails(team80)).toHaveLength(4);
+    expect(await mails(team100)).toHaveLength(2);
   });
 
   it('GET /v1/key lists every limit of money on the key\'s path, its team by name, and what is left of each; remaining is the least of them', async () => {
