@@ -34,7 +34,8 @@ form.filters label{display:inline-block;margin-right:.8rem}nav a{margin-right:.5
 .num{text-align:right;font-variant-numeric:tabular-nums}.note{color:var(--muted)}
 .card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px;overflow-wrap:anywhere}
 textarea{width:100%;max-width:40rem}input{max-width:100%}.actions a{white-space:nowrap}
-.big{font-size:2rem;font-weight:650;letter-spacing:-.01em}
+.big{font-size:2rem;font-weight:650;letter-spacing:-.01em}h3{font-size:1rem;margin:1rem 0 .4rem}
+ul.team-members{padding-left:1.2rem;margin:.3rem 0}ul.team-members li{margin:.3rem 0}ul.team-members button{padding:.1rem .55rem;font-size:.8rem;margin-left:.4rem}
 ol.codes{columns:2 11rem;column-gap:2.5rem;max-width:26rem;margin:.8rem 0;padding-left:2.2rem;font:1rem/1.9 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.secret.words{word-break:normal}.warn{background:#fff4e5;padding:.6rem .8rem;border-left:4px solid #d97706;border-radius:4px}
 dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
 form.switcher{display:flex;gap:.35rem;align-items:center;margin:0}form.switcher select{background:#1f2937;color:#f9fafb;border-color:#4b5563;max-width:16rem;padding:.2rem .4rem;font-size:.9rem}

@@ -33,9 +33,13 @@ function teamCard(session: Session, t: TeamView, members: MemberLine[]): Html {
   const outside = members.filter((m) => !t.members.some((x) => x.userId === m.userId));
   return html`<section class="card" id="team-${t.id}"><h2>${t.name}</h2>
 <table class="stack"><thead><tr><th>This month</th><th>Lifetime</th><th>Keys</th></tr></thead><tbody><tr>${spendCells(t.spend, t, t.name)}<td data-label="Keys">${t.keys}</td></tr></tbody></table>
-<p><strong>Members:</strong> ${t.members.length === 0 ? html`<span class="note">none yet</span>` : t.members.map((m, i) => html`${i > 0 ? ', ' : ''}${m.email}${
-    manage ? html` <form class="inline" method="post" action="/teams/${t.id}/members/${m.userId}/remove">${csrf(session)}<button class="danger" aria-label="Take ${m.email} out of ${t.name}">×</button></form>` : ''
-  }`)}</p>${
+<h3>Members</h3>${
+    t.members.length === 0
+      ? html`<p class="note">None yet.</p>`
+      : html`<ul class="team-members">${t.members.map(
+          (m) => html`<li>${m.email}${manage ? html` <form class="inline" method="post" action="/teams/${t.id}/members/${m.userId}/remove">${csrf(session)}<button class="danger" aria-label="Take ${m.email} out of ${t.name}">Take out</button></form>` : ''}</li>`,
+        )}</ul>`
+  }${
     manage
       ? html`${
           outside.length === 0
