@@ -286,7 +286,16 @@ export interface AccountSeed {
   members: Array<{ id: string; lifetimeSpent: Micros; monthSpent: Micros }>;
   /** The highest seq of the account's hot path the record has seen (committed settlements, applied movements). */
   recordSeq: number;
+  /** The token of the reload this read was taken under (SeededLedger.beginSeed). */
+  reload: string;
 }
+
+/**
+ * What loading a read of the record did: loaded it; found the account loaded already (by another
+ * gateway); or refused it as too old (what the account was told of since the read began may be missing
+ * from it): the caller reads the record again.
+ */
+export type SeedOutcome = 'seeded' | 'loaded already' | 'read again';
 
 /** A hot path whose accounts are loaded from the record before use (the Redis ledger with a record). */
 export interface SeededLedger {
@@ -296,8 +305,13 @@ export interface SeededLedger {
    * AccountNotSeededError (or AccountRebuildingError while a reload's window is open).
    */
   requireSeeding(loader?: AccountLoader): void;
-  /** Loads the account unless this generation-less copy was seeded meanwhile; true when it loaded it. */
-  seedAccount(seed: AccountSeed): Promise<boolean>;
+  /**
+   * Begins a reload of the account, before the record is read: the token the read is taken under, or
+   * undefined when the account is loaded already (nothing to read).
+   */
+  beginSeed(accountId: string): Promise<string | undefined>;
+  /** Loads the read unless the account was loaded meanwhile, or the read is too old (see SeedOutcome). */
+  seedAccount(seed: AccountSeed): Promise<SeedOutcome>;
 }
 
 /**
@@ -311,7 +325,7 @@ export interface AccountLoader {
 
 export function isSeededLedger(ledger: object): ledger is SeededLedger {
   const l = ledger as Partial<SeededLedger>;
-  return typeof l.seedAccount === 'function' && typeof l.requireSeeding === 'function';
+  return typeof l.seedAccount === 'function' && typeof l.beginSeed === 'function' && typeof l.requireSeeding === 'function';
 }
 
 /**

@@ -86,8 +86,9 @@ export class RedisJournalStream implements JournalStream {
 
   /**
    * Usually one short call: the ids and the generations their charges were applied in. Only when one of
-   * those is not this Redis's generation (it was wiped and seeded again since) are the charged entries
-   * sent, for the script to apply what the seed did not count.
+   * those is not this Redis's generation (it was wiped and seeded again since), or the account is not
+   * loaded while a load is under way, are the charged entries sent: for the script to apply what the
+   * seed did not count, or to tell the load under way their commits.
    */
   private async catchUp(accountId: string, entries: readonly JournalEntry[]): Promise<number> {
     const ids = entries.map((e) => e.streamId ?? '');
@@ -97,7 +98,7 @@ export class RedisJournalStream implements JournalStream {
       if (e.generation !== undefined && e.cost > 0) generations.add(e.generation);
       if (e.seq !== undefined && e.seq > seq) seq = e.seq;
     }
-    const keys = [this.keys.account(accountId), this.keys.journal(accountId)];
+    const keys = [this.keys.account(accountId), this.keys.journal(accountId), this.keys.reload(accountId)];
     const short = await this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, String(seq), 'gens', ...generations]);
     if (short !== -1) return short;
     // Each hash whose spend an entry counts (its key, its team, its member), declared once in KEYS.

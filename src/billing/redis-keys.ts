@@ -21,6 +21,11 @@ export interface RedisKeys {
   /** Stream of settlements PostgreSQL has yet to commit (the journal). */
   journal(accountId: string): string;
   credit(accountId: string, idempotencyKey: string): string;
+  /**
+   * The mark of a load of the account from the record under way (lua/seed-begin.lua): its token, and the
+   * record transactions the unloaded account was told of meanwhile.
+   */
+  reload(accountId: string): string;
   /** SHA-256 of a secret -> "<accountId> <keyId>". */
   keyHash(secretHash: string): string;
   /** Zset of account ids by creation time. */
@@ -57,6 +62,7 @@ export function redisKeys(namespace: string): RedisKeys {
     usage: (a) => `${tag(a)}usage`,
     journal: (a) => `${tag(a)}journal`,
     credit: (a, i) => `${tag(a)}credit:${i}`,
+    reload: (a) => `${tag(a)}reload`,
     keyHash: (h) => `${namespace}:keyhash:${h}`,
     accountList: () => `${namespace}:accounts`,
     keyDirectoryComplete: () => `${namespace}:{key-directory}:complete`,

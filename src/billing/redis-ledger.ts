@@ -1,4 +1,5 @@
 // The ledger in Redis: every money movement is one Lua script over one account's keys.
+import { randomBytes } from 'node:crypto';
 import { encodeRequestDetail } from './request-detail.js';
 import type { RedisClient } from './redis-client.js';
 import {
@@ -8,6 +9,7 @@ import {
   type HotMovement,
   type HotPathMovements,
   type SeededLedger,
+  type SeedOutcome,
 } from './ledger.js';
 import type {
   AccountLoader,
@@ -69,6 +71,12 @@ const USAGE_PAGE = 500;
 const HOLDS_SCAN_PAGE = 500;
 /** Accounts whose last seq is kept (see RedisLedger.seen). */
 const MAX_SEEN_ACCOUNTS = 100_000;
+/**
+ * How long a reload's mark outlives its last begin (seed-begin.lua): far past a read of the record, so
+ * only a reload that died leaves it to expire; a read slower than this is read again.
+ */
+const RELOAD_MARK_MS = 60_000;
+const SEED_REPLIES: Readonly<Record<number, SeedOutcome>> = { 1: 'seeded', 0: 'loaded already', [-1]: 'read again' };
 
 export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotPathMovements {
   private readonly redis: RedisClient;
@@ -144,8 +152,13 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     return { marked: marked === 1, seq: Number(seq) };
   }
 
-  /** One script: loads the account's money unless it has a generation already. */
-  async seedAccount(seed: AccountSeed): Promise<boolean> {
+  async beginSeed(accountId: string): Promise<string | undefined> {
+    const token = await this.scripts.run<string>('seed-begin', [this.k.account(accountId), this.k.reload(accountId)], [randomBytes(8).toString('hex'), String(RELOAD_MARK_MS)]);
+    return token === '' ? undefined : token;
+  }
+
+  /** One script: loads the account's money unless it has a generation already, or the read is too old. */
+  async seedAccount(seed: AccountSeed): Promise<SeedOutcome> {
     const a = seed.accountId;
     // Every hash whose spend the seed sets: keys with spend, then every team and member of the account.
     const spent = [
@@ -153,7 +166,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       ...seed.teams.map((t) => ({ at: this.k.scoped(a, SCOPED.team(t.id)), ...t })),
       ...seed.members.map((m) => ({ at: this.k.scoped(a, SCOPED.member(m.id)), ...m })),
     ];
-    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), ...spent.map((h) => h.at)];
+    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), this.k.reload(a), ...spent.map((h) => h.at)];
     const args = [
       seed.generation,
       seed.snapshot,
@@ -165,9 +178,13 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       seed.month,
       // Past what the record and this process saw: no gateway's next call takes the new copy for one behind.
       String(Math.max(seed.recordSeq, this.seen.get(a) ?? 0)),
+      seed.reload,
       ...spent.flatMap((h) => [String(h.lifetimeSpent), String(h.monthSpent)]),
     ];
-    return (await this.scripts.run<number>('seed', keys, args)) === 1;
+    const r = await this.scripts.run<number>('seed', keys, args);
+    const outcome = SEED_REPLIES[r];
+    if (outcome === undefined) throw new Error(`unknown seed reply ${r}`);
+    return outcome;
   }
 
   async applyMovement(m: HotMovement): Promise<boolean> {
@@ -175,7 +192,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (!m.idempotencyKey) throw new Error('a movement needs an idempotency key');
     const [r, seq] = await this.scripts.run<[number, number?]>(
       'adjust',
-      [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey)],
+      [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey), this.k.reload(m.accountId)],
       [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : '', String(this.seeding ? (this.seen.get(m.accountId) ?? 0) : 0)],
     );
     if (r === 1 && this.seeding) this.saw(m.accountId, seq);

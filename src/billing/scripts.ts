@@ -6,8 +6,8 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { primaries, type RedisClient } from './redis-client.js';
 
-export type ScriptName = 'reserve' | 'settle' | 'settle-batch' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account' | 'key-directory' | 'scope';
-const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'settle-batch', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account', 'key-directory', 'scope'];
+export type ScriptName = 'reserve' | 'settle' | 'settle-batch' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed-begin' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account' | 'key-directory' | 'scope';
+const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'settle-batch', 'reap', 'credit', 'refund', 'audit', 'seed-begin', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account', 'key-directory', 'scope'];
 
 interface LoadedScript {
   source: string;

@@ -1,7 +1,11 @@
 // Loading an account's money from the record into a hot path that lost it (a wiped, failed-over or new
 // Redis). One statement reads the totals, every key's lifetime spend and this month's spend, every
-// team's and member's (a member's is the spend of the keys they own), and the snapshot they were read at; the hot path keeps the snapshot, so a settlement or credit committed after
-// the read is still applied to it, and one committed before is not applied twice.
+// team's and member's (a member's is the spend of the keys they own), and the snapshot they were read
+// at; the hot path keeps the snapshot, so a settlement or credit committed after the read is still
+// applied to it, and one committed before is not applied twice. What commits while the read is on its
+// way to the hot path meets an account not loaded yet; the read is taken under a reload mark the hot
+// path keeps, which such a commit is told to, and a read that missed one is loaded never: the caller
+// reads again (RecordedLedger.seed).
 import { randomBytes } from 'node:crypto';
 import type { AccountSeed } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
@@ -43,7 +47,7 @@ export function newGeneration(now: number): string {
   return `${now.toString(36)}.${randomBytes(4).toString('hex')}`;
 }
 
-export async function loadAccountSeed(db: Queryable, accountId: string, opts: { windowMs: number; now: number }): Promise<AccountSeed> {
+export async function loadAccountSeed(db: Queryable, accountId: string, opts: { windowMs: number; now: number; reload: string }): Promise<AccountSeed> {
   const month = utcMonth(opts.now);
   const r = await db.query<SeedRow>(SEED_SQL, [accountId, month]);
   const row = r.rows[0];
@@ -62,5 +66,6 @@ export async function loadAccountSeed(db: Queryable, accountId: string, opts: { 
     teams: row.teams.map((t) => ({ id: t.k, lifetimeSpent: Number(t.l), monthSpent: Number(t.m) })),
     members: row.members.map((m) => ({ id: m.k, lifetimeSpent: Number(m.l), monthSpent: Number(m.m) })),
     recordSeq: Number(row.record_seq),
+    reload: opts.reload,
   };
 }
