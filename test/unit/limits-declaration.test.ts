@@ -70,6 +70,11 @@ describe('the limits declaration', () => {
     expect(decodeReserveReply([0, 'key_monthly_cap_reached', 500, 20, 20, 1000, ...figures], buckets)).toMatchObject({
       kind: 'refused', reason: 'key_monthly_cap_reached', needed: 500, available: 20, availableOverall: 20, resetMs: 1000,
     });
+    // After the figures, the names the refusal is worded with: the binding scope's and the account's.
+    const teamPath = bucketsOf({ keyId: 'k', teamId: 't' });
+    expect(decodeReserveReply([0, 'team_monthly_budget_reached', 500, 20, 20, 0, ...teamPath.flatMap(() => [-1, 0]), 'search', 'Acme'], teamPath)).toMatchObject({
+      kind: 'refused', reason: 'team_monthly_budget_reached', scopeName: 'search', accountName: 'Acme',
+    });
     expect(decodeReserveReply([0, 'unknown_key', 500, 0, 0], buckets)).toMatchObject({ kind: 'refused', reason: 'unknown_key', readings: [] });
     expect(decodeReserveReply([-2, 150], buckets)).toEqual({ kind: 'rebuilding', retryAfterMs: 150 });
     expect(() => decodeReserveReply([0, 'team_budget_reached', 1, 0, 0], buckets)).toThrow(/undeclared reason/);
