@@ -835,8 +835,14 @@ describe('usage of record (PostgreSQL)', () => {
     const served = await chat();
     expect(served.status).toBe(200);
     await served.text();
-    const listed = await call('GET', `/accounts/${a}/teams`, undefined, base());
-    expect(((listed.body.teams as Json[])[0]?.lifetime_spent_micro_usd as number) > 0).toBe(true);
+    // The team's spend is the record's: the answer goes out before its settlement, which the journal
+    // then commits, so the listing shows it once both have happened.
+    await rh.settled();
+    await rh.journal?.flush();
+    await until('the team spend in the record', async () => {
+      const listed = await call('GET', `/accounts/${a}/teams`, undefined, base());
+      return ((listed.body.teams as Json[])[0]?.lifetime_spent_micro_usd as number) > 0 || undefined;
+    });
     // A member's budget; a key's team moved and cleared; unknown ids are 404s.
     expect((await call('PATCH', `/accounts/${a}/members/${owner.id}/budgets`, { monthly_budget_usd: '20.00' }, base())).body).toMatchObject({ user_id: owner.id, monthly_budget_micro_usd: 20_000_000 });
     expect((await call('PATCH', `/accounts/${a}/members/usr_nope/budgets`, { monthly_budget_usd: '1' }, base())).status).toBe(404);
