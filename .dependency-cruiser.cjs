@@ -10,7 +10,7 @@ const LAYERS = [
   ['foundation: what the formats share, the internal representation', '^src/wire/', '^src/representation/'],
   ['wire formats', '^src/formats/'],
   ['the model catalog', '^src/catalog/'],
-  ['money, accounts, the record, configuration', '^src/(billing|accounts|record)/', '^src/config\\.ts$', '^src/backend-from-config\\.ts$'],
+  ['money, limits, accounts, the record, configuration', '^src/(billing|limits|accounts|record)/', '^src/config\\.ts$', '^src/backend-from-config\\.ts$'],
   ['telemetry', '^src/telemetry/'],
   ['the request context and the gateway error', '^src/request/'],
   ['the request path steps', '^src/(authenticate|decode|reserve|upstream|relay|settle)/', '^src/translate/'],

@@ -23,8 +23,10 @@ typecheck:
 build:
 	npm run build
 
+# The main bench, then the same build on Node 24 beside the machine's older Node (bench/node-versions.ts).
 bench:
 	npm run bench
+	npm run bench:node
 
 bench-smoke:
 	npm run bench -- --smoke

@@ -19,6 +19,6 @@ export default tseslint.config(
   {
     files: ['src/dashboard/assets/**/*.js'],
     ...tseslint.configs.disableTypeChecked,
-    languageOptions: { parserOptions: { projectService: false }, globals: { document: 'readonly', navigator: 'readonly', Element: 'readonly' } },
+    languageOptions: { parserOptions: { projectService: false }, globals: { document: 'readonly', navigator: 'readonly', Element: 'readonly', HTMLSelectElement: 'readonly' } },
   },
 );

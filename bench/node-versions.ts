@@ -5,8 +5,10 @@
 // table for docs/performance.md.
 //   npm run bench:node -- [--other /usr/bin/node] [--rounds 7]
 // The first binary is this process's (Node 24 under `make check`'s PATH); the other defaults to the
-// machine's /usr/bin/node.
+// machine's /usr/bin/node. `make bench` runs it after the main bench; with no other release at hand it
+// says so and stops. The table is also written to bench/results/node-versions.md.
 import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { buildTargets } from './build.js';
 import { requestShape, sequentialLatency, throughput, type BenchFormat } from './load.js';
@@ -20,8 +22,15 @@ const flag = (name: string): string | undefined => {
 const rounds = Number(flag('--rounds') ?? '7');
 const binaries = [process.execPath, flag('--other') ?? '/usr/bin/node'];
 const version = (bin: string): string => execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim();
+if (!existsSync(binaries[1] ?? '')) {
+  console.error(`bench:node: no other Node at ${binaries[1]}; pass --other <path of another node> to compare`);
+  process.exit(0);
+}
 const names = binaries.map(version);
-if (names[0] === names[1]) throw new Error(`both binaries are ${names[0]}: pass --other <path of another node>`);
+if (names[0] === names[1]) {
+  console.error(`bench:node: both binaries are ${names[0]}; pass --other <path of another node> to compare`);
+  process.exit(0);
+}
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 const spread = (xs: number[]): [number, number] => [Math.min(...xs), Math.max(...xs)];
 
@@ -93,11 +102,13 @@ const rows = (['openai', 'anthropic'] as const).flatMap((format) => {
     `| ${format}: p50 at one connection, ms | ${median(a.p50).toFixed(2)} | ${median(b.p50).toFixed(2)} | ${(median(a.p50) / median(b.p50)).toFixed(2)} |`,
   ];
 });
-console.log(
-  [
+const table = [
     `| figure | ${names[0]} | ${names[1]} | ${names[0]} / ${names[1]} |`,
     '|---|--:|--:|--:|',
     ...rows,
     `| idle RSS, MB | ${idleRssMb[0]} | ${idleRssMb[1]} | ${((idleRssMb[0] ?? 0) / (idleRssMb[1] ?? 1)).toFixed(2)} |`,
-  ].join('\n'),
-);
+  ].join('\n');
+console.log(table);
+const resultsDir = new URL('./results/', import.meta.url);
+mkdirSync(resultsDir, { recursive: true });
+writeFileSync(new URL('node-versions.md', resultsDir), `# One build on two Node releases (${new Date().toISOString().slice(0, 10)}, ${rounds} interleaved rounds)\n\n${table}\n`);

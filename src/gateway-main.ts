@@ -4,7 +4,6 @@
 import { AccountService } from './accounts/service.js';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
-import type { Backend } from './billing/backends.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
 import { createFileCatalogSource } from './catalog/file-source.js';
 import type { CatalogSnapshot, CatalogSource, SecretResolver } from './catalog/snapshot.js';
@@ -14,7 +13,7 @@ import { startGateway } from './gateway.js';
 import { journalWriter, openRecord } from './record/open-record.js';
 import type { Database } from './record/database.js';
 import { reconcile, type ReconciliationReport } from './record/reconcile.js';
-import { recordedBackend, type RecordedBackend } from './record/recorded-backend.js';
+import { recordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { createLogger, type TollgateLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
@@ -40,16 +39,15 @@ async function openCatalog(catalogFile: string, logger: TollgateLogger): Promise
  * gateway without a dashboard should not carry.
  */
 async function serveDashboardAndTopUps(
-  served: { record: Database; recorded: RecordedBackend },
-  deps: { backend: Backend; forgetKeys: () => void; reconcile?: () => Promise<ReconciliationReport>; models: () => CatalogSnapshot; logger: TollgateLogger },
+  served: { record: Database },
+  deps: { accounts: AccountService; reconcile?: () => Promise<ReconciliationReport>; models: () => CatalogSnapshot; logger: TollgateLogger },
 ) {
   const onJobError = (what: string, err: unknown): void => deps.logger.log.warn({ event: 'dashboard_job_failed', what, error: String(err) }, `${what} failed`);
   const dashboardRun = await import('./dashboard/run.js');
   const dashboardConfig = (await import('./dashboard/config.js')).readDashboardConfig(process.env);
-  const { ledger } = served.recorded;
   const topUps = await (await import('./top-ups/run.js')).startTopUps({
     db: served.record,
-    accounts: new AccountService({ accounts: served.recorded.accounts, ledger, onRevoke: deps.forgetKeys, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }),
+    accounts: deps.accounts,
     env: process.env,
     testModePayments: false,
     host: dashboardConfig.host,
@@ -60,8 +58,7 @@ async function serveDashboardAndTopUps(
   });
   const dashboard = await dashboardRun.runDashboard({
     db: served.record,
-    backend: deps.backend,
-    onRevoke: deps.forgetKeys,
+    accounts: deps.accounts,
     env: process.env,
     ...(topUps === undefined ? {} : { topUps }),
     ...(deps.reconcile === undefined ? {} : { reconcile: deps.reconcile }),
@@ -94,19 +91,28 @@ async function main(): Promise<void> {
           onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
           onError: (err) => logger.log.warn({ event: 'reconciliation_failed', error: String(err) }, 'reconciliation pass failed'),
         });
-  const served = record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === '' ? undefined : { record, recorded };
+  // The one account service of the process: the admin API, the dashboard and top-ups all change accounts
+  // and keys through it, so a revoke always reaches this gateway's key cache.
+  const accounts = new AccountService({
+    accounts: backend.accounts,
+    ledger: backend.ledger,
+    onRevoke: () => gateway.authenticator.forget(),
+    // Payments' money commits with the payment in the record, then reaches the hot path through this step.
+    ...(recorded === undefined ? {} : { applyCommitted: recorded.ledger.applyCommitted.bind(recorded.ledger) }),
+  });
+  const served = record === undefined || recorded === undefined || process.env.DASHBOARD_PORT === undefined || process.env.DASHBOARD_PORT === '' ? undefined : { record };
   const { dashboard, topUps } =
     served === undefined
       ? {}
-      : await serveDashboardAndTopUps(served, { backend, forgetKeys: () => gateway.authenticator.forget(), ...(books === undefined ? {} : { reconcile: () => reconcile(books) }), models: () => catalog.current(), logger });
+      : await serveDashboardAndTopUps(served, { accounts, ...(books === undefined ? {} : { reconcile: () => reconcile(books) }), models: () => catalog.current(), logger });
   const admin =
     config.adminToken === ''
       ? undefined
       : await startAdminServer(
           {
-            backend,
+            accounts,
+            ledger: backend.ledger,
             token: config.adminToken,
-            onRevoke: () => gateway.authenticator.forget(),
             ...(books === undefined || record === undefined ? {} : { reconcile: () => reconcile(books), record }),
             ...(topUps === undefined ? {} : { topUps: topUps.topUps }),
           },

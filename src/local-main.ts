@@ -47,9 +47,12 @@ async function main(): Promise<void> {
   });
   // Top-ups (test mode unless providers are configured), their webhooks served on the dashboard's port.
   const dashboardConfig = readDashboardConfig(process.env);
+  // The one account service of the process: the admin API, the dashboard and top-ups change accounts and
+  // keys through it, so a revoke always reaches the gateway's key cache.
+  const accounts = new AccountService({ accounts: backend.accounts, ledger, onRevoke: () => gateway.authenticator.forget(), applyCommitted: (m, r) => ledger.applyCommitted(m, r) });
   const topUps = await startTopUps({
     db: record,
-    accounts: new AccountService({ accounts: backend.accounts, ledger, onRevoke: () => gateway.authenticator.forget(), applyCommitted: (m, r) => ledger.applyCommitted(m, r) }),
+    accounts,
     env: process.env,
     testModePayments: true,
     host: dashboardConfig.host,
@@ -58,9 +61,8 @@ async function main(): Promise<void> {
   });
   const dashboard = await startLocalDashboard({
     db: record,
-    backend,
+    accounts,
     accountId: account.id,
-    onRevoke: () => gateway.authenticator.forget(),
     ...(topUps === undefined ? {} : { topUps }),
     reconcile: () => reconcile(books),
     models: () => catalog.current(),
@@ -68,7 +70,7 @@ async function main(): Promise<void> {
   topUps?.servedAt(dashboard.url);
   const payments = topUps?.payments;
   const adminToken = config.adminToken !== '' ? config.adminToken : randomBytes(24).toString('base64url');
-  const admin = await startAdminServer({ backend, token: adminToken, onRevoke: () => gateway.authenticator.forget(), reconcile: () => reconcile(books), record, ...(topUps === undefined ? {} : { topUps: topUps.topUps }) }, config.adminPort, config.host);
+  const admin = await startAdminServer({ accounts, ledger, token: adminToken, reconcile: () => reconcile(books), record, ...(topUps === undefined ? {} : { topUps: topUps.topUps }) }, config.adminPort, config.host);
   const model = catalog.current().models[0]?.id ?? 'outlaw-1-xploded';
   const balance = await ledger.balance(account.id);
   process.stdout.write(

@@ -2,6 +2,9 @@
 import type { Micros } from '../catalog/snapshot.js';
 import type { RateLimitField, RateLimits } from './rate-limits.js';
 
+/** The scopes with budgets besides a key's caps: a team, a member (the limits' scopes, src/limits). */
+export type BudgetScope = 'team' | 'member';
+
 export interface Account {
   id: string;
   name: string;
@@ -46,6 +49,31 @@ export interface ApiKeyRecord extends KeyCaps, KeyRequestCeiling {
   revokedAt?: number;
   /** The key's own rate limits (each overrides the account's default); undefined = none. */
   rateLimits?: RateLimits;
+  /**
+   * The member (dashboard user id) who made the key: they manage it, and it leaves with them. Undefined
+   * for keys the operator made (the admin API, the local run's demo key) or made before members existed.
+   */
+  ownerId?: string;
+  /** The team the key belongs to (its requests draw from the team's budgets too); undefined = none. */
+  teamId?: string;
+}
+
+/** A team's or a member's budgets; undefined = none. */
+export interface ScopeBudgets {
+  /** Spending budget over the scope's whole life. */
+  lifetimeBudget?: Micros;
+  /** Spending budget per calendar month (UTC). */
+  monthlyBudget?: Micros;
+}
+
+/** A team or a member as the hot path keeps it: what its budgets are, and what a refusal calls it. */
+export interface ScopeRecord extends ScopeBudgets {
+  accountId: string;
+  scope: BudgetScope;
+  /** The team's id, or the member's user id. */
+  id: string;
+  /** The team's name; none for a member (a refusal names the account instead). */
+  name?: string;
 }
 
 export interface CreatedKey {
@@ -57,6 +85,10 @@ export interface CreatedKey {
 export interface NewKeyOptions extends KeyCaps, KeyRequestCeiling {
   name?: string;
   rateLimits?: RateLimits;
+  /** The member who makes the key (ApiKeyRecord.ownerId). */
+  ownerId?: string;
+  /** The team the key is made in (ApiKeyRecord.teamId). */
+  teamId?: string;
 }
 
 export interface AccountStore {
@@ -126,4 +158,12 @@ export interface RestorableAccountStore extends AccountStore {
   beginKeyDirectoryLoad(): Promise<string>;
   restoreKeyPointers(pointers: readonly KeyPointer[]): Promise<void>;
   completeKeyDirectoryLoad(token: string): Promise<boolean>;
+  /**
+   * Writes a team's or a member's budgets (and a team's name) as given, leaving its spend and holds as
+   * they are. With a version (the record's count of changes to them), an older copy than the hot path
+   * holds is ignored. False when ignored.
+   */
+  restoreScope(record: ScopeRecord, version?: number): Promise<boolean>;
+  /** A team or member as the hot path has it; undefined when it holds nothing of it. */
+  getScope(accountId: string, scope: BudgetScope, id: string): Promise<ScopeRecord | undefined>;
 }

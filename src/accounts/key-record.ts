@@ -22,5 +22,7 @@ export function newKeyRecord(accountId: string, secret: string, opts: NewKeyOpti
   if (opts.maxCostPerRequest !== undefined) record.maxCostPerRequest = opts.maxCostPerRequest;
   const limits = compactRateLimits(opts.rateLimits);
   if (limits !== undefined) record.rateLimits = limits;
+  if (opts.ownerId !== undefined) record.ownerId = opts.ownerId;
+  if (opts.teamId !== undefined) record.teamId = opts.teamId;
   return record;
 }

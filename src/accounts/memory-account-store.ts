@@ -1,10 +1,11 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions, type ScopeRecord } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from './validation.js';
 import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
+import { SCOPED } from '../billing/buckets.js';
 import { checkRateLimits, compactRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
 
 const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r, ...(r.rateLimits === undefined ? {} : { rateLimits: { ...r.rateLimits } }) });
@@ -54,7 +55,7 @@ export class MemoryAccountStore implements RestorableAccountStore {
     const record = newKeyRecord(accountId, secret, opts, this.now());
     const acct = this.state.accounts.get(accountId);
     if (!acct) throw new Error(`unknown account ${accountId}`);
-    acct.keys.set(record.id, { record, lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    acct.keys.set(record.id, { record });
     this.state.keyHash.set(hashApiKey(secret), { accountId, keyId: record.id });
     return copy(record);
   }
@@ -178,11 +179,28 @@ export class MemoryAccountStore implements RestorableAccountStore {
     // An older copy than the one held never overwrites it (see the Redis store's key script).
     if (k !== undefined && version !== undefined && k.version !== undefined && k.version > version) return false;
     if (k) k.record = copy(record);
-    else acct.keys.set(record.id, { record: copy(record), lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: new Map(), monthHeld: new Map() });
+    else acct.keys.set(record.id, { record: copy(record) });
     const held = acct.keys.get(record.id);
     if (held !== undefined && version !== undefined) held.version = version;
     this.state.keyHash.set(secretHash, { accountId: record.accountId, keyId: record.id });
     return true;
+  }
+
+  async restoreScope(record: ScopeRecord, version?: number): Promise<boolean> {
+    checkScopeBudgets(record);
+    const acct = this.state.accounts.get(record.accountId);
+    if (!acct) throw new Error(`unknown account ${record.accountId}`);
+    const at = SCOPED[record.scope](record.id);
+    const held = acct.scopes.get(at);
+    // An older copy than the one held never overwrites it (see the Redis store's scope script).
+    if (held !== undefined && version !== undefined && held.version !== undefined && held.version > version) return false;
+    acct.scopes.set(at, { record: { ...record }, ...(version === undefined ? (held?.version === undefined ? {} : { version: held.version }) : { version }) });
+    return true;
+  }
+
+  async getScope(accountId: string, scope: BudgetScope, id: string): Promise<ScopeRecord | undefined> {
+    const held = this.state.accounts.get(accountId)?.scopes.get(SCOPED[scope](id));
+    return held === undefined ? undefined : { ...held.record };
   }
 
   async close(): Promise<void> {}

@@ -2,13 +2,14 @@
 // script reads revocation and caps in the same atomic step as the balance.
 import type { RedisClient } from '../billing/redis-client.js';
 import { randomUUID } from 'node:crypto';
-import { KEY_AMOUNT_SETTINGS, type Account, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions, type ScopeRecord } from './account-store.js';
 import { generateApiKey, hashApiKey } from './api-key.js';
 import { newAccountId } from './ids.js';
 import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret, checkKeyChange } from './validation.js';
+import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from './validation.js';
 import type { RedisKeys } from '../billing/redis-keys.js';
 import { ScriptRunner } from '../billing/scripts.js';
+import { BUDGET_FIELDS, KEY_CAP_FIELDS, SCOPED } from '../billing/buckets.js';
 import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
 
 export interface RedisAccountStoreOptions {
@@ -18,8 +19,10 @@ export interface RedisAccountStoreOptions {
   now: () => number;
 }
 
-/** Hash fields of a key's amounts (micro-USD); key.lua writes the same names. */
-const KEY_AMOUNT_FIELDS: Record<(typeof KEY_AMOUNT_SETTINGS)[number], string> = { lifetimeCap: 'lifetimeCap', monthlyCap: 'monthlyCap', maxCostPerRequest: 'maxCost' };
+/** A key's caps, each kept under its field (buckets.ts: where the reserve script reads it). */
+const CAP_SETTINGS = Object.keys(KEY_CAP_FIELDS) as Array<keyof typeof KEY_CAP_FIELDS>;
+/** Hash fields of a key's amounts (micro-USD): its caps where the reserve script reads them (buckets.ts), and its cost ceiling; key.lua writes the same names. */
+const KEY_AMOUNT_FIELDS: Record<(typeof KEY_AMOUNT_SETTINGS)[number], string> = { ...KEY_CAP_FIELDS, maxCostPerRequest: 'maxCost' };
 
 function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   if (!h.id || !h.accountId) return undefined;
@@ -37,8 +40,13 @@ function toRecord(h: Record<string, string>): ApiKeyRecord | undefined {
   }
   const limits = limitsFromHash(h, KEY_LIMIT_FIELDS);
   if (limits !== undefined) rec.rateLimits = limits;
+  if (h.owner !== undefined && h.owner !== '') rec.ownerId = h.owner;
+  if (h.team !== undefined && h.team !== '') rec.teamId = h.team;
   return rec;
 }
+
+/** A team's or member's budgets, each kept under its field (buckets.ts: where the reserve script reads it). */
+const BUDGET_SETTINGS = Object.keys(BUDGET_FIELDS) as Array<keyof typeof BUDGET_FIELDS>;
 
 /** A key's record as hash field, value pairs (never its spend, holds or rate-limit counters). */
 function keyFields(record: ApiKeyRecord): string[] {
@@ -50,6 +58,9 @@ function keyFields(record: ApiKeyRecord): string[] {
   }
   if (record.revokedAt !== undefined) fields.push('revokedAt', String(record.revokedAt));
   fields.push(...limitFieldPairs(record.rateLimits, KEY_LIMIT_FIELDS));
+  // Set once, at creation: the key scripts never clear it.
+  if (record.ownerId !== undefined) fields.push('owner', record.ownerId);
+  if (record.teamId !== undefined) fields.push('team', record.teamId);
   return fields;
 }
 
@@ -195,10 +206,11 @@ export class RedisAccountStore implements RestorableAccountStore {
     const key = this.k.key(accountId, keyId);
     if (!(await this.redis.hexists(key, 'id'))) return false;
     const m = this.redis.multi();
-    if (caps.lifetimeCap === undefined) m.hdel(key, 'lifetimeCap');
-    else m.hset(key, 'lifetimeCap', String(caps.lifetimeCap));
-    if (caps.monthlyCap === undefined) m.hdel(key, 'monthlyCap');
-    else m.hset(key, 'monthlyCap', String(caps.monthlyCap));
+    for (const cap of CAP_SETTINGS) {
+      const v = caps[cap];
+      if (v === undefined) m.hdel(key, KEY_CAP_FIELDS[cap]);
+      else m.hset(key, KEY_CAP_FIELDS[cap], String(v));
+    }
     await m.exec();
     return true;
   }
@@ -268,6 +280,30 @@ export class RedisAccountStore implements RestorableAccountStore {
     ]);
     await this.redis.set(this.k.keyHash(secretHash), `${record.accountId} ${record.id}`);
     return written === 1;
+  }
+
+  async restoreScope(record: ScopeRecord, version?: number): Promise<boolean> {
+    checkScopeBudgets(record);
+    const fields: string[] = [];
+    if (record.name !== undefined) fields.push('name', record.name);
+    for (const b of BUDGET_SETTINGS) {
+      const v = record[b];
+      if (v !== undefined) fields.push(BUDGET_FIELDS[b], String(v));
+    }
+    const at = this.k.scoped(record.accountId, SCOPED[record.scope](record.id));
+    return (await this.scripts.run<number>('scope', [at], [version === undefined ? '' : String(version), ...fields])) === 1;
+  }
+
+  async getScope(accountId: string, scope: BudgetScope, id: string): Promise<ScopeRecord | undefined> {
+    const [ver, name, ...budgets] = await this.redis.hmget(this.k.scoped(accountId, SCOPED[scope](id)), 'ver', 'name', ...BUDGET_SETTINGS.map((b) => BUDGET_FIELDS[b]));
+    const record: ScopeRecord = { accountId, scope, id };
+    if (name !== null && name !== undefined) record.name = name;
+    BUDGET_SETTINGS.forEach((b, i) => {
+      const v = budgets[i];
+      if (v !== null && v !== undefined) record[b] = Number(v);
+    });
+    const held = ver !== null && ver !== undefined ? true : record.name !== undefined || BUDGET_SETTINGS.some((b) => record[b] !== undefined);
+    return held ? record : undefined;
   }
 
   /** The caller owns the Redis connection. */

@@ -5,11 +5,12 @@
 // converts at its own edge. A revoke always tells the key cache, so no caller can forget to.
 import type { Micros } from '../catalog/snapshot.js';
 import { CreditConflictError } from '../billing/ledger-common.js';
-import type { AccountBalance, Ledger, RefundOutcome } from '../billing/ledger.js';
+import type { AccountBalance, BudgetScope, KeySpend, Ledger, RefundOutcome } from '../billing/ledger.js';
 import type { Queryable } from '../record/database.js';
 import { MovementConflict, recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
 import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, NewKeyOptions } from './account-store.js';
 import { RATE_LIMIT_FIELDS, type RateLimitField, type RateLimits } from './rate-limits.js';
+import { hasTeams, type TeamStore } from './teams.js';
 
 /** Why a credit was refused; each app words it for its own reader. */
 export type CreditRefusal = 'not_positive' | 'no_idempotency_key' | 'too_large' | 'key_reused';
@@ -61,6 +62,11 @@ export class AccountService {
     return this.opts.accounts;
   }
 
+  /** Teams and budgets: kept by the record, so absent when accounts have none. */
+  get teams(): TeamStore | undefined {
+    return hasTeams(this.opts.accounts) ? this.opts.accounts.teams : undefined;
+  }
+
   createAccount(name: string): Promise<Account> {
     return this.opts.accounts.createAccount(name);
   }
@@ -87,6 +93,16 @@ export class AccountService {
 
   listKeys(accountId: string): Promise<ApiKeyRecord[]> {
     return this.opts.accounts.listKeys(accountId);
+  }
+
+  /** What a key has spent (this month, over its life) and what its requests in flight hold. */
+  keySpend(accountId: string, keyId: string): Promise<KeySpend> {
+    return this.opts.ledger.keySpend(accountId, keyId);
+  }
+
+  /** What a team or a member has spent (this month, over its life) and what requests in flight hold of it. */
+  scopeSpend(accountId: string, scope: BudgetScope, id: string): Promise<KeySpend> {
+    return this.opts.ledger.scopeSpend(accountId, scope, id);
   }
 
   /** Sets the caps given and clears the others; false when the account has no such key. */

@@ -1,5 +1,5 @@
 // Shared input checks for both account stores.
-import { KEY_AMOUNT_SETTINGS, type KeyCaps, type KeyChange } from './account-store.js';
+import { KEY_AMOUNT_SETTINGS, type KeyCaps, type KeyChange, type ScopeBudgets } from './account-store.js';
 import { checkRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
 import { describeMalformedKey } from './api-key.js';
 
@@ -13,6 +13,11 @@ export function checkCap(value: number | undefined, what: string): void {
 export function checkCaps(caps: KeyCaps): void {
   checkCap(caps.lifetimeCap, 'lifetimeCap');
   checkCap(caps.monthlyCap, 'monthlyCap');
+}
+
+export function checkScopeBudgets(budgets: ScopeBudgets): void {
+  checkCap(budgets.lifetimeBudget, 'lifetimeBudget');
+  checkCap(budgets.monthlyBudget, 'monthlyBudget');
 }
 
 /** The values a change sets (a null clears, so there is nothing to check). */

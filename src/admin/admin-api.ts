@@ -1,17 +1,17 @@
 // The admin interface: HTTP on its own port, guarded by a bearer admin token. It creates accounts
-// and keys, credits balances (idempotently), revokes keys, sets caps, cost ceilings and rate limits, refunds a request, lists
-// usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
+// and keys, credits balances (idempotently), revokes keys, sets caps, cost ceilings and rate limits,
+// manages teams and members' budgets (with the record), refunds a request, lists usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
 // Changes come two ways: a PATCH changes only what its body names (null clears), a PUT replaces a whole
 // group (a key's caps, its cost ceiling, its rate limits, an account's default limits) and clears what it
 // does not give.
 import { timingSafeEqual } from 'node:crypto';
 import Koa, { type Next, type ParameterizedContext } from 'koa';
 import Router from '@koa/router';
-import type { Backend } from '../billing/backends.js';
-import type { Account, ApiKeyRecord, KeyChange } from '../accounts/account-store.js';
+import type { Account, ApiKeyRecord, KeyChange, ScopeBudgets } from '../accounts/account-store.js';
 import { MAX_RATE_LIMIT, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
-import { AccountService, CreditRefused, type CreditRefusal } from '../accounts/service.js';
+import { CreditRefused, type AccountService, type CreditRefusal } from '../accounts/service.js';
+import { TeamChangeRefused, type BudgetChange, type Team, type TeamRefusal, type TeamStore } from '../accounts/teams.js';
 import type { Micros } from '../catalog/snapshot.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { ClientError } from '../http/client-error.js';
@@ -20,7 +20,7 @@ import type { Database, Queryable } from '../record/database.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
 import { dailyKeySpend, listUsagePage, MAX_PAGE_SIZE, REQUEST_STATUSES, UsageQueryError } from '../record/usage-query.js';
-import type { RequestStatus } from '../billing/ledger.js';
+import type { Ledger, RequestStatus } from '../billing/ledger.js';
 
 interface AdminState {
   body: Record<string, unknown>;
@@ -195,10 +195,11 @@ function clientError(err: unknown): { status: number; message: string } | undefi
 }
 
 export interface AdminApiOptions {
-  backend: Backend;
+  /** The process's one account service (built in the composition root: a revoke there tells the key cache). */
+  accounts: AccountService;
+  /** Balances, recent usage and audits are read from it. */
+  ledger: Ledger;
   token: string;
-  /** Called after a key is revoked, so this process forgets cached lookups at once (by the account service). */
-  onRevoke?: () => void;
   /** Compares PostgreSQL, the hot path and the usage records now (GET /admin/reconciliation). */
   reconcile?: () => Promise<ReconciliationReport>;
   /**
@@ -215,7 +216,7 @@ export interface AdminApiOptions {
 
 interface AdminDeps {
   accounts: AccountService;
-  ledger: Backend['ledger'];
+  ledger: Ledger;
   opts: AdminApiOptions;
   /** The account the route names, or a 404. */
   account: (ctx: AdminContext) => Promise<Account>;
@@ -263,15 +264,20 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
   });
   r.post('/accounts/:accountId/keys', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
+    onlyFields(ctx.state.body, ['name', ...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES, 'team_id']);
     const name = optionalName(ctx.state.body, 'key');
     const maxCostPerRequest = maxCostFrom(ctx.state.body);
-    const created = await accounts.createKey(a.id, {
-      name,
-      ...capsFrom(ctx.state.body),
-      ...(maxCostPerRequest === undefined ? {} : { maxCostPerRequest }),
-      rateLimits: limitsFrom(ctx.state.body),
-    });
+    const teamId = teamIdFrom(ctx.state.body) ?? undefined;
+    if (teamId !== undefined && accounts.teams === undefined) throw new AdminError(404, 'teams live in the record (DATABASE_URL): this gateway runs without one');
+    const created = await teamChange(() =>
+      accounts.createKey(a.id, {
+        name,
+        ...capsFrom(ctx.state.body),
+        ...(maxCostPerRequest === undefined ? {} : { maxCostPerRequest }),
+        rateLimits: limitsFrom(ctx.state.body),
+        ...(teamId === undefined ? {} : { teamId }),
+      }),
+    );
     ctx.status = 201;
     ctx.body = { key: created.secret, record: created.record, note: 'The key is shown once; only its hash is stored.' };
   });
@@ -287,12 +293,20 @@ function accountRoutes(r: Router<AdminState>, { accounts, ledger, opts, account 
   // Partial: only the caps, cost ceiling and limits the body names change (null clears one); the rest are kept.
   r.patch('/accounts/:accountId/keys/:keyId', async (ctx) => {
     const a = await account(ctx);
-    onlyFields(ctx.state.body, [...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES]);
+    onlyFields(ctx.state.body, [...CAP_FIELDS, ...MAX_COST_FIELDS, ...LIMIT_FIELD_NAMES, 'team_id']);
     const keyId = ctx.params.keyId ?? '';
-    if (!(await accounts.updateKey(a.id, keyId, changeFrom(ctx.state.body)))) throw new AdminError(404, 'no such key');
+    const change = changeFrom(ctx.state.body);
+    const teamId = teamIdFrom(ctx.state.body);
+    if (teamId !== undefined) {
+      const store = accounts.teams;
+      if (store === undefined) throw new AdminError(404, 'teams live in the record (DATABASE_URL): this gateway runs without one');
+      await teamChange(() => store.setKeyTeam(a.id, keyId, teamId));
+    }
+    if (!(await accounts.updateKey(a.id, keyId, change))) throw new AdminError(404, 'no such key');
     const k = await accounts.getKey(a.id, keyId);
     if (k === undefined) throw new AdminError(404, 'no such key');
-    ctx.body = { updated: true, ...keySettingsBody(k) };
+    // The key's team too when the change named it (kept apart from the caps and limits every PATCH answers with).
+    ctx.body = { updated: true, ...keySettingsBody(k), ...(teamId === undefined ? {} : { team_id: k.teamId ?? null }) };
   });
   // Replace: both caps as given, a cap not given cleared (PATCH above keeps what it does not name).
   r.put('/accounts/:accountId/keys/:keyId/caps', async (ctx) => {
@@ -422,8 +436,135 @@ function recordRoutes(r: Router<AdminState>, { accounts, ledger, opts, account }
   });
 }
 
-/** Dashboard users: a locked-out user's two-factor sign-in turned off (lost phone and recovery codes). */
-function dashboardUserRoutes(r: Router<AdminState>, { opts }: AdminDeps): void {
+/** A refused change of teams in the admin API's words (the account service's message). */
+const TEAM_REFUSAL_STATUS: Record<TeamRefusal, number> = { name_invalid: 400, budget_invalid: 400, name_taken: 409, no_team: 404, no_key: 404, not_a_member: 404 };
+
+async function teamChange<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof TeamChangeRefused) throw new AdminError(TEAM_REFUSAL_STATUS[err.reason], err.message);
+    throw err;
+  }
+}
+
+/** A team's or member's budgets a body may name, each in USD or micro-USD, null to clear. */
+const BUDGET_FIELDS = [
+  ['lifetimeBudget', 'lifetime_budget_usd', 'lifetime_budget_micro_usd'],
+  ['monthlyBudget', 'monthly_budget_usd', 'monthly_budget_micro_usd'],
+] as const;
+const BUDGET_FIELD_NAMES = BUDGET_FIELDS.flatMap(([, usd, micro]) => [usd, micro]);
+
+/** Budgets named by a body: only those present change, null clears one. */
+function budgetChangeFrom(body: Body): BudgetChange {
+  const change: BudgetChange = {};
+  for (const [budget, usdField, microField] of BUDGET_FIELDS) {
+    const named = [usdField, microField].filter((f) => Object.hasOwn(body, f));
+    if (named.length === 0) continue;
+    if (named.length > 1) throw new AdminError(400, `give ${usdField} or ${microField}, not both`);
+    change[budget] = amount(body, usdField, microField, false) ?? null;
+  }
+  return change;
+}
+
+/** The team the body names for a key: `team_id` (null for none), undefined when it names none. */
+function teamIdFrom(body: Body): string | null | undefined {
+  if (!Object.hasOwn(body, 'team_id')) return undefined;
+  const v = body.team_id;
+  if (v !== null && (typeof v !== 'string' || v === '')) throw new AdminError(400, "team_id must be a team's id, or null for none");
+  return v;
+}
+
+/** Teams, members' budgets and keys' teams: kept in the record, so only with one. */
+function teamRoutes(r: Router<AdminState>, { accounts, ledger, account }: AdminDeps): void {
+  const teams = (): TeamStore => {
+    if (accounts.teams === undefined) throw new AdminError(404, 'teams and budgets live in the record (DATABASE_URL): this gateway runs without one');
+    return accounts.teams;
+  };
+  const spend = async (accountId: string, scope: 'team' | 'member', id: string): Promise<Record<string, number>> => {
+    const s = await ledger.scopeSpend(accountId, scope, id);
+    return { month_spent_micro_usd: s.monthSpent, lifetime_spent_micro_usd: s.lifetimeSpent, held_micro_usd: s.lifetimeHeld };
+  };
+  const teamBody = async (t: Team): Promise<Record<string, unknown>> => ({
+    id: t.id,
+    name: t.name,
+    created_at: new Date(t.createdAt).toISOString(),
+    monthly_budget_micro_usd: t.monthlyBudget ?? null,
+    lifetime_budget_micro_usd: t.lifetimeBudget ?? null,
+    member_ids: t.memberIds,
+    ...(await spend(t.accountId, 'team', t.id)),
+  });
+  const found = (t: Team | undefined): Team => {
+    if (t === undefined) throw new AdminError(404, 'no such team');
+    return t;
+  };
+  r.get('/accounts/:accountId/teams', async (ctx) => {
+    ctx.body = { teams: await Promise.all((await teams().listTeams((await account(ctx)).id)).map(teamBody)) };
+  });
+  r.post('/accounts/:accountId/teams', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, ['name', ...BUDGET_FIELD_NAMES]);
+    const change = budgetChangeFrom(ctx.state.body);
+    const name = typeof ctx.state.body.name === 'string' ? ctx.state.body.name : '';
+    const budgets: ScopeBudgets = {};
+    if (typeof change.lifetimeBudget === 'number') budgets.lifetimeBudget = change.lifetimeBudget;
+    if (typeof change.monthlyBudget === 'number') budgets.monthlyBudget = change.monthlyBudget;
+    const team = await teamChange(() => teams().createTeam(a.id, name, budgets));
+    ctx.status = 201;
+    ctx.body = { team: await teamBody(team) };
+  });
+  // Partial: the name and the budgets the body names change (null clears a budget).
+  r.patch('/accounts/:accountId/teams/:teamId', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, ['name', ...BUDGET_FIELD_NAMES]);
+    const name = ctx.state.body.name;
+    if (name !== undefined && typeof name !== 'string') throw new AdminError(400, "name must be the team's name");
+    const team = await teamChange(() => teams().updateTeam(a.id, ctx.params.teamId ?? '', { ...budgetChangeFrom(ctx.state.body), ...(name === undefined ? {} : { name }) }));
+    ctx.body = { team: await teamBody(found(team)) };
+  });
+  r.delete('/accounts/:accountId/teams/:teamId', async (ctx) => {
+    const a = await account(ctx);
+    if (!(await teams().deleteTeam(a.id, ctx.params.teamId ?? ''))) throw new AdminError(404, 'no such team');
+    ctx.body = { deleted: true, note: "The team's keys left it; what they spent stays charged to it." };
+  });
+  for (const [method, inTeam] of [['put', true], ['delete', false]] as const) {
+    r[method]('/accounts/:accountId/teams/:teamId/members/:userId', async (ctx) => {
+      const a = await account(ctx);
+      ctx.body = { team: await teamBody(await teamChange(() => teams().setTeamMember(a.id, ctx.params.teamId ?? '', ctx.params.userId ?? '', inTeam))) };
+    });
+  }
+  r.get('/accounts/:accountId/budgets', async (ctx) => {
+    const a = await account(ctx);
+    const set = await teams().listMemberBudgets(a.id);
+    ctx.body = {
+      members: await Promise.all(
+        set.map(async (b) => ({ user_id: b.userId, monthly_budget_micro_usd: b.monthlyBudget ?? null, lifetime_budget_micro_usd: b.lifetimeBudget ?? null, ...(await spend(a.id, 'member', b.userId)) })),
+      ),
+    };
+  });
+  r.patch('/accounts/:accountId/members/:userId/budgets', async (ctx) => {
+    const a = await account(ctx);
+    onlyFields(ctx.state.body, BUDGET_FIELD_NAMES);
+    const userId = ctx.params.userId ?? '';
+    const b = await teamChange(() => teams().setMemberBudgets(a.id, userId, budgetChangeFrom(ctx.state.body)));
+    ctx.body = { user_id: userId, monthly_budget_micro_usd: b.monthlyBudget ?? null, lifetime_budget_micro_usd: b.lifetimeBudget ?? null, ...(await spend(a.id, 'member', userId)) };
+  });
+}
+
+/** Dashboard users: an account's members, and a locked-out user's two-factor sign-in turned off (lost phone and recovery codes). */
+function dashboardUserRoutes(r: Router<AdminState>, { opts, account }: AdminDeps): void {
+  r.get('/accounts/:accountId/members', async (ctx) => {
+    const a = await account(ctx);
+    if (opts.record === undefined) throw new AdminError(404, 'dashboard members live in the record (DATABASE_URL): this gateway runs without one');
+    // Loaded when used, as below: the dashboard's modules are not the admin API's to carry.
+    const { membersOf } = await import('../dashboard/memberships.js');
+    const organization = (await opts.record.query<{ name: string }>('SELECT name FROM organizations WHERE account_id = $1 AND deleted_at IS NULL', [a.id])).rows[0]?.name ?? null;
+    ctx.body = {
+      account_id: a.id,
+      organization,
+      members: (await membersOf(opts.record, a.id)).map((m) => ({ user_id: m.userId, email: m.email, role: m.role, joined_at: m.joinedAt.toISOString(), totp_enabled: m.totpEnabled })),
+    };
+  });
   r.post('/dashboard-users/clear-two-factor', async (ctx) => {
     onlyFields(ctx.state.body, ['email']);
     const email = ctx.state.body.email;
@@ -461,8 +602,7 @@ function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void
 }
 
 export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
-  const { ledger } = opts.backend;
-  const accounts = new AccountService({ accounts: opts.backend.accounts, ledger, ...(opts.onRevoke === undefined ? {} : { onRevoke: opts.onRevoke }) });
+  const { accounts, ledger } = opts;
   const app = new Koa<AdminState>();
   app.silent = true;
   app.use(adminGuard(opts.token));
@@ -477,6 +617,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   recordRoutes(r, deps);
   topUpRoutes(r, deps);
   dashboardUserRoutes(r, deps);
+  teamRoutes(r, deps);
   app.use(r.routes());
   return app;
 }

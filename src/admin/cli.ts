@@ -6,7 +6,7 @@ const USAGE = `usage: npm run admin -- <command>
   accounts                                  list accounts
   create-account <name>
   account <accountId>                       balance and details
-  create-key <accountId> [name] [--lifetime-cap USD] [--monthly-cap USD] [--max-cost-per-request USD] [--rpm N] [--tpm N] [--concurrency N]
+  create-key <accountId> [name] [--lifetime-cap USD] [--monthly-cap USD] [--max-cost-per-request USD] [--rpm N] [--tpm N] [--concurrency N] [--team ID]
   keys <accountId>
   revoke <accountId> <keyId>
   caps <accountId> <keyId> [--lifetime-cap USD|none] [--monthly-cap USD|none] [--max-cost-per-request USD|none]
@@ -22,16 +22,29 @@ const USAGE = `usage: npm run admin -- <command>
                                             every page and prints one JSON list. T: ISO 8601 or unix ms
   statement <accountId> [--cursor C] [--limit N]   ledger entries with the running balance
   spend <accountId> [--key ID] [--days N]   each key's spend per day
-  audit <accountId>`;
+  audit <accountId>
+  members <accountId>                       who signs in to the account (an organization's members), with roles
+  teams <accountId>                         teams with their budgets, members and spend
+  create-team <accountId> <name> [--monthly-budget USD] [--lifetime-budget USD]
+  team <accountId> <teamId> [--name N] [--monthly-budget USD|none] [--lifetime-budget USD|none]
+  delete-team <accountId> <teamId>          its keys leave it; what they spent stays charged to it
+  team-member <accountId> <teamId> <userId> add|remove
+  budgets <accountId>                       members' budgets that are set, with their spend
+  member-budget <accountId> <userId> [--monthly-budget USD|none] [--lifetime-budget USD|none]
+  key-team <accountId> <keyId> <teamId|none>   put a key in a team (or in none)
+                                            team and member-budget change only the options given`;
 
 /** An option's value that clears the setting rather than sets it. */
 const CLEAR = 'none';
 
 /** Commands that change only what their options name: at least one is needed. */
-const CHANGES = new Set(['caps', 'rate-limits', 'default-rate-limits']);
+const CHANGES = new Set(['caps', 'rate-limits', 'default-rate-limits', 'team', 'member-budget']);
 
 /** Positional arguments each command needs. */
-const NEEDS: Record<string, number> = { account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 3, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1 };
+const NEEDS: Record<string, number> = {
+  account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 3, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1, members: 1,
+  teams: 1, 'create-team': 2, team: 2, 'delete-team': 2, 'team-member': 4, budgets: 1, 'member-budget': 2, 'key-team': 3,
+};
 
 /** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
 const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
@@ -53,6 +66,10 @@ interface Parsed {
   maxCost: { max_cost_per_request_usd?: string | null };
   /** --rpm, --tpm and --concurrency as the admin API's body fields (numbers, null for none; the API refuses bad ones). */
   limits: Record<string, number | string | null>;
+  /** --monthly-budget, --lifetime-budget (null: none, cleared) and --name of a team, as the admin API's body fields. */
+  team: { monthly_budget_usd?: string | null; lifetime_budget_usd?: string | null; name?: string };
+  /** --team of create-key: the key's team. */
+  keyTeam: { team_id?: string };
   /** The listing commands' flags as a query string. */
   query: URLSearchParams;
   /** --all: every page of the usage listing. */
@@ -75,6 +92,15 @@ function parseArgs(argv: string[]): Parsed {
     // A number when it reads as one, else as typed, so the API's own message says what is wrong with it.
     if (v !== undefined) limits[field] = v === CLEAR ? null : /^\d+$/.test(v) ? Number(v) : v;
   }
+  const team: Parsed['team'] = {};
+  for (const [name, field] of [['--monthly-budget', 'monthly_budget_usd'], ['--lifetime-budget', 'lifetime_budget_usd']] as const) {
+    const v = flag(args, name);
+    if (v !== undefined) team[field] = v === CLEAR ? null : v;
+  }
+  const teamName = flag(args, '--name');
+  if (teamName !== undefined) team.name = teamName;
+  const keyTeamFlag = flag(args, '--team');
+  const keyTeam: Parsed['keyTeam'] = keyTeamFlag === undefined ? {} : { team_id: keyTeamFlag };
   const query = new URLSearchParams();
   for (const [name, param] of Object.entries(QUERY_FLAGS)) {
     const v = flag(args, name);
@@ -83,7 +109,7 @@ function parseArgs(argv: string[]): Parsed {
   const all = args.includes('--all');
   if (all) args.splice(args.indexOf('--all'), 1);
   const [cmd, ...rest] = args;
-  return { cmd, rest, caps, maxCost, limits, query, all };
+  return { cmd, rest, caps, maxCost, limits, team, keyTeam, query, all };
 }
 
 /** A response body as it came, pretty-printed when it is JSON. */
@@ -140,7 +166,7 @@ function adminCalls(base: string, token: string): AdminCalls {
 /** Runs one command; undefined for a command that does not exist. */
 function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
   const { call } = api;
-  const [a = '', b = '', c = ''] = p.rest;
+  const [a = '', b = '', c = '', d = ''] = p.rest;
   const id = encodeURIComponent;
   const withQuery = (path: string): string => (p.query.size === 0 ? path : `${path}?${p.query.toString()}`);
   switch (p.cmd) {
@@ -151,7 +177,7 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
     case 'account':
       return call('GET', `/accounts/${id(a)}`);
     case 'create-key':
-      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps, ...p.maxCost, ...p.limits });
+      return call('POST', `/accounts/${id(a)}/keys`, { name: b || 'key', ...p.caps, ...p.maxCost, ...p.limits, ...p.keyTeam });
     case 'keys':
       return call('GET', `/accounts/${id(a)}/keys`);
     case 'revoke':
@@ -176,6 +202,25 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
       return call('GET', withQuery(`/accounts/${id(a)}/spend`));
     case 'audit':
       return call('GET', `/accounts/${id(a)}/audit`);
+    case 'members':
+      return call('GET', `/accounts/${id(a)}/members`);
+    case 'teams':
+      return call('GET', `/accounts/${id(a)}/teams`);
+    case 'create-team':
+      return call('POST', `/accounts/${id(a)}/teams`, { name: b, ...p.team });
+    case 'team':
+      return call('PATCH', `/accounts/${id(a)}/teams/${id(b)}`, p.team);
+    case 'delete-team':
+      return call('DELETE', `/accounts/${id(a)}/teams/${id(b)}`);
+    case 'team-member':
+      if (d !== 'add' && d !== 'remove') return undefined;
+      return call(d === 'add' ? 'PUT' : 'DELETE', `/accounts/${id(a)}/teams/${id(b)}/members/${id(c)}`);
+    case 'budgets':
+      return call('GET', `/accounts/${id(a)}/budgets`);
+    case 'member-budget':
+      return call('PATCH', `/accounts/${id(a)}/members/${id(b)}/budgets`, { monthly_budget_usd: p.team.monthly_budget_usd, lifetime_budget_usd: p.team.lifetime_budget_usd });
+    case 'key-team':
+      return call('PATCH', `/accounts/${id(a)}/keys/${id(b)}`, { team_id: c === CLEAR ? null : c });
     default:
       return undefined;
   }
@@ -185,7 +230,7 @@ async function main(argv: string[]): Promise<number> {
   const parsed = parseArgs(argv);
   // Ids go into the path: required (a missing one is a usage error, not a call to ".../undefined") and encoded.
   const needs = NEEDS[parsed.cmd ?? ''] ?? 0;
-  const nothingToChange = CHANGES.has(parsed.cmd ?? '') && Object.keys(parsed.caps).length + Object.keys(parsed.maxCost).length + Object.keys(parsed.limits).length === 0;
+  const nothingToChange = CHANGES.has(parsed.cmd ?? '') && Object.keys(parsed.caps).length + Object.keys(parsed.maxCost).length + Object.keys(parsed.limits).length + Object.keys(parsed.team).length === 0;
   const ran =
     parsed.rest.slice(0, needs).filter((v) => v !== '').length < needs || nothingToChange
       ? undefined

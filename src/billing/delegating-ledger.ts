@@ -2,6 +2,7 @@
 // calls (the journal to settle and reserve, the record to credit) and pass the rest through unchanged.
 import type {
   AccountBalance,
+  BudgetScope,
   AuditReport,
   HoldsSummary,
   JournalingLedger,
@@ -9,6 +10,7 @@ import type {
   KeySpend,
   Ledger,
   Micros,
+  MoneyStanding,
   ReapResult,
   RefundOutcome,
   ReservationOutcome,
@@ -18,6 +20,7 @@ import type {
   UsageRecord,
 } from './ledger.js';
 import { isJournalingLedger } from './ledger.js';
+import type { BucketPath } from './buckets.js';
 
 export class DelegatingLedger implements Ledger, JournalingLedger {
   constructor(protected readonly inner: Ledger) {}
@@ -53,6 +56,12 @@ export class DelegatingLedger implements Ledger, JournalingLedger {
   }
   keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend> {
     return this.inner.keySpend(accountId, keyId, now);
+  }
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, now?: number): Promise<KeySpend> {
+    return this.inner.scopeSpend(accountId, scope, id, now);
+  }
+  moneyStanding(accountId: string, path: BucketPath, now?: number): Promise<MoneyStanding[]> {
+    return this.inner.moneyStanding(accountId, path, now);
   }
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]> {
     return this.inner.listUsage(accountId, opts);

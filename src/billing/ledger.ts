@@ -2,23 +2,13 @@
 // (one Lua script in Redis; one synchronous step in memory), and every amount is integer micro-USD.
 import type { RequestDetail } from './request-detail.js';
 import type { Micros } from '../catalog/snapshot.js';
+import type { BudgetScope, LimitReason, RefusalReason } from '../limits/limits.js';
+import type { BucketPath } from './buckets.js';
 
 export type { Micros };
 
-export type RefusalReason =
-  | 'insufficient_balance'
-  | 'key_lifetime_cap_reached'
-  | 'key_monthly_cap_reached'
-  | 'key_revoked'
-  | 'unknown_key'
-  | RateLimitReason;
-
-/** A refusal by one of the key's rate limits (requests or tokens per window, requests in flight). */
-export type RateLimitReason = 'rate_limit_requests' | 'rate_limit_tokens' | 'rate_limit_concurrency';
-
-export function isRateLimitReason(reason: RefusalReason): reason is RateLimitReason {
-  return reason === 'rate_limit_requests' || reason === 'rate_limit_tokens' || reason === 'rate_limit_concurrency';
-}
+export type { BudgetScope, RateLimitReason, RefusalReason } from '../limits/limits.js';
+export { isRateLimitReason } from '../limits/limits.js';
 
 /**
  * A key's rate-limit state as the reservation left it (what the answer's rate-limit headers say). A limit
@@ -36,6 +26,10 @@ export interface ReservationRequest {
   requestId: string;
   accountId: string;
   keyId: string;
+  /** The key's team: its budgets are on the request's path (buckets.ts, BucketPath). */
+  teamId?: string;
+  /** The member who owns the key: their budgets are on the request's path. */
+  memberId?: string;
   /** Worst-case cost of the request. */
   amount: Micros;
   /** The hold is returned by the reaper once this many ms have passed without settlement. */
@@ -67,9 +61,10 @@ export type ReservationOutcome =
       /** The key's rate limits as they stood (absent for unknown or revoked keys, or none set). */
       rateLimit?: RateLimitState;
       /**
-       * The limit that refused: of the account balance, the key's lifetime cap and its monthly cap, the
-       * one with the least left. On a tie the first in that order is named (balance, lifetime, monthly).
-       * Money is checked first; an affordable request can still be refused by a rate limit.
+       * The limit that refused (src/limits/limits.ts; admission.ts has the rule): of the limits of money
+       * (the account balance, the key's lifetime and monthly caps), the one with the least left, the first
+       * declared on a tie. Money is checked first; an affordable request can still be refused by a rate
+       * limit, then by the first unit (requests, tokens, requests in flight) it does not fit in.
        */
       reason: RefusalReason;
       /** Micro-USD; for a rate-limit refusal, the requests or tokens the request needed. */
@@ -81,6 +76,11 @@ export type ReservationOutcome =
        * by a limit it equals `available`; it is kept apart because revoked and unknown keys report 0.
        */
       availableOverall: Micros;
+      /** The binding limit's value (micro-USD for money), when it has one. */
+      limit?: number;
+      /** The name of the binding limit's scope (a team's) and of the account, when the hot path has them: what the refusal names. */
+      scopeName?: string;
+      accountName?: string;
     };
 
 export interface TokenUsage {
@@ -109,6 +109,10 @@ export interface RequestOfRecord {
   requestId: string;
   accountId: string;
   keyId: string;
+  /** The team the request is charged to besides its key (the key's team when it was reserved). */
+  teamId?: string;
+  /** The member (the key's owner) it is charged to. */
+  memberId?: string;
   model: string;
   usage: TokenUsage;
   status: RequestStatus;
@@ -177,6 +181,15 @@ export interface AccountBalance {
   held: Micros;
 }
 
+/** One limit of money as it stands (Ledger.moneyStanding). */
+export interface MoneyStanding {
+  reason: LimitReason;
+  /** The limit in force (for the balance, the money on the account); undefined when none is set. */
+  limit: Micros | undefined;
+  /** Spent (this month, for a monthly one) and held against it. */
+  used: Micros;
+}
+
 export interface KeySpend {
   lifetimeSpent: Micros;
   lifetimeHeld: Micros;
@@ -234,6 +247,14 @@ export interface Ledger {
   refund(accountId: string, requestId: string): Promise<RefundOutcome>;
   balance(accountId: string): Promise<AccountBalance>;
   keySpend(accountId: string, keyId: string, now?: number): Promise<KeySpend>;
+  /** A team's or a member's spend, counted like a key's (a member's is the spend of the keys they own). */
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, now?: number): Promise<KeySpend>;
+  /**
+   * Every limit of money on a request path as it stands now, in declaration order (the balance, the
+   * team's and the member's budgets, the key's caps): its value (none for a budget or cap not set) and
+   * what is spent and held against it. Reads only.
+   */
+  moneyStanding(accountId: string, path: BucketPath, now?: number): Promise<MoneyStanding[]>;
   /** Newest first; filtered to one key when keyId is given. */
   listUsage(accountId: string, opts?: { keyId?: string; limit?: number }): Promise<UsageRecord[]>;
   audit(accountId: string): Promise<AuditReport>;
@@ -259,9 +280,22 @@ export interface AccountSeed {
   /** The month (UTC, YYYY-MM) `keys[].monthSpent` is for. */
   month: string;
   keys: Array<{ keyId: string; lifetimeSpent: Micros; monthSpent: Micros }>;
+  /** Every team of the account with its spend (0 for none): the seed replaces what the hot path has of it. */
+  teams: Array<{ id: string; lifetimeSpent: Micros; monthSpent: Micros }>;
+  /** Every member who owns a key of the account, with the spend of their keys. */
+  members: Array<{ id: string; lifetimeSpent: Micros; monthSpent: Micros }>;
   /** The highest seq of the account's hot path the record has seen (committed settlements, applied movements). */
   recordSeq: number;
+  /** The token of the reload this read was taken under (SeededLedger.beginSeed). */
+  reload: string;
 }
+
+/**
+ * What loading a read of the record did: loaded it; found the account loaded already (by another
+ * gateway); or refused it as too old (what the account was told of since the read began may be missing
+ * from it): the caller reads the record again.
+ */
+export type SeedOutcome = 'seeded' | 'loaded already' | 'read again';
 
 /** A hot path whose accounts are loaded from the record before use (the Redis ledger with a record). */
 export interface SeededLedger {
@@ -271,8 +305,13 @@ export interface SeededLedger {
    * AccountNotSeededError (or AccountRebuildingError while a reload's window is open).
    */
   requireSeeding(loader?: AccountLoader): void;
-  /** Loads the account unless this generation-less copy was seeded meanwhile; true when it loaded it. */
-  seedAccount(seed: AccountSeed): Promise<boolean>;
+  /**
+   * Begins a reload of the account, before the record is read: the token the read is taken under, or
+   * undefined when the account is loaded already (nothing to read).
+   */
+  beginSeed(accountId: string): Promise<string | undefined>;
+  /** Loads the read unless the account was loaded meanwhile, or the read is too old (see SeedOutcome). */
+  seedAccount(seed: AccountSeed): Promise<SeedOutcome>;
 }
 
 /**
@@ -286,7 +325,7 @@ export interface AccountLoader {
 
 export function isSeededLedger(ledger: object): ledger is SeededLedger {
   const l = ledger as Partial<SeededLedger>;
-  return typeof l.seedAccount === 'function' && typeof l.requireSeeding === 'function';
+  return typeof l.seedAccount === 'function' && typeof l.beginSeed === 'function' && typeof l.requireSeeding === 'function';
 }
 
 /**

@@ -8,12 +8,11 @@ import type {
   HotPathMovements,
   KeySpend,
   JournalingLedger,
+  MoneyStanding,
   JournalSink,
   Ledger,
   ReapResult,
   RefundOutcome,
-  RateLimitState,
-  RefusalReason,
   ReservationOutcome,
   ReservationRequest,
   SettlementOutcome,
@@ -21,25 +20,32 @@ import type {
   UsageRecord,
 } from './ledger.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold } from './ledger-common.js';
-import type { MemoryAccount, MemoryHold, MemoryKey, MemoryRateCount, MemoryState } from './memory-state.js';
-import { effectiveRateLimits, type RateLimits } from '../accounts/rate-limits.js';
-import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens } from './rate-limit-state.js';
+import type { MemoryAccount, MemoryHold, MemoryKey, MemoryState } from './memory-state.js';
+import type { BudgetScope, KeyCaps, ScopeBudgets } from '../accounts/account-store.js';
+import type { RateLimits } from '../accounts/rate-limits.js';
+import { admit, type BucketReading, type Needs } from '../limits/admission.js';
+import { bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath, type LimitSource } from './buckets.js';
+import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
 import { utcMonth } from './month.js';
 
-const get = (m: Map<string, number>, k: string): number => m.get(k) ?? 0;
-const add = (m: Map<string, number>, k: string, d: number): void => {
-  m.set(k, get(m, k) + d);
-};
+const get = (m: Map<string, number> | undefined, k: string): number => m?.get(k) ?? 0;
 const nonNeg = (v: number): number => (v < 0 ? 0 : v);
 
-/** The key's rate-limit state for the answer's headers (as rateLimitStateOf reads reserve.lua's). */
-function memoryRateState(limits: RateLimits, count: MemoryRateCount, resetMs: number): RateLimitState | undefined {
-  const state: RateLimitState = { resetMs };
-  const { requestsPerMinute: rpm, tokensPerMinute: tpm, concurrentRequests: conc } = limits;
-  if (rpm !== undefined) state.requests = { limit: rpm, remaining: nonNeg(rpm - count.requests) };
-  if (tpm !== undefined) state.tokens = { limit: tpm, remaining: nonNeg(tpm - count.tokens) };
-  if (conc !== undefined) state.concurrency = { limit: conc, inFlight: count.inFlight.size };
-  return rpm === undefined && tpm === undefined && conc === undefined ? undefined : state;
+/** What a limit's value is read from: a key (caps, rate limits), an account (default rate limits), a team or member (budgets). */
+type SettingsRecord = KeyCaps & ScopeBudgets & { rateLimits?: RateLimits; name?: string };
+
+/** A setting of the record a limit's value is read from. */
+function settingOf(record: SettingsRecord | undefined, source: LimitSource): number | undefined {
+  if (record === undefined) return undefined;
+  switch (source.setting) {
+    case 'lifetimeCap':
+    case 'monthlyCap':
+    case 'lifetimeBudget':
+    case 'monthlyBudget':
+      return record[source.setting];
+    default:
+      return record.rateLimits?.[source.setting];
+  }
 }
 
 export interface MemoryLedgerOptions {
@@ -69,7 +75,87 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     return outcome;
   }
 
-  /** Admits (and holds) or refuses, synchronously: nothing can interleave. */
+  /** A bucket's counters (spend, holds, window counts), by the hash name the Redis ledger keeps them under. */
+  private counters(acct: MemoryAccount, at: string): Map<string, number> {
+    let c = acct.counters.get(at);
+    if (c === undefined) {
+      c = new Map();
+      acct.counters.set(at, c);
+    }
+    return c;
+  }
+
+  private inFlight(acct: MemoryAccount, at: string): Map<string, number> {
+    let f = acct.inFlight.get(at);
+    if (f === undefined) {
+      f = new Map();
+      acct.inFlight.set(at, f);
+    }
+    return f;
+  }
+
+  /** The limit in force: the first of the bucket's sources that is set (the key's own, then the account's default). */
+  private limitOf(acct: MemoryAccount, key: MemoryKey | undefined, b: Bucket): number | undefined {
+    for (const source of b.limit) {
+      const v = settingOf(this.recordOf(acct, key, source), source);
+      if (v !== undefined) return v;
+    }
+    return undefined;
+  }
+
+  /** The record a source's settings are kept on (a team or member it holds nothing of has none). */
+  private recordOf(acct: MemoryAccount, key: MemoryKey | undefined, source: Pick<LimitSource, 'scope' | 'at'>): SettingsRecord | undefined {
+    switch (source.scope) {
+      case 'account':
+        return acct.account;
+      case 'team':
+      case 'member':
+        return acct.scopes.get(source.at)?.record;
+      case 'key':
+        return key?.record;
+      default: {
+        const never: never = source.scope;
+        throw new Error(`unknown scope ${String(never)}`);
+      }
+    }
+  }
+
+  /** The name a refusal by this bucket's limit gives its scope (what Redis keeps as the hash's `name`). */
+  private nameOf(acct: MemoryAccount, key: MemoryKey, b: Bucket): string {
+    const own = b.limit[0];
+    if (own === undefined) return b.kind === 'balance' ? acct.account.name : '';
+    return this.recordOf(acct, key, own)?.name ?? '';
+  }
+
+  /** One bucket as it stands (reserve.lua's reading step). */
+  private read(acct: MemoryAccount, key: MemoryKey | undefined, b: Bucket, now: number, month: string, win: number): BucketReading {
+    const at = { reason: b.reason, unit: b.unit };
+    switch (b.kind) {
+      case 'balance':
+        return { ...at, limit: acct.balance, used: acct.held };
+      case 'cap': {
+        const c = acct.counters.get(b.at);
+        return { ...at, limit: this.limitOf(acct, key, b), used: get(c, fieldFor(b, 'spent', month)) + get(c, fieldFor(b, 'held', month)) };
+      }
+      case 'window': {
+        const c = acct.counters.get(b.at);
+        return { ...at, limit: this.limitOf(acct, key, b), used: c?.get(b.window) === win ? get(c, b.count) : 0 };
+      }
+      case 'in_flight': {
+        const limit = this.limitOf(acct, key, b);
+        if (limit === undefined) return { ...at, limit, used: 0 };
+        const flight = this.inFlight(acct, b.at);
+        for (const [rid, due] of flight) if (due <= now) flight.delete(rid);
+        return { ...at, limit, used: flight.size };
+      }
+      default: {
+        const never: never = b;
+        throw new Error(`unknown bucket ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  /** Admits (and holds) or refuses, synchronously: nothing can interleave. The steps and the rule are reserve.lua's. */
   private decide(req: ReservationRequest): ReservationOutcome {
     checkReservation(req);
     const now = req.now ?? this.opts.now();
@@ -82,59 +168,103 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     if (key.record.revokedAt !== undefined) {
       return { admitted: false, reason: 'key_revoked', needed: amount, available: 0, availableOverall: 0 };
     }
-    // The binding limit is the one with the least left (ties: balance, lifetime cap, monthly cap), as in reserve.lua.
-    let reason: RefusalReason = 'insufficient_balance';
-    let left = nonNeg(acct.balance - acct.held);
-    if (key.record.lifetimeCap !== undefined) {
-      const lifetimeLeft = nonNeg(key.record.lifetimeCap - key.lifetimeSpent - key.lifetimeHeld);
-      if (lifetimeLeft < left) {
-        reason = 'key_lifetime_cap_reached';
-        left = lifetimeLeft;
-      }
-    }
-    if (key.record.monthlyCap !== undefined) {
-      const monthLeft = nonNeg(key.record.monthlyCap - get(key.monthSpent, month) - get(key.monthHeld, month));
-      if (monthLeft < left) {
-        reason = 'key_monthly_cap_reached';
-        left = monthLeft;
-      }
-    }
-    // Rate limits as in reserve.lua: the key's own, else the account's default; fixed windows.
-    const limits = effectiveRateLimits(key.record.rateLimits, acct.account.rateLimits);
+    const buckets = bucketsOf(requestPath(req));
     const windowMs = req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS;
     const win = Math.floor(now / windowMs);
     const deadline = now + req.holdTtlMs;
-    let count = acct.rate.get(req.keyId);
-    if (count === undefined) {
-      count = { window: win, requests: 0, tokens: 0, inFlight: new Map() };
-      acct.rate.set(req.keyId, count);
+    const readings = buckets.map((b) => this.read(acct, key, b, now, month, win));
+    // Counts that share a window field are kept together: all are counted whenever any of them is limited.
+    const counted = new Set<string>();
+    buckets.forEach((b, i) => {
+      if (b.kind === 'window' && readings[i]?.limit !== undefined) counted.add(`${b.at}\0${b.window}`);
+    });
+    const needs: Needs = { money: amount, requests: 1, tokens: req.rateLimitTokens ?? 0, concurrent_requests: 1 };
+    const verdict = admit(readings, needs);
+    const resetMs = (win + 1) * windowMs - now;
+    if (!verdict.admitted) {
+      const rateLimit = rateLimitStateOf(readings, resetMs);
+      const { reason, needed, available, availableOverall } = verdict;
+      const at = buckets.findIndex((b) => b.reason === reason);
+      const binding = buckets[at] as Bucket;
+      return {
+        admitted: false,
+        reason,
+        needed,
+        available,
+        availableOverall,
+        // The value of a limit that is set on its scope (a cap, a budget, a rate limit); the balance has none.
+        ...(binding.limit.length === 0 || readings[at]?.limit === undefined ? {} : { limit: readings[at].limit }),
+        scopeName: this.nameOf(acct, key, binding),
+        accountName: acct.account.name,
+        ...(rateLimit === undefined ? {} : { rateLimit }),
+      };
     }
-    if (count.window !== win) Object.assign(count, { window: win, requests: 0, tokens: 0 });
-    for (const [rid, due] of count.inFlight) if (due <= now) count.inFlight.delete(rid);
-    const tokens = req.rateLimitTokens ?? 0;
-    const state = (): RateLimitState | undefined => memoryRateState(limits, count, (win + 1) * windowMs - now);
-    const refuse = (r: RefusalReason, needed: number, available: number, overall: number): ReservationOutcome => {
-      const rateLimit = state();
-      return { admitted: false, reason: r, needed, available, availableOverall: overall, ...(rateLimit === undefined ? {} : { rateLimit }) };
-    };
-    if (amount > left) return refuse(reason, amount, left, left);
-    const { requestsPerMinute: rpm, tokensPerMinute: tpm, concurrentRequests: conc } = limits;
-    if (rpm !== undefined && count.requests + 1 > rpm) return refuse('rate_limit_requests', 1, nonNeg(rpm - count.requests), left);
-    if (tpm !== undefined && count.tokens + tokens > tpm) return refuse('rate_limit_tokens', tokens, nonNeg(tpm - count.tokens), left);
-    if (conc !== undefined && count.inFlight.size + 1 > conc) return refuse('rate_limit_concurrency', 1, nonNeg(conc - count.inFlight.size), left);
-    const hold: MemoryHold = { amount, keyId: req.keyId, month, deadline };
-    if (rpm !== undefined || tpm !== undefined) {
-      count.requests += 1;
-      count.tokens += tokens;
-    }
-    if (tpm !== undefined) Object.assign(hold, { rateWindow: win, rateTokens: tokens });
-    if (conc !== undefined) count.inFlight.set(req.requestId, deadline);
-    acct.held += amount;
-    key.lifetimeHeld += amount;
-    add(key.monthHeld, month, amount);
+    const hold: MemoryHold = { amount, keyId: req.keyId, month, deadline, buckets, windows: new Map() };
+    buckets.forEach((b, i) => {
+      const r = readings[i] as BucketReading;
+      switch (b.kind) {
+        case 'balance':
+          acct.held += amount;
+          r.used += amount;
+          return;
+        case 'cap':
+          this.add(acct, b.at, fieldFor(b, 'held', month), amount);
+          r.used += amount;
+          return;
+        case 'window': {
+          if (!counted.has(`${b.at}\0${b.window}`)) return;
+          const c = this.counters(acct, b.at);
+          r.used += needs[b.unit];
+          c.set(b.window, win);
+          c.set(b.count, r.used);
+          if (b.giveBack === true && r.limit !== undefined) hold.windows.set(i, { window: win, counted: needs[b.unit] });
+          return;
+        }
+        case 'in_flight':
+          if (r.limit === undefined) return;
+          this.inFlight(acct, b.at).set(req.requestId, deadline);
+          r.used += 1;
+          return;
+        default: {
+          const never: never = b;
+          throw new Error(`unknown bucket ${JSON.stringify(never)}`);
+        }
+      }
+    });
     acct.holds.set(req.requestId, hold);
-    const rateLimit = state();
+    const rateLimit = rateLimitStateOf(readings, resetMs);
     return { admitted: true, ...(rateLimit === undefined ? {} : { rateLimit }) };
+  }
+
+  private add(acct: MemoryAccount, at: string, field: string, d: number): void {
+    const c = this.counters(acct, at);
+    c.set(field, get(c, field) + d);
+  }
+
+  /** What a money bucket has room for now, or undefined when it has no limit (settle.lua's late charge). */
+  private roomOf(acct: MemoryAccount, key: MemoryKey | undefined, b: Bucket, month: string): number | undefined {
+    if (b.kind === 'balance') return acct.balance - acct.held;
+    if (b.kind !== 'cap') return undefined;
+    const limit = this.limitOf(acct, key, b);
+    if (limit === undefined) return undefined;
+    const c = acct.counters.get(b.at);
+    return limit - get(c, fieldFor(b, 'spent', month)) - get(c, fieldFor(b, 'held', month));
+  }
+
+  /** A charge into every money bucket: the balance is drawn down, caps count it as spend. */
+  private charge(acct: MemoryAccount, buckets: readonly Bucket[], month: string, amount: number): void {
+    for (const b of buckets) {
+      if (b.kind === 'balance') acct.balance -= amount;
+      else if (b.kind === 'cap') this.add(acct, b.at, fieldFor(b, 'spent', month), amount);
+    }
+  }
+
+  /** Gives a hold's money back to every money bucket it drew from. */
+  private release(acct: MemoryAccount, hold: { amount: number; month: string; buckets: readonly Bucket[] }): void {
+    for (const b of hold.buckets) {
+      if (b.kind === 'balance') acct.held -= hold.amount;
+      else if (b.kind === 'cap') this.add(acct, b.at, fieldFor(b, 'held', hold.month), -hold.amount);
+    }
   }
 
   async settle(req: SettlementRequest): Promise<SettlementOutcome> {
@@ -142,56 +272,49 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     const duplicate: SettlementOutcome = { charged: 0, released: 0, duplicate: true, late: false };
     const acct = this.state.accounts.get(req.accountId);
     if (!acct || acct.settled.has(req.requestId)) return duplicate;
+    // The request is no longer in flight, whatever became of its hold.
+    for (const b of bucketsOf(requestPath(req))) if (b.kind === 'in_flight') acct.inFlight.get(b.at)?.delete(req.requestId);
     const hold = acct.holds.get(req.requestId);
-    const count = acct.rate.get(req.keyId);
-    count?.inFlight.delete(req.requestId);
-    // The token window counted the worst case: the unused part goes back while the window lasts.
-    if (hold?.rateWindow !== undefined && count !== undefined && count.window === hold.rateWindow) {
-      count.tokens = nonNeg(count.tokens - nonNeg((hold.rateTokens ?? 0) - rateLimitedTokens(req.usage)));
-    }
     let charge: number;
     let released = 0;
     let late = false;
     let month: string;
     let reserved: number;
-    let key: MemoryKey | undefined;
     if (hold) {
       if (hold.keyId !== req.keyId) throw new Error('hold belongs to another key');
-      key = acct.keys.get(hold.keyId);
       month = hold.month;
       reserved = hold.amount;
       charge = Math.min(req.cost, hold.amount);
       released = hold.amount - charge;
-      acct.held -= hold.amount;
-      acct.balance -= charge;
-      if (key) {
-        key.lifetimeHeld -= hold.amount;
-        add(key.monthHeld, month, -hold.amount);
-      }
+      this.release(acct, hold);
+      this.charge(acct, hold.buckets, month, charge);
+      hold.buckets.forEach((b, i) => {
+        if (b.kind === 'in_flight') acct.inFlight.get(b.at)?.delete(req.requestId);
+        // The token window counted the worst case: the unused part goes back while the window lasts.
+        const counted = hold.windows.get(i);
+        if (b.kind !== 'window' || counted === undefined) return;
+        const c = acct.counters.get(b.at);
+        const unused = counted.counted - rateLimitedTokens(req.usage);
+        if (unused > 0 && c?.get(b.window) === counted.window) c.set(b.count, nonNeg(get(c, b.count) - unused));
+      });
       acct.holds.delete(req.requestId);
     } else {
       const reaped = acct.reaped.get(req.requestId);
       if (!reaped) return duplicate;
       if (reaped.keyId !== req.keyId) throw new Error('reaped hold belongs to another key');
-      key = acct.keys.get(reaped.keyId);
       month = reaped.month;
       reserved = reaped.amount;
       late = true;
-      // The hold is gone, so other requests may have used its room: take only what is still free.
-      charge = Math.min(req.cost, reaped.amount, acct.balance - acct.held);
-      if (key?.record.lifetimeCap !== undefined) {
-        charge = Math.min(charge, key.record.lifetimeCap - key.lifetimeSpent - key.lifetimeHeld);
-      }
-      if (key?.record.monthlyCap !== undefined) {
-        charge = Math.min(charge, key.record.monthlyCap - get(key.monthSpent, month) - get(key.monthHeld, month));
+      // The hold is gone, so other requests may have used its room: take only what every money bucket still has.
+      charge = Math.min(req.cost, reaped.amount);
+      const key = acct.keys.get(reaped.keyId);
+      for (const b of reaped.buckets) {
+        const room = this.roomOf(acct, key, b, month);
+        if (room !== undefined && room < charge) charge = room;
       }
       charge = nonNeg(charge);
-      acct.balance -= charge;
+      this.charge(acct, reaped.buckets, month, charge);
       acct.reaped.delete(req.requestId);
-    }
-    if (key) {
-      key.lifetimeSpent += charge;
-      add(key.monthSpent, month, charge);
     }
     acct.settled.set(req.requestId, { charged: charge, keyId: req.keyId, refunded: false });
     const time = req.now ?? this.opts.now();
@@ -234,13 +357,8 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     for (const acct of this.state.accounts.values()) {
       for (const [rid, hold] of acct.holds) {
         if (hold.deadline > now) continue;
-        acct.held -= hold.amount;
-        const key = acct.keys.get(hold.keyId);
-        if (key) {
-          key.lifetimeHeld -= hold.amount;
-          add(key.monthHeld, hold.month, -hold.amount);
-        }
-        acct.reaped.set(rid, { amount: hold.amount, keyId: hold.keyId, month: hold.month });
+        this.release(acct, hold);
+        acct.reaped.set(rid, { amount: hold.amount, keyId: hold.keyId, month: hold.month, buckets: hold.buckets });
         acct.holds.delete(rid);
         count++;
         released += hold.amount;
@@ -315,15 +433,35 @@ export class MemoryLedger implements Ledger, JournalingLedger, HotPathMovements 
     return { balance: acct?.balance ?? 0, held: acct?.held ?? 0 };
   }
 
-  async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
-    const key = this.state.accounts.get(accountId)?.keys.get(keyId);
+  keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED.key(keyId), nowArg);
+  }
+
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED[scope](id), nowArg);
+  }
+
+  async moneyStanding(accountId: string, path: BucketPath, nowArg?: number): Promise<MoneyStanding[]> {
+    const now = nowArg ?? this.opts.now();
+    const acct = this.state.accounts.get(accountId);
+    if (acct === undefined) return [];
+    const key = acct.keys.get(path.keyId);
+    return bucketsOf(path)
+      .filter((b) => b.unit === 'money')
+      .map((b) => {
+        const r = this.read(acct, key, b, now, utcMonth(now), 0);
+        return { reason: b.reason, limit: r.limit, used: r.used };
+      });
+  }
+
+  private async spendAt(accountId: string, at: string, nowArg?: number): Promise<KeySpend> {
     const month = utcMonth(nowArg ?? this.opts.now());
-    if (!key) return { lifetimeSpent: 0, lifetimeHeld: 0, monthSpent: 0, monthHeld: 0 };
+    const c = this.state.accounts.get(accountId)?.counters.get(at);
     return {
-      lifetimeSpent: key.lifetimeSpent,
-      lifetimeHeld: key.lifetimeHeld,
-      monthSpent: get(key.monthSpent, month),
-      monthHeld: get(key.monthHeld, month),
+      lifetimeSpent: get(c, KEY_SPEND_FIELDS.lifetimeSpent),
+      lifetimeHeld: get(c, KEY_SPEND_FIELDS.lifetimeHeld),
+      monthSpent: get(c, KEY_SPEND_FIELDS.monthSpent(month)),
+      monthHeld: get(c, KEY_SPEND_FIELDS.monthHeld(month)),
     };
   }
 

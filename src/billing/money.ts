@@ -108,6 +108,11 @@ export function formatUsd(micros: Micros): string {
   return `${v < 0n ? '-' : ''}${whole}.${frac}`;
 }
 
+/** Micro-USD as a person sets an amount: cents always, more places only where they are not zero ("500.00", "0.00002"). */
+export function formatUsdAmount(micros: Micros): string {
+  return formatUsd(micros).replace(/(\.\d\d\d*?)0+$/, '$1');
+}
+
 const USD_TEXT = /^\d{1,10}(\.\d{1,6})?$/;
 
 /**

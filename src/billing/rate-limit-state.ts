@@ -1,4 +1,7 @@
-// The rate-limit part of the reserve script's reply, and what a settlement gives back to the token window.
+// The rate-limit state a reservation reports (what the answer's rate-limit headers say), read from its
+// buckets, and what a settlement gives back to the token window.
+import type { BucketReading } from '../limits/admission.js';
+import { rateLimitFamily } from '../limits/limits.js';
 import type { RateLimitState, TokenUsage } from './ledger.js';
 
 /** Per-minute limits: the window the request and token counts are kept in. */
@@ -10,15 +13,24 @@ export function rateLimitedTokens(usage: TokenUsage): number {
 }
 
 /**
- * Reads {rpm, requests left, tpm, tokens left, ms to reset, concurrency, in flight} from the script's
- * reply at `at` (-1 = no such limit); undefined when the reply has none or no limit is set.
+ * The rate limits in force as the buckets stand (after the request was counted, when admitted); of two
+ * limits of one unit the one with the least left is reported. Undefined when no rate limit is set.
  */
-export function rateLimitStateOf(reply: ReadonlyArray<number | string | undefined>, at: number): RateLimitState | undefined {
-  if (reply.length < at + 7) return undefined;
-  const n = (i: number): number => Number(reply[at + i]);
-  const state: RateLimitState = { resetMs: Math.max(0, n(4)) };
-  if (n(0) >= 0) state.requests = { limit: n(0), remaining: n(1) };
-  if (n(2) >= 0) state.tokens = { limit: n(2), remaining: n(3) };
-  if (n(5) >= 0) state.concurrency = { limit: n(5), inFlight: n(6) };
-  return state.requests === undefined && state.tokens === undefined && state.concurrency === undefined ? undefined : state;
+export function rateLimitStateOf(readings: readonly BucketReading[], resetMs: number): RateLimitState | undefined {
+  const state: RateLimitState = { resetMs: Math.max(0, resetMs) };
+  let any = false;
+  for (const r of readings) {
+    if (r.unit === 'money' || r.limit === undefined) continue;
+    const remaining = Math.max(0, r.limit - r.used);
+    const family = rateLimitFamily(r.unit);
+    if (family === 'concurrency') {
+      const was = state.concurrency;
+      if (was === undefined || remaining < Math.max(0, was.limit - was.inFlight)) state.concurrency = { limit: r.limit, inFlight: r.used };
+    } else {
+      const was = state[family];
+      if (was === undefined || remaining < was.remaining) state[family] = { limit: r.limit, remaining };
+    }
+    any = true;
+  }
+  return any ? state : undefined;
 }

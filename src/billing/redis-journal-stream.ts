@@ -9,6 +9,7 @@ import type { JournalStream } from '../record/journal-writer.js';
 import type { RequestStatus } from './ledger.js';
 import type { RedisKeys } from './redis-keys.js';
 import { ScriptRunner } from './scripts.js';
+import { SCOPED } from './buckets.js';
 
 function entryOf(accountId: string, id: string, fields: readonly string[]): JournalEntry {
   const f: Record<string, string> = {};
@@ -32,6 +33,8 @@ function entryOf(accountId: string, id: string, fields: readonly string[]): Jour
     ...(f.gen ? { generation: f.gen } : {}),
     ...(f.seq ? { seq: n(f.seq) } : {}),
     ...(f.d ? { detail: decodeRequestDetail(f.d) } : {}),
+    ...(f.team ? { teamId: f.team } : {}),
+    ...(f.member ? { memberId: f.member } : {}),
   };
 }
 
@@ -83,8 +86,9 @@ export class RedisJournalStream implements JournalStream {
 
   /**
    * Usually one short call: the ids and the generations their charges were applied in. Only when one of
-   * those is not this Redis's generation (it was wiped and seeded again since) are the charged entries
-   * sent, for the script to apply what the seed did not count.
+   * those is not this Redis's generation (it was wiped and seeded again since), or the account is not
+   * loaded while a load is under way, are the charged entries sent: for the script to apply what the
+   * seed did not count, or to tell the load under way their commits.
    */
   private async catchUp(accountId: string, entries: readonly JournalEntry[]): Promise<number> {
     const ids = entries.map((e) => e.streamId ?? '');
@@ -94,20 +98,27 @@ export class RedisJournalStream implements JournalStream {
       if (e.generation !== undefined && e.cost > 0) generations.add(e.generation);
       if (e.seq !== undefined && e.seq > seq) seq = e.seq;
     }
-    const keys = [this.keys.account(accountId), this.keys.journal(accountId)];
+    const keys = [this.keys.account(accountId), this.keys.journal(accountId), this.keys.reload(accountId)];
     const short = await this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, String(seq), 'gens', ...generations]);
     if (short !== -1) return short;
-    const keyAt = new Map<string, number>();
+    // Each hash whose spend an entry counts (its key, its team, its member), declared once in KEYS.
+    const hashAt = new Map<string, number>();
+    const indexOf = (name: string): number => {
+      let at = hashAt.get(name);
+      if (at === undefined) {
+        keys.push(this.keys.scoped(accountId, name));
+        at = keys.length;
+        hashAt.set(name, at);
+      }
+      return at;
+    };
     const checks: string[] = [];
     for (const e of entries) {
       if (e.generation === undefined || e.cost <= 0) continue;
-      let at = keyAt.get(e.keyId);
-      if (at === undefined) {
-        keys.push(this.keys.key(accountId, e.keyId));
-        at = keys.length;
-        keyAt.set(e.keyId, at);
-      }
-      checks.push(e.generation, e.requestId, String(at), e.month, String(e.cost), e.recordTx ?? '');
+      const at = [indexOf(SCOPED.key(e.keyId))];
+      if (e.teamId !== undefined && e.teamId !== '') at.push(indexOf(SCOPED.team(e.teamId)));
+      if (e.memberId !== undefined && e.memberId !== '') at.push(indexOf(SCOPED.member(e.memberId)));
+      checks.push(e.generation, e.requestId, at.join(','), e.month, String(e.cost), e.recordTx ?? '');
     }
     return this.scripts.run<number>('catch-up', keys, [String(ids.length), ...ids, String(seq), ...checks]);
   }

@@ -1,4 +1,5 @@
 // The ledger in Redis: every money movement is one Lua script over one account's keys.
+import { randomBytes } from 'node:crypto';
 import { encodeRequestDetail } from './request-detail.js';
 import type { RedisClient } from './redis-client.js';
 import {
@@ -8,19 +9,21 @@ import {
   type HotMovement,
   type HotPathMovements,
   type SeededLedger,
+  type SeedOutcome,
 } from './ledger.js';
 import type {
   AccountLoader,
   AccountBalance,
+  BudgetScope,
   AuditReport,
   HoldsSummary,
   JournalingLedger,
   JournalSink,
   KeySpend,
   Ledger,
+  MoneyStanding,
   ReapResult,
   RefundOutcome,
-  RefusalReason,
   ReservationOutcome,
   ReservationRequest,
   SettlementOutcome,
@@ -34,6 +37,8 @@ import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
+import { bucketHashes, bucketsJson, bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath } from './buckets.js';
+import { decodeReserveReply, decodeSettleReply } from './script-replies.js';
 
 export interface RedisLedgerOptions {
   redis: RedisClient;
@@ -66,6 +71,12 @@ const USAGE_PAGE = 500;
 const HOLDS_SCAN_PAGE = 500;
 /** Accounts whose last seq is kept (see RedisLedger.seen). */
 const MAX_SEEN_ACCOUNTS = 100_000;
+/**
+ * How long a reload's mark outlives its last begin (seed-begin.lua): far past a read of the record, so
+ * only a reload that died leaves it to expire; a read slower than this is read again.
+ */
+const RELOAD_MARK_MS = 60_000;
+const SEED_REPLIES: Readonly<Record<number, SeedOutcome>> = { 1: 'seeded', 0: 'loaded already', [-1]: 'read again' };
 
 export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotPathMovements {
   private readonly redis: RedisClient;
@@ -141,10 +152,21 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     return { marked: marked === 1, seq: Number(seq) };
   }
 
-  /** One script: loads the account's money unless it has a generation already. */
-  async seedAccount(seed: AccountSeed): Promise<boolean> {
+  async beginSeed(accountId: string): Promise<string | undefined> {
+    const token = await this.scripts.run<string>('seed-begin', [this.k.account(accountId), this.k.reload(accountId)], [randomBytes(8).toString('hex'), String(RELOAD_MARK_MS)]);
+    return token === '' ? undefined : token;
+  }
+
+  /** One script: loads the account's money unless it has a generation already, or the read is too old. */
+  async seedAccount(seed: AccountSeed): Promise<SeedOutcome> {
     const a = seed.accountId;
-    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), ...seed.keys.map((k) => this.k.key(a, k.keyId))];
+    // Every hash whose spend the seed sets: keys with spend, then every team and member of the account.
+    const spent = [
+      ...seed.keys.map((k) => ({ at: this.k.key(a, k.keyId), ...k })),
+      ...seed.teams.map((t) => ({ at: this.k.scoped(a, SCOPED.team(t.id)), ...t })),
+      ...seed.members.map((m) => ({ at: this.k.scoped(a, SCOPED.member(m.id)), ...m })),
+    ];
+    const keys = [this.k.account(a), this.k.usage(a), this.k.holds(a), this.k.keys(a), this.k.reload(a), ...spent.map((h) => h.at)];
     const args = [
       seed.generation,
       seed.snapshot,
@@ -156,9 +178,13 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       seed.month,
       // Past what the record and this process saw: no gateway's next call takes the new copy for one behind.
       String(Math.max(seed.recordSeq, this.seen.get(a) ?? 0)),
-      ...seed.keys.flatMap((k) => [String(k.lifetimeSpent), String(k.monthSpent)]),
+      seed.reload,
+      ...spent.flatMap((h) => [String(h.lifetimeSpent), String(h.monthSpent)]),
     ];
-    return (await this.scripts.run<number>('seed', keys, args)) === 1;
+    const r = await this.scripts.run<number>('seed', keys, args);
+    const outcome = SEED_REPLIES[r];
+    if (outcome === undefined) throw new Error(`unknown seed reply ${r}`);
+    return outcome;
   }
 
   async applyMovement(m: HotMovement): Promise<boolean> {
@@ -166,7 +192,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     if (!m.idempotencyKey) throw new Error('a movement needs an idempotency key');
     const [r, seq] = await this.scripts.run<[number, number?]>(
       'adjust',
-      [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey)],
+      [this.k.account(m.accountId), this.k.credit(m.accountId, m.idempotencyKey), this.k.reload(m.accountId)],
       [String(m.amount), m.counts, String(this.opts.now()), m.recordTx, this.seeding ? '1' : '', String(this.seeding ? (this.seen.get(m.accountId) ?? 0) : 0)],
     );
     if (r === 1 && this.seeding) this.saw(m.accountId, seq);
@@ -192,14 +218,8 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
   private async reserveAt(req: ReservationRequest, attempt: number): Promise<ReservationOutcome> {
     checkReservation(req);
     const a = req.accountId;
-    const keys = [
-      this.k.account(a),
-      this.k.key(a, req.keyId),
-      this.k.hold(a, req.requestId),
-      this.k.holds(a),
-      this.k.reapIndex(a),
-      this.k.inflight(a, req.keyId),
-    ];
+    const buckets = bucketsOf(requestPath(req));
+    const keys = this.withBucketKeys(a, buckets, [this.k.account(a), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a), this.k.key(a, req.keyId)]);
     const args = [
       String(req.amount),
       String(req.holdTtlMs),
@@ -210,34 +230,47 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(this.seeding ? (this.seen.get(a) ?? 0) : 0),
       String(req.rateLimitTokens ?? 0),
       String(req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS),
+      bucketsJson(buckets),
     ];
-    const r = await this.scripts.run<Array<number | string>>('reserve', keys, args);
-    if (r[0] === 1) {
-      if (r[3] === 1) this.announceSlot(a);
-      const rateLimit = rateLimitStateOf(r, 4);
-      const limited = rateLimit === undefined ? {} : { rateLimit };
-      if (!r[1]) return { admitted: true, ...limited };
-      const generation = String(r[1]);
-      const seq = Number(r[2] ?? 0);
-      this.saw(a, seq);
-      this.holds.set(req.requestId, { generation, amount: req.amount, seq });
-      return { admitted: true, generation, ...limited };
+    const r = decodeReserveReply(await this.scripts.run<Array<number | string>>('reserve', keys, args), buckets);
+    switch (r.kind) {
+      case 'not_seeded':
+      case 'rebuilding':
+        await this.readyOrThrow(r.kind === 'not_seeded' ? new AccountNotSeededError(a) : new AccountRebuildingError(a, r.retryAfterMs), attempt);
+        return this.reserveAt(req, attempt + 1);
+      case 'admitted': {
+        if (r.announce) this.announceSlot(a);
+        const rateLimit = rateLimitStateOf(r.readings, r.resetMs);
+        const limited = rateLimit === undefined ? {} : { rateLimit };
+        if (r.generation === '') return { admitted: true, ...limited };
+        this.saw(a, r.seq);
+        this.holds.set(req.requestId, { generation: r.generation, amount: req.amount, seq: r.seq });
+        return { admitted: true, generation: r.generation, ...limited };
+      }
+      case 'refused': {
+        this.sink?.refused(req, r.reason);
+        const rateLimit = rateLimitStateOf(r.readings, r.resetMs);
+        const { reason, needed, available, availableOverall, scopeName, accountName } = r;
+        // The value of a limit that is set on its scope (a cap, a budget, a rate limit); the balance has none.
+        const at = buckets.findIndex((b) => b.reason === reason);
+        const limit = buckets[at]?.limit.length === 0 ? undefined : r.readings[at]?.limit;
+        return { admitted: false, reason, needed, available, availableOverall, ...(limit === undefined ? {} : { limit }), scopeName, accountName, ...(rateLimit === undefined ? {} : { rateLimit }) };
+      }
+      default: {
+        const never: never = r;
+        throw new Error(`unknown reserve reply ${JSON.stringify(never)}`);
+      }
     }
-    if (r[0] === -1 || r[0] === -2) {
-      await this.readyOrThrow(r[0] === -1 ? new AccountNotSeededError(a) : new AccountRebuildingError(a, Number(r[1])), attempt);
-      return this.reserveAt(req, attempt + 1);
-    }
-    const reason = r[1] as RefusalReason;
-    this.sink?.refused(req, reason);
-    const rateLimit = rateLimitStateOf(r, 5);
-    return {
-      admitted: false,
-      reason,
-      needed: Number(r[2]),
-      available: Number(r[3]),
-      availableOverall: Number(r[4]),
-      ...(rateLimit === undefined ? {} : { rateLimit }),
-    };
+  }
+
+  /** The hashes the buckets name, as a script's declared keys (Redis Cluster routes by them). */
+  private bucketKeys(accountId: string, buckets: readonly Bucket[]): string[] {
+    return bucketHashes(buckets).map((at) => this.k.scoped(accountId, at));
+  }
+
+  /** A script's own keys, in their places, then every bucket hash not among them. */
+  private withBucketKeys(accountId: string, buckets: readonly Bucket[], own: string[]): string[] {
+    return [...new Set([...own, ...this.bucketKeys(accountId, buckets)])];
   }
 
   /** One round trip: the settle script. */
@@ -251,19 +284,18 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const now = req.now ?? this.opts.now();
     const hold = this.holds.get(req.requestId);
     const seen = this.seeding ? Math.max(this.seen.get(a) ?? 0, hold?.seq ?? 0) : 0;
-    const r = await this.settlements.run(
+    const buckets = bucketsOf(requestPath(req));
+    const reply = await this.settlements.run(
       slotOfTag(a),
-      [
+      this.withBucketKeys(a, buckets, [
         this.k.account(a),
-        this.k.key(a, req.keyId),
         this.k.hold(a, req.requestId),
         this.k.holds(a),
         this.k.settled(a, req.requestId),
         this.k.reaped(a, req.requestId),
         this.k.usage(a),
         this.k.journal(a),
-        this.k.inflight(a, req.keyId),
-      ],
+      ]),
       [
         String(req.cost),
         req.requestId,
@@ -288,21 +320,25 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(rateLimitedTokens(req.usage)),
         String(req.usage.cacheWrite5m ?? 0),
         String(req.usage.cacheWrite1h ?? 0),
+        bucketsJson(buckets),
+        req.teamId ?? '',
+        req.memberId ?? '',
       ],
     );
-    if (r[0] === -1) {
+    const r = decodeSettleReply(reply);
+    if (r.kind === 'not_seeded') {
       await this.readyOrThrow(new AccountNotSeededError(a), attempt);
       return this.settleAt(req, attempt + 1);
     }
     if (hold !== undefined) this.holds.delete(req.requestId);
-    const out: SettlementOutcome = { charged: r[0], released: r[1], duplicate: r[2] === 1, late: r[3] === 1 };
-    if (r[4] !== undefined) {
-      out.journal = { entryId: r[4], month: r[5] ?? '', reserved: Number(r[6] ?? 0), time: now };
-      if (r[7]) out.journal.generation = r[7];
+    const out: SettlementOutcome = { charged: r.charged, released: r.released, duplicate: r.duplicate, late: r.late };
+    if (r.journal !== undefined) {
+      out.journal = { entryId: r.journal.entryId, month: r.journal.month, reserved: r.journal.reserved, time: now };
+      if (r.journal.generation !== '') out.journal.generation = r.journal.generation;
       // The seq matters where the account is loaded from the record (seeded): it goes to the record.
-      if (r[8] !== undefined && this.seeding) {
-        out.journal.seq = Number(r[8]);
-        this.saw(a, r[8]);
+      if (r.journal.seq !== undefined && this.seeding) {
+        out.journal.seq = r.journal.seq;
+        this.saw(a, r.journal.seq);
       }
       if (!out.duplicate) this.sink?.settled(req, out);
     }
@@ -385,13 +421,18 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         break;
       }
       const keyIds = (await Promise.all(rids.map((rid) => this.redis.hget(this.k.hold(a, rid), 'keyId')))).map((v) => v ?? '');
-      const keys = [this.k.account(a), this.k.holds(a)];
-      const args: string[] = [String(now), String(this.opts.markerTtlSeconds)];
+      const own = [this.k.account(a), this.k.holds(a)];
+      const args: string[] = [String(now), String(this.opts.markerTtlSeconds), String(rids.length)];
+      const described: Bucket[] = [];
       rids.forEach((rid, i) => {
         const keyId = keyIds[i] ?? '';
-        keys.push(this.k.hold(a, rid), this.k.key(a, keyId), this.k.reaped(a, rid));
-        args.push(rid, keyId);
+        // What the hold drew from, if it does not remember it itself (one taken before holds did).
+        const buckets = bucketsOf({ keyId });
+        own.push(this.k.hold(a, rid), this.k.reaped(a, rid));
+        args.push(rid, keyId, bucketsJson(buckets));
+        described.push(...buckets);
       });
+      const keys = this.withBucketKeys(a, described, own);
       const [n, nextDeadline, released] = await this.scripts.run<[number, number, number]>('reap', keys, args);
       total.count += n;
       total.released += released;
@@ -484,9 +525,46 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     return { balance: Number(balance ?? 0), held: Number(held ?? 0) };
   }
 
-  async keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+  keySpend(accountId: string, keyId: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED.key(keyId), nowArg);
+  }
+
+  scopeSpend(accountId: string, scope: BudgetScope, id: string, nowArg?: number): Promise<KeySpend> {
+    return this.spendAt(accountId, SCOPED[scope](id), nowArg);
+  }
+
+  async moneyStanding(accountId: string, path: BucketPath, nowArg?: number): Promise<MoneyStanding[]> {
     const month = utcMonth(nowArg ?? this.opts.now());
-    const v = await this.redis.hmget(this.k.key(accountId, keyId), 'lifetimeSpent', 'lifetimeHeld', `ms:${month}`, `mh:${month}`);
+    const at = (name: string): string => this.k.scoped(accountId, name);
+    // Plain reads (auto-pipelined): each bucket's own hash, with its limit where it is kept.
+    return Promise.all(
+      bucketsOf(path).flatMap((b) => {
+        switch (b.kind) {
+          case 'balance':
+            return [this.redis.hmget(at(b.at), b.funds, b.held).then(([funds, held]) => ({ reason: b.reason, limit: Number(funds ?? 0), used: Number(held ?? 0) }))];
+          case 'cap': {
+            const source = b.limit[0];
+            const fields = [fieldFor(b, 'spent', month), fieldFor(b, 'held', month)];
+            return [
+              Promise.all([this.redis.hmget(at(b.at), ...fields), source === undefined ? Promise.resolve(null) : this.redis.hget(at(source.at), source.field)]).then(([[spent, held], limit]) => ({
+                reason: b.reason,
+                limit: limit === null || limit === undefined ? undefined : Number(limit),
+                used: Number(spent ?? 0) + Number(held ?? 0),
+              })),
+            ];
+          }
+          default:
+            return [];
+        }
+      }),
+    );
+  }
+
+  /** The spend and holds kept in one hash of the account (a key's, a team's, a member's). */
+  private async spendAt(accountId: string, at: string, nowArg?: number): Promise<KeySpend> {
+    const month = utcMonth(nowArg ?? this.opts.now());
+    const f = KEY_SPEND_FIELDS;
+    const v = await this.redis.hmget(this.k.scoped(accountId, at), f.lifetimeSpent, f.lifetimeHeld, f.monthSpent(month), f.monthHeld(month));
     return {
       lifetimeSpent: Number(v[0] ?? 0),
       lifetimeHeld: Number(v[1] ?? 0),

@@ -6,8 +6,8 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { primaries, type RedisClient } from './redis-client.js';
 
-export type ScriptName = 'reserve' | 'settle' | 'settle-batch' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account' | 'key-directory';
-const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'settle-batch', 'reap', 'credit', 'refund', 'audit', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account', 'key-directory'];
+export type ScriptName = 'reserve' | 'settle' | 'settle-batch' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed-begin' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account' | 'key-directory' | 'scope';
+const NAMES: readonly ScriptName[] = ['reserve', 'settle', 'settle-batch', 'reap', 'credit', 'refund', 'audit', 'seed-begin', 'seed', 'catch-up', 'adjust', 'key', 'stale', 'account', 'key-directory', 'scope'];
 
 interface LoadedScript {
   source: string;
@@ -24,11 +24,14 @@ function readLua(file: string): string {
 
 // Helpers shared by every script (s, num, usageCost); EVAL has no includes, so each source starts with them.
 const COMMON = readLua('common.lua');
+// What the scripts that walk a request's buckets share (their description, release and charge).
+const BUCKETS = readLua('buckets.lua');
+const WALK_BUCKETS: ReadonlySet<ScriptName> = new Set(['reserve', 'settle', 'settle-batch', 'reap']);
 
 function load(name: ScriptName): LoadedScript {
   // The batch runs settle.lua's own body per settlement, so the two can never disagree.
   const body = name === 'settle-batch' ? `local function settle_one(KEYS, ARGV)\n${readLua('settle.lua')}\nend\n${readLua('settle-batch.lua')}` : readLua(`${name}.lua`);
-  const source = `${COMMON}\n${body}`;
+  const source = WALK_BUCKETS.has(name) ? `${COMMON}\n${BUCKETS}\n${body}` : `${COMMON}\n${body}`;
   return { source, sha: createHash('sha1').update(source).digest('hex') };
 }
 

@@ -7,13 +7,13 @@
 // second charge. A settlement alone in its window goes as a plain settle call, unchanged.
 import type { ScriptArg, ScriptRunner } from './scripts.js';
 
-/** The reply of settle.lua for one settlement. */
-export type SettleReply = [number, number, number, number, string?, string?, number?, string?, number?];
+/** The reply of settle.lua for one settlement, as it comes (script-replies.ts reads it). */
+export type RawSettleReply = ReadonlyArray<number | string>;
 
 interface Pending {
   keys: readonly string[];
   args: readonly ScriptArg[];
-  resolve(reply: SettleReply): void;
+  resolve(reply: RawSettleReply): void;
   reject(err: unknown): void;
 }
 
@@ -34,9 +34,9 @@ export class SettlementBatcher {
   ) {}
 
   /** Settles through the next batch of `slot`; resolves with this settlement's own reply. */
-  run(slot: number, keys: readonly string[], args: readonly ScriptArg[]): Promise<SettleReply> {
-    if (this.opts.windowMs <= 0) return this.scripts.run<SettleReply>('settle', keys, args);
-    return new Promise<SettleReply>((resolve, reject) => {
+  run(slot: number, keys: readonly string[], args: readonly ScriptArg[]): Promise<RawSettleReply> {
+    if (this.opts.windowMs <= 0) return this.scripts.run<RawSettleReply>('settle', keys, args);
+    return new Promise<RawSettleReply>((resolve, reject) => {
       const waiting = this.bySlot.get(slot) ?? [];
       waiting.push({ keys, args, resolve, reject });
       this.bySlot.set(slot, waiting);
@@ -62,7 +62,7 @@ export class SettlementBatcher {
   private send(group: Pending[]): void {
     if (group.length === 1) {
       const only = group[0] as Pending;
-      this.scripts.run<SettleReply>('settle', only.keys, only.args).then(only.resolve, only.reject);
+      this.scripts.run<RawSettleReply>('settle', only.keys, only.args).then(only.resolve, only.reject);
       return;
     }
     const keys: string[] = [];
@@ -71,7 +71,7 @@ export class SettlementBatcher {
       keys.push(...p.keys);
       args.push(p.keys.length, p.args.length, ...p.args);
     }
-    this.scripts.run<(SettleReply | Error)[]>('settle-batch', keys, args).then(
+    this.scripts.run<(RawSettleReply | Error)[]>('settle-batch', keys, args).then(
       (replies) => {
         group.forEach((p, i) => {
           const reply = replies[i];

@@ -8,7 +8,8 @@ import type { TopUpView } from '../top-ups/service.js';
 import { html, type Html } from './html.js';
 import { errorBox, layout, usd } from './pages.js';
 import type { RefundTicket } from './refund-tickets.js';
-import type { Session, UserLine } from './service.js';
+import type { MemberLine } from './memberships.js';
+import type { Session } from './sessions.js';
 
 const when = (d: Date | number): string => new Date(d).toISOString().slice(0, 16).replace('T', ' ');
 const csrf = (s: Session): Html => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
@@ -44,13 +45,13 @@ export function adminHome(session: Session, data: { accounts: AccountLine[]; tic
   );
 }
 
-/** The account's dashboard users; a locked-out one's two-factor sign-in can be turned off for them. */
-function userRows(session: Session, accountId: string, users: UserLine[]): Html {
+/** The account's members; a locked-out one's two-factor sign-in can be turned off for them. */
+function userRows(session: Session, accountId: string, users: MemberLine[]): Html {
   if (users.length === 0) return html`<p class="note">No one signs in to this account.</p>`;
   return html`<table class="stack" id="users"><thead><tr><th>E-mail</th><th>Role</th><th>Two-factor sign-in</th><th></th></tr></thead><tbody>${users.map(
     (u) => html`<tr><td data-label="E-mail">${u.email}</td><td data-label="Role">${u.role}</td><td data-label="Two-factor sign-in">${u.totpEnabled ? 'on' : 'off'}</td><td>${
       u.totpEnabled
-        ? html`<form class="inline" method="post" action="/admin/accounts/${accountId}/users/${u.id}/clear-two-factor">${csrf(session)}<button>Turn off two-factor sign-in</button></form>`
+        ? html`<form class="inline" method="post" action="/admin/accounts/${accountId}/users/${u.userId}/clear-two-factor">${csrf(session)}<button>Turn off two-factor sign-in</button></form>`
         : ''
     }</td></tr>`,
   )}</tbody></table><p class="note">Turn two-factor sign-in off only for a holder who has lost both the authenticator and the recovery codes, once you know it is them: they are mailed, every session of theirs ends, and the log records who did it.</p>`;
@@ -58,7 +59,7 @@ function userRows(session: Session, accountId: string, users: UserLine[]): Html 
 
 export function adminAccountPage(
   session: Session,
-  data: { account: Account; balance: number; held: number; keys: ApiKeyRecord[]; users: UserLine[]; topUps: TopUpView[]; labelOf: (t: TopUpView) => string; flash?: string; error?: string },
+  data: { account: Account; balance: number; held: number; keys: ApiKeyRecord[]; members: MemberLine[]; topUps: TopUpView[]; labelOf: (t: TopUpView) => string; flash?: string; error?: string },
 ): Html {
   const a = data.account;
   return layout(
@@ -73,7 +74,7 @@ export function adminAccountPage(
         k.revokedAt === undefined ? html`<form class="inline" method="post" action="/admin/accounts/${a.id}/keys/${k.id}/revoke">${csrf(session)}<button>Revoke for the holder</button></form>` : ''
       }</td></tr>`,
     )}</tbody></table>
-<h2>People who sign in</h2>${userRows(session, a.id, data.users)}
+<h2>Members</h2>${userRows(session, a.id, data.members)}
 <h2>Top-ups</h2>${
       data.topUps.length === 0
         ? html`<p class="note">None.</p>`

@@ -10,8 +10,13 @@ import { adminAccountPage, adminHome, type AccountLine } from './admin-pages.js'
 import type { DashboardState } from './state.js';
 import { topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
+import { DashboardError } from './errors.js';
+import { membersOf } from './memberships.js';
 import type { RefundTickets } from './refund-tickets.js';
-import { DashboardError, type DashboardService, type Session } from './service.js';
+import { deploymentAdmin } from './route-guards.js';
+import type { Session } from './sessions.js';
+import type { TwoFactorSettings } from './two-factor-settings.js';
+import type { Database } from '../record/database.js';
 import { apiTicket } from './usage-routes.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
@@ -23,8 +28,10 @@ export interface AdminDeps {
   reconcile?: () => Promise<ReconciliationReport>;
   /** Admin pages need a session opened with TOTP (DASHBOARD_ADMIN_REQUIRE_TOTP). */
   requireTotp?: boolean;
-  /** The account's dashboard users, and clearing a locked-out user's two-factor sign-in. */
-  users: Pick<DashboardService, 'usersOfAccount' | 'clearSecondFactor'>;
+  /** The record the members of an account are read from. */
+  db: Database;
+  /** Clearing a locked-out user's two-factor sign-in. */
+  twoFactor: Pick<TwoFactorSettings, 'clearFor'>;
   send: (ctx: Context, page: Html, status?: number) => void;
 }
 
@@ -39,19 +46,8 @@ const CREDIT_REFUSALS: Record<CreditRefusal, [number, string]> = {
 /** What the admin pages and the admin API share: the role check, the named account, credit, revoke, decide. */
 function adminHelpers(deps: AdminDeps) {
   const { accounts, tickets, send } = deps;
-  const admin = (ctx: Context): Session => {
-    const s = (ctx as Ctx).state.session as Session;
-    if (s.user.role !== 'admin') throw new DashboardError(403, 'This needs the admin role.');
-    if (deps.requireTotp === true && !s.secondFactor) {
-      throw new DashboardError(
-        403,
-        s.user.totpEnabled
-          ? 'The admin pages need a session opened with your authenticator code: sign out and sign in again with it.'
-          : 'The admin pages need two-factor sign-in on this Tollgate: turn it on at /account/two-factor.',
-      );
-    }
-    return s;
-  };
+  // The role (and the second factor where required) is checked by each route's deploymentAdmin guard first.
+  const admin = (ctx: Context): Session => (ctx as Ctx).state.session as Session;
   const accountLines = async (): Promise<AccountLine[]> =>
     Promise.all((await accounts.listAccounts()).map(async (account) => ({ account, ...(await accounts.balance(account.id)) })));
   const accountOf = async (id: string) => {
@@ -84,7 +80,7 @@ function adminHelpers(deps: AdminDeps) {
   /** Turns a user's two-factor sign-in off for them (admin role checked); false when it was off. */
   const clearTwoFactorFor = async (ctx: Context): Promise<{ accountId: string; cleared: boolean }> => {
     const accountId = await namedAccount(ctx);
-    const cleared = await deps.users.clearSecondFactor({ adminUserId: admin(ctx).user.id }, accountId, (ctx as Ctx).params.userId ?? '');
+    const cleared = await deps.twoFactor.clearFor({ adminUserId: admin(ctx).user.id }, accountId, (ctx as Ctx).params.userId ?? '');
     return { accountId, cleared };
   };
   const decide = async (ctx: Context, approve: boolean) => {
@@ -104,7 +100,7 @@ function adminHelpers(deps: AdminDeps) {
         account,
         ...(await accounts.balance(id)),
         keys: await accounts.listKeys(id),
-        users: await deps.users.usersOfAccount(id),
+        members: await membersOf(deps.db, id),
         topUps: (await deps.topUps?.list(id)) ?? [],
         labelOf: (t) => deps.topUps?.labelOf(t.provider) ?? t.provider,
         ...extra,
@@ -118,6 +114,7 @@ function adminHelpers(deps: AdminDeps) {
 type AdminHelpers = ReturnType<typeof adminHelpers>;
 
 function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
+  const onlyAdmins = deploymentAdmin(deps.requireTotp === true);
   const { tickets, send } = deps;
   const { admin, credit, namedAccount, revokeFor, clearTwoFactorFor, decide, home, accountPage } = h;
   // Flashes after a redirect name what was done, never an amount or text taken from the query.
@@ -126,7 +123,7 @@ function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHel
     revoked: 'Key revoked: its next call gets 401.',
     'two-factor-cleared': 'Two-factor sign-in is off for that user: they were mailed, and every session of theirs ended.',
   };
-  router.get('/admin', async (ctx) => {
+  router.get('/admin', onlyAdmins, async (ctx) => {
     admin(ctx);
     const id = typeof ctx.query.decided === 'string' ? ctx.query.decided : undefined;
     const t = id === undefined ? undefined : await tickets.get(undefined, id).catch(() => undefined);
@@ -138,16 +135,16 @@ function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHel
           : `Declined the refund of ${t.requestId}.`;
     await home(ctx, flash === undefined ? {} : { flash });
   });
-  router.post('/admin/reconciliation', async (ctx) => {
+  router.post('/admin/reconciliation', onlyAdmins, async (ctx) => {
     admin(ctx);
     if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
     await home(ctx, { report: await deps.reconcile() });
   });
-  router.get('/admin/accounts/:accountId', (ctx) => {
+  router.get('/admin/accounts/:accountId', onlyAdmins, (ctx) => {
     const done = typeof ctx.query.done === 'string' ? DONE[ctx.query.done] : undefined;
     return accountPage(ctx, (ctx as Ctx).params.accountId ?? '', done === undefined ? {} : { flash: done });
   });
-  router.post('/admin/accounts/:accountId/credit', async (ctx) => {
+  router.post('/admin/accounts/:accountId/credit', onlyAdmins, async (ctx) => {
     const c = ctx as Ctx;
     const id = await namedAccount(c);
     try {
@@ -160,34 +157,34 @@ function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHel
       await accountPage(c, id, { error: err.message }, err.status);
     }
   });
-  router.post('/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
+  router.post('/admin/accounts/:accountId/keys/:keyId/revoke', onlyAdmins, async (ctx) => {
     const id = await revokeFor(ctx);
     ctx.status = 303;
     ctx.redirect(`/admin/accounts/${encodeURIComponent(id)}?done=revoked`);
   });
-  router.post('/admin/accounts/:accountId/users/:userId/clear-two-factor', async (ctx) => {
+  router.post('/admin/accounts/:accountId/users/:userId/clear-two-factor', onlyAdmins, async (ctx) => {
     const { accountId } = await clearTwoFactorFor(ctx);
     ctx.status = 303;
     ctx.redirect(`/admin/accounts/${encodeURIComponent(accountId)}?done=two-factor-cleared`);
   });
-  router.post('/admin/refund-tickets/:ticketId/approve', async (ctx) => {
+  router.post('/admin/refund-tickets/:ticketId/approve', onlyAdmins, async (ctx) => {
     const t = await decide(ctx, true);
     ctx.status = 303;
     ctx.redirect(`/admin?decided=${encodeURIComponent(t.id)}`);
   });
-  router.post('/admin/refund-tickets/:ticketId/decline', async (ctx) => {
+  router.post('/admin/refund-tickets/:ticketId/decline', onlyAdmins, async (ctx) => {
     const t = await decide(ctx, false);
     ctx.status = 303;
     ctx.redirect(`/admin?decided=${encodeURIComponent(t.id)}`);
   });
-  router.get('/admin/top-ups/:topUpId', async (ctx) => {
+  router.get('/admin/top-ups/:topUpId', onlyAdmins, async (ctx) => {
     const c = ctx as Ctx;
     const session = admin(c);
     if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
     const topUps = deps.topUps;
     send(c, topUpPage(session, await topUps.get(undefined, c.params.topUpId ?? ''), (t) => topUps.labelOf(t.provider), true));
   });
-  router.post('/admin/top-ups/:topUpId/recheck', async (ctx) => {
+  router.post('/admin/top-ups/:topUpId/recheck', onlyAdmins, async (ctx) => {
     const c = ctx as Ctx;
     admin(c);
     if (deps.topUps === undefined) throw new DashboardError(404, 'Top-ups are not set up.');
@@ -197,36 +194,37 @@ function adminPages(router: Router<DashboardState>, deps: AdminDeps, h: AdminHel
 }
 
 function adminApi(router: Router<DashboardState>, deps: AdminDeps, h: AdminHelpers): void {
+  const onlyAdmins = deploymentAdmin(deps.requireTotp === true);
   const { accounts, tickets } = deps;
   const { admin, accountLines, credit, namedAccount, revokeFor, clearTwoFactorFor, decide } = h;
-  router.get('/api/admin/accounts', async (ctx) => {
+  router.get('/api/admin/accounts', onlyAdmins, async (ctx) => {
     admin(ctx);
     ctx.body = { accounts: (await accountLines()).map((l) => ({ id: l.account.id, name: l.account.name, created_at: new Date(l.account.createdAt).toISOString(), balance_micro_usd: l.balance, held_micro_usd: l.held })) };
   });
-  router.post('/api/admin/accounts/:accountId/credit', async (ctx) => {
+  router.post('/api/admin/accounts/:accountId/credit', onlyAdmins, async (ctx) => {
     const c = ctx as Ctx;
     const id = await namedAccount(c);
     const cents = await credit(id, c.state.body?.amount_usd, c.state.body?.idempotency_key);
     c.body = { credited_micro_usd: centsToMicros(cents), balance_micro_usd: (await accounts.balance(id)).balance };
   });
-  router.post('/api/admin/accounts/:accountId/keys/:keyId/revoke', async (ctx) => {
+  router.post('/api/admin/accounts/:accountId/keys/:keyId/revoke', onlyAdmins, async (ctx) => {
     await revokeFor(ctx);
     ctx.body = { revoked: true };
   });
-  router.post('/api/admin/accounts/:accountId/users/:userId/clear-two-factor', async (ctx) => {
+  router.post('/api/admin/accounts/:accountId/users/:userId/clear-two-factor', onlyAdmins, async (ctx) => {
     ctx.body = { cleared: (await clearTwoFactorFor(ctx)).cleared };
   });
-  router.get('/api/admin/refund-tickets', async (ctx) => {
+  router.get('/api/admin/refund-tickets', onlyAdmins, async (ctx) => {
     admin(ctx);
     ctx.body = { tickets: (await tickets.list(undefined)).map((t) => ({ ...apiTicket(t), account_id: t.accountId })) };
   });
-  router.post('/api/admin/refund-tickets/:ticketId/approve', async (ctx) => {
+  router.post('/api/admin/refund-tickets/:ticketId/approve', onlyAdmins, async (ctx) => {
     ctx.body = { ticket: apiTicket(await decide(ctx, true)) };
   });
-  router.post('/api/admin/refund-tickets/:ticketId/decline', async (ctx) => {
+  router.post('/api/admin/refund-tickets/:ticketId/decline', onlyAdmins, async (ctx) => {
     ctx.body = { ticket: apiTicket(await decide(ctx, false)) };
   });
-  router.get('/api/admin/reconciliation', async (ctx) => {
+  router.get('/api/admin/reconciliation', onlyAdmins, async (ctx) => {
     admin(ctx);
     if (deps.reconcile === undefined) throw new DashboardError(404, 'Reconciliation needs the record.');
     ctx.body = await deps.reconcile();

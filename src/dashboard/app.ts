@@ -1,6 +1,7 @@
 // The dashboard's Koa app: session loading, the cross-origin and CSRF guards, then pages and /api routes
-// over one DashboardService. Middleware (middleware.ts) and route modules are composed once here; the
-// session travels in ctx.state (state.ts).
+// over one DashboardService (its parts). Middleware (middleware.ts) and route modules are composed once
+// here; the session travels in ctx.state (state.ts). Every guarded route names what it needs first
+// (route-guards.ts).
 import Router from '@koa/router';
 import Koa from 'koa';
 import type { CatalogSnapshot } from '../catalog/snapshot.js';
@@ -12,10 +13,13 @@ import { adminRoutes } from './admin-routes.js';
 import { balanceRoutes } from './balance-routes.js';
 import { keyApi, keyPages } from './key-routes.js';
 import { modelRoutes } from './model-routes.js';
+import { Identity } from './identity.js';
 import { answerErrors, loadSessionAndBody, notFound, refuseCrossSite, requireSession, scriptAsset, securityHeaders } from './middleware.js';
 import { recoveryRoutes, signInRoutes } from './open-routes.js';
+import { organizationRoutes } from './org-routes.js';
+import { teamRoutes } from './team-routes.js';
 import { RefundTickets } from './refund-tickets.js';
-import { DashboardService } from './service.js';
+import type { DashboardService } from './service.js';
 import { send, sessionCookie, who, type DashboardState } from './state.js';
 import { usageRoutes } from './usage-routes.js';
 
@@ -54,8 +58,8 @@ export interface DashboardAppOptions {
   selfUrl?: () => string;
 }
 
-/** The routes behind the session guard: keys, account, balance and top-ups, usage and refunds, admin. */
-function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typeof sessionCookie>; linkBase: () => string }): Router<DashboardState> {
+/** The routes behind the session guard: the user's own, keys, balance and top-ups, usage and refunds, organizations, teams, admin. */
+export function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typeof sessionCookie>; linkBase: () => string }): Router<DashboardState> {
   const { service } = opts;
   const guarded = new Router<DashboardState>();
   guarded.use(requireSession());
@@ -64,17 +68,20 @@ function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typ
   // Money comes in only to a confirmed address's account (the top-up routes are balance-routes').
   const TOP_UP_STARTS = new Set(['/balance/quote', '/balance/top-ups', '/api/top-ups', '/api/top-ups/quote', '/balance/auto-top-up', '/balance/auto-top-up/card']);
   guarded.use(async (ctx, next) => {
-    if (ctx.method === 'POST' && TOP_UP_STARTS.has(ctx.path)) DashboardService.requireConfirmed(who(ctx).user);
+    if (ctx.method === 'POST' && TOP_UP_STARTS.has(ctx.path)) Identity.requireConfirmed(who(ctx).user);
     await next();
   });
   balanceRoutes(guarded, { service, topUps: opts.topUps, autoTopUps: opts.autoTopUps, send });
   const tickets = new RefundTickets({ db: service.db, accounts: service.accounts, supportEmail: opts.supportEmail ?? 'support@tollgate.local' });
   usageRoutes(guarded, { service, db: service.db, tickets, send });
   modelRoutes(guarded, { models: opts.models, send });
+  organizationRoutes(guarded, service, deps.linkBase);
+  teamRoutes(guarded, service);
   adminRoutes(guarded, {
     accounts: service.accounts,
     requireTotp: service.adminRequiresTotp,
-    users: service,
+    db: service.db,
+    twoFactor: service.twoFactor,
     tickets,
     topUps: opts.topUps,
     send,
@@ -107,7 +114,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   // The payment providers' webhooks: no session, no CSRF token, their own signature on the raw body.
   if (opts.webhooks !== undefined) app.use(opts.webhooks);
   app.use(refuseCrossSite(publicOrigin));
-  app.use(loadSessionAndBody(service));
+  app.use(loadSessionAndBody(service.sessions));
 
   const open = new Router<DashboardState>();
   signInRoutes(open, { service, cookie, linkBase });

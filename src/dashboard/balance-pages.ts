@@ -8,8 +8,8 @@ import type { TopUpQuote } from '../top-ups/quote.js';
 import { formatCents } from '../top-ups/quote.js';
 import { TopUpService, type TopUpView } from '../top-ups/service.js';
 import { html, type Html } from './html.js';
-import { errorBox, layout, usd } from './pages.js';
-import type { Session } from './service.js';
+import { errorBox, layout, mayDo, usd } from './pages.js';
+import type { Session } from './sessions.js';
 
 export interface PaymentChoice {
   name: string;
@@ -139,13 +139,21 @@ export function balancePage(
   },
 ): Html {
   const flash = data.flash;
+  // Seeing the balance (billing.view) is not adding to it (billing.manage): an admin sees, an owner or billing member pays.
+  const manage = mayDo(session, 'billing.manage');
   return layout(
     'Balance',
     session,
     html`<h1>Balance</h1>${flash === undefined ? '' : flashBox(session, flash, data.left === true)}
 <div class="card"><div class="big" id="balance">${usd(data.balance)}</div><p>available to spend${data.held > 0 ? html`, of which <strong>${usd(data.held)}</strong> is held by requests in flight` : ''}.</p></div>
-${data.canTopUp ? topUpForm(session, data.error, data.amount) : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`}
-${data.auto === undefined ? '' : autoTopUpSection(session, data.auto, data.autoNote, data.autoError)}
+${
+  !manage
+    ? html`<p class="note">Adding money is for this account's owners and billing members.</p>`
+    : data.canTopUp
+      ? topUpForm(session, data.error, data.amount)
+      : html`<p class="note">Top-ups are not set up on this Tollgate; ask the operator.</p>`
+}
+${data.auto === undefined || !manage ? '' : autoTopUpSection(session, data.auto, data.autoNote, data.autoError)}
 <h2>Top-ups</h2>${topUpRows(data.topUps, data.labelOf)}
 <h2>Statement</h2>${statementRows(data.statement)}`,
   );
@@ -186,7 +194,7 @@ ${methods.map((m) => html`<button name="provider" value="${m.name}">Pay ${dollar
 }
 
 export function topUpPage(session: Session, t: TopUpView, labelOf: MethodLabel, admin = false): Html {
-  const canRecheck = t.origin === 'checkout' && (t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired');
+  const canRecheck = (admin || mayDo(session, 'billing.manage')) && t.origin === 'checkout' && (t.state === 'pending' || t.state === 'quoted' || t.state === 'cancelled' || t.state === 'failed' || t.state === 'expired');
   return layout(
     'Top-up',
     session,
@@ -196,7 +204,7 @@ ${
   canRecheck
     ? html`<form method="post" action="${admin ? `/admin/top-ups/${t.id}/recheck` : `/top-ups/${t.id}/recheck`}"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Re-check payment</button></form>`
     : ''
-}${admin ? '' : cancelForm(session, t)}${TopUpService.openCheckout(t) ? html`<p><a href="${t.checkoutUrl ?? ''}">Go back to the payment page</a></p>` : ''}
+}${admin || !mayDo(session, 'billing.manage') ? '' : cancelForm(session, t)}${TopUpService.openCheckout(t) ? html`<p><a href="${t.checkoutUrl ?? ''}">Go back to the payment page</a></p>` : ''}
 <p><a href="/balance">Back to your balance</a></p>`,
   );
 }

@@ -1,4 +1,5 @@
-// Balance and top-ups, as pages and as JSON API over the same services.
+// Balance and top-ups, as pages and as JSON API over the same services: seen with billing.view, money
+// added (top-ups, automatic top-ups) with billing.manage.
 import type { AutoTopUps } from '../top-ups/auto-top-up.js';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
@@ -6,8 +7,11 @@ import { parseUsdCents } from '../top-ups/quote.js';
 import { TopUpError, type TopUpService, type TopUpView } from '../top-ups/service.js';
 import { balancePage, quotePage, topUpPage } from './balance-pages.js';
 import type { Html } from './html.js';
-import { DashboardError, type DashboardService, type Session } from './service.js';
-import type { DashboardState } from './state.js';
+import { DashboardError } from './errors.js';
+import { need } from './route-guards.js';
+import type { DashboardService } from './service.js';
+import type { Session } from './sessions.js';
+import { acting, type DashboardState } from './state.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
 
@@ -47,22 +51,22 @@ export function balanceRoutes(
     const setupId = query(ctx, 'card_setup');
     let autoNote: string | undefined;
     if (setupId !== undefined && autoTopUps !== undefined && query(ctx, 'cancelled') !== '1') {
-      const saved = await autoTopUps.completeCardSetup(s.user.accountId, setupId).catch(() => false);
+      const saved = await autoTopUps.completeCardSetup(acting(ctx).member.accountId, setupId).catch(() => false);
       autoNote = saved ? 'Card saved. Set the threshold and amount below and turn automatic top-ups on.' : 'The card is not saved yet: finish on the payment page, or try again.';
     }
     if (query(ctx, 'auto') === 'saved') autoNote = 'Automatic top-up settings saved.';
-    const auto = autoTopUps === undefined ? undefined : await autoTopUps.settings(s.user.accountId);
-    const [bal, statement, list] = await Promise.all([service.balance(s.user), service.statement(s.user, query(ctx, 'cursor')), topUps?.list(s.user.accountId) ?? []]);
+    const auto = autoTopUps === undefined ? undefined : await autoTopUps.settings(acting(ctx).member.accountId);
+    const [bal, statement, list] = await Promise.all([service.balance(acting(ctx)), service.statement(acting(ctx), query(ctx, 'cursor')), topUps?.list(acting(ctx).member.accountId) ?? []]);
     const flashId = query(ctx, 'top_up');
     // Back from the provider's "cancel" link (a GET the provider's page sends the browser to): nothing
     // changes here; a checkout still open is offered a button that POSTs its cancellation.
-    const flash = flashId === undefined || topUps === undefined ? undefined : await topUps.get(s.user.accountId, flashId).catch(() => undefined);
+    const flash = flashId === undefined || topUps === undefined ? undefined : await topUps.get(acting(ctx).member.accountId, flashId).catch(() => undefined);
     const left = query(ctx, 'cancelled') === '1';
     send(ctx, balancePage(s, { ...bal, statement, topUps: list, labelOf: (t) => topUps?.labelOf(t.provider) ?? t.provider, canTopUp: topUps !== undefined, ...(flash === undefined ? {} : { flash }), left, ...(auto === undefined ? {} : { auto }), ...(autoNote === undefined ? {} : { autoNote }), ...extra }), status);
   };
 
-  router.get('/balance', (ctx) => renderBalance(ctx as Ctx));
-  router.post('/balance/quote', async (ctx) => {
+  router.get('/balance', need('billing.view'), (ctx) => renderBalance(ctx as Ctx));
+  router.post('/balance/quote', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
     const t = needTopUps();
     const input = String(c.state.body?.amount_usd ?? '');
@@ -74,11 +78,11 @@ export function balanceRoutes(
       await renderBalance(c, { error: err.message, amount: input }, err.status);
     }
   });
-  router.post('/balance/top-ups', async (ctx) => {
+  router.post('/balance/top-ups', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
     const b = c.state.body ?? {};
     try {
-      const { checkoutUrl } = await needTopUps().start(who(c).user.accountId, parseUsdCents(b.amount_usd), b.provider);
+      const { checkoutUrl } = await needTopUps().start(acting(c).member.accountId, parseUsdCents(b.amount_usd), b.provider);
       c.status = 303;
       c.redirect(checkoutUrl);
     } catch (err) {
@@ -86,19 +90,19 @@ export function balanceRoutes(
       await renderBalance(c, { error: err.message, amount: String(b.amount_usd ?? '') }, err.status);
     }
   });
-  router.get('/top-ups/:id', async (ctx) => {
+  router.get('/top-ups/:id', need('billing.view'), async (ctx) => {
     const c = ctx as Ctx;
-    send(c, topUpPage(who(c), await needTopUps().get(who(c).user.accountId, c.params.id ?? ''), (t) => needTopUps().labelOf(t.provider)));
+    send(c, topUpPage(who(c), await needTopUps().get(acting(c).member.accountId, c.params.id ?? ''), (t) => needTopUps().labelOf(t.provider)));
   });
-  router.post('/top-ups/:id/recheck', async (ctx) => {
+  router.post('/top-ups/:id/recheck', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
-    const t = await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '');
+    const t = await needTopUps().recheck(acting(c).member.accountId, c.params.id ?? '');
     c.redirect(`/top-ups/${t.id}`);
   });
   // The holder cancels: a checkout still open (closed at the provider), or an automatic top-up not charged yet.
-  router.post('/top-ups/:id/cancel', async (ctx) => {
+  router.post('/top-ups/:id/cancel', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
-    const t = await cancelTopUp(needTopUps(), autoTopUps, who(c).user.accountId, c.params.id ?? '');
+    const t = await cancelTopUp(needTopUps(), autoTopUps, acting(c).member.accountId, c.params.id ?? '');
     c.status = 303;
     c.redirect(`/top-ups/${encodeURIComponent(t.id)}`);
   });
@@ -118,16 +122,15 @@ async function cancelTopUp(topUps: TopUpService, autoTopUps: AutoTopUps | undefi
 
 /** Automatic top-ups: the card setup and the settings form (post-redirect-get). */
 function autoTopUpRoutes(router: Router<DashboardState>, autoTopUps: AutoTopUps | undefined, renderBalance: (ctx: Ctx, extra: { autoError?: string }, status: number) => Promise<void>): void {
-  const who = (ctx: Ctx): Session => ctx.state.session as Session;
   const needAuto = (): AutoTopUps => {
     if (autoTopUps === undefined) throw new DashboardError(404, 'Automatic top-ups need card payments, which are not set up on this Tollgate.');
     return autoTopUps;
   };
-  router.post('/balance/auto-top-up', async (ctx) => {
+  router.post('/balance/auto-top-up', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
     const b = c.state.body ?? {};
     try {
-      await needAuto().configure(who(c).user.accountId, {
+      await needAuto().configure(acting(c).member.accountId, {
         enabled: b.enabled === 'on' || b.enabled === 'true',
         thresholdCents: parseUsdCents(b.threshold_usd),
         amountCents: parseUsdCents(b.amount_usd),
@@ -140,9 +143,9 @@ function autoTopUpRoutes(router: Router<DashboardState>, autoTopUps: AutoTopUps 
       await renderBalance(c, { autoError: err.message }, err.status);
     }
   });
-  router.post('/balance/auto-top-up/card', async (ctx) => {
+  router.post('/balance/auto-top-up/card', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
-    const url = await needAuto().startCardSetup(who(c).user.accountId);
+    const url = await needAuto().startCardSetup(acting(c).member.accountId);
     c.status = 303;
     c.redirect(url);
   });
@@ -150,20 +153,19 @@ function autoTopUpRoutes(router: Router<DashboardState>, autoTopUps: AutoTopUps 
 
 /** The Balance page's JSON twins: balance, statement, top-ups. */
 function balanceApiRoutes(router: Router<DashboardState>, service: DashboardService, needTopUps: () => TopUpService, autoTopUps: AutoTopUps | undefined): void {
-  const who = (ctx: Ctx): Session => ctx.state.session as Session;
   const query = (ctx: Ctx, name: string): string | undefined => {
     const v = ctx.query[name];
     return typeof v === 'string' ? v : undefined;
   };
-  router.get('/api/balance', async (ctx) => {
+  router.get('/api/balance', need('billing.view'), async (ctx) => {
     const c = ctx as Ctx;
-    const b = await service.balance(who(c).user);
+    const b = await service.balance(acting(c));
     c.body = { balance_micro_usd: b.balance, held_micro_usd: b.held };
   });
-  router.get('/api/statement', async (ctx) => {
+  router.get('/api/statement', need('billing.view'), async (ctx) => {
     const c = ctx as Ctx;
     const limit = query(c, 'limit');
-    const page = await service.statement(who(c).user, query(c, 'cursor'), limit === undefined ? 50 : Number(limit));
+    const page = await service.statement(acting(c), query(c, 'cursor'), limit === undefined ? 50 : Number(limit));
     c.body = {
       entries: page.lines.map((l) => ({
         entry_id: l.entryId,
@@ -189,32 +191,32 @@ function balanceApiRoutes(router: Router<DashboardState>, service: DashboardServ
       next_cursor: page.nextCursor ?? null,
     };
   });
-  router.post('/api/top-ups/quote', async (ctx) => {
+  router.post('/api/top-ups/quote', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
     const q = await needTopUps().quote(parseUsdCents(c.state.body?.amount_usd));
     c.body = { credit_cents: q.creditCents, fee_cents: q.feeCents, total_cents: q.totalCents };
   });
-  router.post('/api/top-ups', async (ctx) => {
+  router.post('/api/top-ups', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
     const b = c.state.body ?? {};
-    const started = await needTopUps().start(who(c).user.accountId, parseUsdCents(b.amount_usd), b.provider);
+    const started = await needTopUps().start(acting(c).member.accountId, parseUsdCents(b.amount_usd), b.provider);
     c.status = 201;
     c.body = { top_up: apiTopUp(started.topUp), checkout_url: started.checkoutUrl };
   });
-  router.get('/api/top-ups', async (ctx) => {
+  router.get('/api/top-ups', need('billing.view'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { top_ups: (await needTopUps().list(who(c).user.accountId)).map(apiTopUp) };
+    c.body = { top_ups: (await needTopUps().list(acting(c).member.accountId)).map(apiTopUp) };
   });
-  router.get('/api/top-ups/:id', async (ctx) => {
+  router.get('/api/top-ups/:id', need('billing.view'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { top_up: apiTopUp(await needTopUps().get(who(c).user.accountId, c.params.id ?? '')) };
+    c.body = { top_up: apiTopUp(await needTopUps().get(acting(c).member.accountId, c.params.id ?? '')) };
   });
-  router.post('/api/top-ups/:id/recheck', async (ctx) => {
+  router.post('/api/top-ups/:id/recheck', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { top_up: apiTopUp(await needTopUps().recheck(who(c).user.accountId, c.params.id ?? '')) };
+    c.body = { top_up: apiTopUp(await needTopUps().recheck(acting(c).member.accountId, c.params.id ?? '')) };
   });
-  router.post('/api/top-ups/:id/cancel', async (ctx) => {
+  router.post('/api/top-ups/:id/cancel', need('billing.manage'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { top_up: apiTopUp(await cancelTopUp(needTopUps(), autoTopUps, who(c).user.accountId, c.params.id ?? '')) };
+    c.body = { top_up: apiTopUp(await cancelTopUp(needTopUps(), autoTopUps, acting(c).member.accountId, c.params.id ?? '')) };
   });
 }

@@ -27,7 +27,7 @@ export async function startLocalDashboard(
   const dashboard = await runDashboard({ ...opts, env });
   const email = env.TOLLGATE_DEMO_EMAIL ?? 'demo@tollgate.local';
   const password = env.TOLLGATE_DEMO_PASSWORD !== undefined && env.TOLLGATE_DEMO_PASSWORD !== '' ? env.TOLLGATE_DEMO_PASSWORD : randomBytes(12).toString('base64url');
-  await dashboard.service.upsertUser(email, password, opts.accountId);
+  await dashboard.service.provisioning.upsertUser(email, password, opts.accountId);
   return {
     url: dashboard.url,
     email,

@@ -7,13 +7,14 @@ import type { Context, Next } from 'koa';
 import { ClientError } from '../http/client-error.js';
 import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
 import { errorPage } from './pages.js';
-import { DashboardError, DashboardService } from './service.js';
+import { DashboardError } from './errors.js';
+import { Sessions } from './sessions.js';
 import { isApi, send, STATE_CHANGING, SESSION_COOKIE, type DashboardState } from './state.js';
 
 type Middleware = Koa.Middleware<DashboardState>;
 
 /** Paths that carry a secret token: logged with the token replaced. */
-const TOKEN_PATH = /^(\/(?:api\/)?(?:password-reset|verify-email)\/)[^/]+/;
+const TOKEN_PATH = /^(\/(?:api\/)?(?:password-reset|verify-email|invitations)\/)[^/]+/;
 export const redactPath = (path: string): string => path.replace(TOKEN_PATH, '$1[redacted]');
 
 /** Errors: the API answers JSON, pages an HTML page; never a stack trace or an input echoed raw. */
@@ -102,11 +103,11 @@ async function readBody(ctx: Context): Promise<Record<string, unknown>> {
 }
 
 /** The session its cookie names (if live) and the body (JSON or a form), into ctx.state. */
-export function loadSessionAndBody(service: DashboardService): Middleware {
+export function loadSessionAndBody(sessions: Sessions): Middleware {
   return async (ctx, next) => {
     const id = ctx.cookies.get(SESSION_COOKIE);
     if (id !== undefined && id !== '') {
-      const session = await service.session(id);
+      const session = await sessions.load(id);
       if (session !== undefined) {
         ctx.state.session = session;
         ctx.state.sessionId = id;
@@ -128,7 +129,7 @@ export function requireSession(): Middleware {
     }
     if (STATE_CHANGING.has(ctx.method)) {
       const presented = isApi(ctx) ? ctx.get('X-CSRF-Token') : ctx.state.body?.csrf;
-      if (!DashboardService.csrfMatches(session, presented)) throw new DashboardError(403, 'Missing or wrong CSRF token; reload the page and try again.');
+      if (!Sessions.csrfMatches(session, presented)) throw new DashboardError(403, 'Missing or wrong CSRF token; reload the page and try again.');
     }
     await next();
   };

@@ -5,7 +5,7 @@
 import type { CatalogModel } from '../catalog/snapshot.js';
 import { html, type Html } from './html.js';
 import { layout } from './pages.js';
-import type { Session } from './service.js';
+import type { Session } from './sessions.js';
 
 const perMillion = (price: string | undefined, otherwise: string): Html => (price === undefined ? html`<span class="note">${otherwise}</span>` : html`$${price}`);
 

@@ -1,16 +1,19 @@
 // Server-rendered pages: plain HTML and one stylesheet inline, no script needed to use them.
 import { formatUsd } from '../billing/money.js';
 import { html, trusted, type Html } from './html.js';
-import type { KeyView, Session } from './service.js';
+import type { KeyView } from './keys.js';
+import { accountLabel } from './memberships.js';
+import { can, type Permission } from './roles.js';
+import type { Session } from './sessions.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
 
 // One small stylesheet, inline (no build step, no CDN): a dark bar, white cards, quiet tables, one accent.
 const STYLE = `:root{--ink:#1b1f24;--muted:#5b6572;--line:#e2e6ea;--bg:#f5f6f8;--accent:#2456d6;--accent-ink:#fff}
 *{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:var(--ink);background:var(--bg)}
 a{color:var(--accent)}h1{font-size:1.6rem;margin:1.2rem 0 .8rem;overflow-wrap:anywhere}h2{font-size:1.15rem;margin:1.6rem 0 .6rem}
-header{background:#111827;color:#fff;padding:.55rem 1.25rem;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+header{background:#111827;color:#fff;padding:.55rem 1.25rem}header .bar{display:flex;gap:.8rem;align-items:center;flex-wrap:wrap}
 header strong{font-size:1.05rem;letter-spacing:.02em;margin-right:.5rem}header a{color:#d1d5db;text-decoration:none}header a:hover{color:#fff}
-header nav a{margin-right:.9rem}header span{margin-left:auto;color:#9ca3af;font-size:.9rem}
+header nav{display:flex;flex-wrap:wrap;gap:.2rem 1.2rem;margin-top:.5rem;padding-top:.45rem;border-top:1px solid #1f2937}header .who{margin-left:auto;color:#9ca3af;font-size:.9rem}
 header button{color:#e5e7eb;background:transparent;border:1px solid #4b5563;border-radius:6px;padding:.2rem .7rem;font-size:.85rem}header button:hover{border-color:#e5e7eb}
 main{max-width:66rem;margin:1rem auto 3rem;padding:0 1.25rem}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);border-radius:8px;overflow:hidden;font-size:.92rem}
@@ -31,25 +34,64 @@ form.filters label{display:inline-block;margin-right:.8rem}nav a{margin-right:.5
 .num{text-align:right;font-variant-numeric:tabular-nums}.note{color:var(--muted)}
 .card{background:#fff;padding:1rem 1.2rem;margin:1rem 0;border:1px solid var(--line);border-radius:8px;overflow-wrap:anywhere}
 textarea{width:100%;max-width:40rem}input{max-width:100%}.actions a{white-space:nowrap}
-.big{font-size:2rem;font-weight:650;letter-spacing:-.01em}
+.big{font-size:2rem;font-weight:650;letter-spacing:-.01em}h3{font-size:1rem;margin:1rem 0 .4rem}
+ul.team-members{padding-left:1.2rem;margin:.3rem 0}ul.team-members li{margin:.3rem 0}ul.team-members button{padding:.1rem .55rem;font-size:.8rem;margin-left:.4rem}
 ol.codes{columns:2 11rem;column-gap:2.5rem;max-width:26rem;margin:.8rem 0;padding-left:2.2rem;font:1rem/1.9 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.secret.words{word-break:normal}.warn{background:#fff4e5;padding:.6rem .8rem;border-left:4px solid #d97706;border-radius:4px}
 dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
-@media(max-width:40rem){main{padding:0 .6rem}header{gap:.5rem}header span{margin-left:0}.card{padding:.8rem}
+form.switcher{display:flex;gap:.35rem;align-items:center;margin:0}form.switcher select{background:#1f2937;color:#f9fafb;border-color:#4b5563;max-width:16rem;padding:.2rem .4rem;font-size:.9rem}
+header a.new-org{font-size:.85rem;color:#9ca3af}.role{display:inline-block;font-size:.75rem;padding:.05rem .45rem;border-radius:999px;background:#eef2ff;color:#3730a3;text-transform:capitalize;white-space:nowrap}
+.role.owner{background:#fef3c7;color:#92400e}.role.billing{background:#ecfdf5;color:#065f46}.role.member{background:#f3f4f6;color:#374151}
+.danger{border-color:#b91c1c;background:#b91c1c}.card.danger-zone{border-color:#f3c4c4}.card>h2:first-child{margin-top:.1rem}.row{display:flex;gap:.5rem;flex-wrap:wrap;align-items:end}.row label{margin:0}
+.row>.card{flex:1 1 18rem;margin:.5rem 0}.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+@media(max-width:40rem){main{padding:0 .6rem}header .bar{gap:.5rem}header .who{margin-left:0}.card{padding:.8rem}form.switcher select{max-width:11rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}
 table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}table.stack tr:last-child{border-bottom:0}
 table.stack td{border:0;padding:.2rem .7rem;text-align:right;overflow-wrap:anywhere}table.stack td::before{content:attr(data-label);float:left;margin-right:1rem;color:var(--muted);font-size:.8rem}
 table.stack meter.bar{margin-left:auto}
 table:not(.stack){display:block;overflow-x:auto;background:linear-gradient(90deg,#fff 30%,#fff0) left/2rem 100% no-repeat local,linear-gradient(270deg,#fff 30%,#fff0) right/2rem 100% no-repeat local,radial-gradient(farthest-side at 0 50%,#0003,#0000) left/.8rem 100% no-repeat scroll,radial-gradient(farthest-side at 100% 50%,#0003,#0000) right/.8rem 100% no-repeat scroll,#fff}}`;
 
+/** Whether the session's role in the account it acts on has the permission (what a page offers). */
+export const mayDo = (session: Session, permission: Permission): boolean => session.member !== undefined && can(session.member.role, permission);
+
+/** The main navigation: each page with the permission it needs (the routes check the same), organizations' pages apart. */
+const NAV: ReadonlyArray<{ href: string; label: string; permission: Permission; organizationOnly?: boolean }> = [
+  { href: '/keys', label: 'Keys', permission: 'keys.own' },
+  { href: '/usage', label: 'Usage', permission: 'usage.own' },
+  { href: '/models', label: 'Models', permission: 'models.view' },
+  { href: '/balance', label: 'Balance', permission: 'billing.view' },
+  { href: '/refunds', label: 'Refunds', permission: 'refunds.request' },
+  { href: '/members', label: 'Members', permission: 'members.view', organizationOnly: true },
+  { href: '/teams', label: 'Teams', permission: 'teams.view', organizationOnly: true },
+  { href: '/organization', label: 'Settings', permission: 'members.view', organizationOnly: true },
+];
+
+/** Where a signed-in member starts: their keys, or (a role without keys) the usage. */
+export const homeOf = (session: Session): string => (mayDo(session, 'keys.own') ? '/keys' : '/usage');
+
+/** The account switcher: every account the user belongs to, the current one chosen; a form, so it works without script. */
+function switcher(session: Session): Html {
+  const current = session.member?.accountId;
+  return html`<form class="switcher" method="post" action="/account/switch"><input type="hidden" name="csrf" value="${session.csrfToken}"><label class="sr" for="account-switch">Account</label><select id="account-switch" name="account_id" data-autosubmit>${session.memberships.map(
+    (m) => html`<option value="${m.accountId}"${m.accountId === current ? html` selected` : ''}>${accountLabel(m)} · ${m.role}</option>`,
+  )}</select><button>Switch</button></form><a class="new-org" href="/organizations/new">+ Organization</a>`;
+}
+
 export function layout(title: string, session: Session | undefined, body: Html): Html {
+  const organization = session?.member?.organization !== undefined;
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${title} · Tollgate</title><style>${trusted(STYLE)}</style><script src="/assets/dashboard.js" defer></script></head><body>
-<header><strong>Tollgate</strong>${
+<header><div class="bar"><strong>Tollgate</strong>${
     session === undefined
       ? ''
-      : html`<nav aria-label="Main"><a href="/keys">Keys</a> <a href="/usage">Usage</a> <a href="/models">Models</a> <a href="/balance">Balance</a> <a href="/refunds">Refunds</a>${session.user.role === 'admin' ? html` <a href="/admin">Admin</a>` : ''} <a href="/account/two-factor">Security</a></nav><span>${session.user.email}</span>
+      : html`${switcher(session)}<span class="who">${session.user.email}</span>
 <form class="inline" method="post" action="/sign-out"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out</button></form>
 <form class="inline" method="post" action="/sign-out-everywhere"><input type="hidden" name="csrf" value="${session.csrfToken}"><button>Sign out everywhere</button></form>`
+  }</div>${
+    session === undefined
+      ? ''
+      : html`<nav aria-label="Main">${NAV.filter((n) => mayDo(session, n.permission) && (organization || n.organizationOnly !== true)).map((n) => html`<a href="${n.href}">${n.label}</a> `)}${
+          session.user.role === 'admin' ? html`<a href="/admin">Admin</a> ` : ''
+        }<a href="/account/two-factor">Security</a></nav>`
   }</header><main>${body}</main></body></html>`;
 }
 
@@ -111,23 +153,28 @@ function maxCostInput(micros: number | undefined): Html {
 export function keysPage(
   session: Session,
   keys: KeyView[],
-  opts: { error?: string; notice?: string; reveal?: { name: string; secret: string }; accountLimits?: RateLimits } = {},
+  opts: { error?: string; notice?: string; reveal?: { name: string; secret: string }; accountLimits?: RateLimits; teams?: TeamChoice[] } = {},
 ): Html {
   const defaults = opts.accountLimits ?? {};
   const csrf = html`<input type="hidden" name="csrf" value="${session.csrfToken}">`;
+  // Owners and admins see every member's keys, so who made each; a member sees only their own.
+  const everyone = mayDo(session, 'keys.all');
+  const teams = opts.teams ?? [];
+  const anyTeams = teams.length > 0 || keys.some((k) => k.team !== undefined);
+  const madeBy = (k: KeyView): Html | string => (everyone ? html`<td data-label="Made by">${k.owner?.email ?? html`<span class="note">the operator</span>`}</td>` : '');
   const bar = (spent: number, cap: number | undefined, label: string): Html =>
     cap === undefined
       ? html`${usd(spent)} <span class="note">no cap</span>`
       : html`${usd(spent)} of ${usd(cap)}<meter class="bar" min="0" max="${cap}" low="${Math.floor(cap * 0.8)}" high="${Math.floor(cap * 0.8)}" optimum="0" value="${Math.min(spent, cap)}" aria-label="${label}: ${Math.floor((Math.min(spent, cap) * 100) / Math.max(cap, 1))}% used"></meter>`;
   const rows = keys.map(
     (k) => html`<tr class="${k.state}"><td data-label="Name">${k.name}</td><td data-label="Key"><code>${k.displayHint}</code></td><td data-label="Created">${day(k.createdAt)}</td><td data-label="State">${k.state}</td>
-<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Rate limits">${limitsText(k.rateLimits, defaults)}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
+${madeBy(k)}${anyTeams ? html`<td data-label="Team">${k.team?.name ?? html`<span class="note">none</span>`}</td>` : ''}<td data-label="This month">${bar(k.monthSpent, k.monthlyCap, 'This month against the monthly cap')}</td><td data-label="Lifetime">${bar(k.lifetimeSpent, k.lifetimeCap, 'Lifetime against the lifetime cap')}</td><td data-label="Rate limits">${limitsText(k.rateLimits, defaults)}</td><td data-label="Last used">${k.lastUsedAt === undefined ? 'never' : day(k.lastUsedAt)}</td>
 <td class="actions">${k.state === 'active' ? html`<a href="/keys/${k.id}/edit">Edit caps and limits</a> · <a href="/keys/${k.id}/revoke">Revoke</a>` : ''}</td></tr>`,
   );
   return layout(
     'API keys',
     session,
-    html`<h1>API keys</h1>${opts.notice === undefined ? '' : html`<p class="ok" role="status">${opts.notice}</p>`}${errorBox(opts.error)}${
+    html`<h1>API keys</h1>${everyone || session.member?.organization === undefined ? '' : html`<p class="note">You see the keys you made in ${session.member.organization}; owners and admins see everyone's.</p>`}${opts.notice === undefined ? '' : html`<p class="ok" role="status">${opts.notice}</p>`}${errorBox(opts.error)}${
       session.user.emailVerified
         ? ''
         : html`<div class="card" role="note"><p><strong>Confirm your e-mail address.</strong> We mailed a link to ${session.user.email}; follow it to create keys and add money.</p>
@@ -141,12 +188,13 @@ export function keysPage(
 ${
   keys.length === 0
     ? html`<p>No keys yet. Create one below to call the API.</p>`
-    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th><th>This month</th><th>Lifetime</th><th>Rate limits</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+    : html`<table class="stack"><thead><tr><th>Name</th><th>Key</th><th>Created</th><th>State</th>${everyone ? html`<th>Made by</th>` : ''}${anyTeams ? html`<th>Team</th>` : ''}<th>This month</th><th>Lifetime</th><th>Rate limits</th><th>Last used</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
 }
 ${
   session.user.emailVerified
     ? html`<h2>Create a key</h2><form method="post" action="/keys">${csrf}
 <label>Name <input name="name" maxlength="100"></label>
+${teams.length === 0 ? '' : teamSelect(teams, undefined)}
 <label>Monthly cap, USD (optional) <input name="monthly_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 <label>Lifetime cap, USD (optional) <input name="lifetime_cap_usd" inputmode="decimal" pattern="\\d{1,10}(\\.\\d{1,6})?"></label>
 ${maxCostInput(undefined)}
@@ -155,13 +203,28 @@ ${limitInputs(undefined, 'empty: the default below')}
     : ''
 }
 <h2>Default rate limits for keys</h2><p class="note">They apply to every key that sets no limit of its own; a refused request gets a 429 with the time to wait.</p>
-<form method="post" action="/keys/rate-limits">${csrf}
+${
+  mayDo(session, 'keys.defaults')
+    ? html`<form method="post" action="/keys/rate-limits">${csrf}
 ${limitInputs(defaults, 'empty: none')}
-<button>Save default limits</button></form>`,
+<button>Save default limits</button></form>`
+    : html`<p id="default-limits">${limitsText(undefined, defaults)} <span class="note">(set by the account's owners and admins)</span></p>`
+}`,
   );
 }
 
-export function editCapsPage(session: Session, k: KeyView, error?: string): Html {
+/** A team a key may be put in (the teams the acting member may use). */
+export interface TeamChoice {
+  id: string;
+  name: string;
+}
+
+/** The key's team: its requests draw from the team's budgets too. */
+function teamSelect(teams: readonly TeamChoice[], chosen: string | undefined): Html {
+  return html`<label>Team <select name="team_id"><option value="">No team</option>${teams.map((t) => html`<option value="${t.id}"${t.id === chosen ? html` selected` : ''}>${t.name}</option>`)}</select></label>`;
+}
+
+export function editCapsPage(session: Session, k: KeyView, error?: string, teams: readonly TeamChoice[] = []): Html {
   return layout(
     'Edit caps',
     session,
@@ -175,7 +238,13 @@ ${maxCostInput(k.maxCostPerRequest)}
 <button>Save ceiling</button> <a href="/keys">Cancel</a></form>
 <h2>Rate limits</h2><form method="post" action="/keys/${k.id}/rate-limits"><input type="hidden" name="csrf" value="${session.csrfToken}">
 ${limitInputs(k.rateLimits, "empty: the account's default")}
-<button>Save rate limits</button> <a href="/keys">Cancel</a></form>`,
+<button>Save rate limits</button> <a href="/keys">Cancel</a></form>${
+      teams.length === 0 && k.team === undefined
+        ? ''
+        : html`<h2>Team</h2><p class="note">Its requests are admitted only while the team's budgets have room too; what it spent stays with the team it was in.</p><form method="post" action="/keys/${k.id}/team"><input type="hidden" name="csrf" value="${session.csrfToken}">
+${teamSelect(teams.some((t) => t.id === k.team?.id) || k.team === undefined ? teams : [...teams, k.team], k.team?.id)}
+<button>Save team</button> <a href="/keys">Cancel</a></form>`
+    }`,
   );
 }
 
@@ -191,7 +260,7 @@ export function revokePage(session: Session, k: KeyView): Html {
 }
 
 export function errorPage(session: Session | undefined, status: number, message: string): Html {
-  return layout('Error', session, html`<h1>${status === 404 ? 'Not found' : 'Something is wrong'}</h1>${errorBox(message)}<p><a href="/keys">Back to your keys</a></p>`);
+  return layout('Error', session, html`<h1>${status === 404 ? 'Not found' : status === 403 ? 'Not allowed' : 'Something is wrong'}</h1>${errorBox(message)}<p><a href="/">Back to the dashboard</a></p>`);
 }
 
 export function resetRequestPage(sent: boolean, error?: string): Html {

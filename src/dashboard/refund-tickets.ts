@@ -8,7 +8,7 @@ import { formatUsd } from '../billing/money.js';
 import type { Database } from '../record/database.js';
 import { findUsage } from '../record/usage-query.js';
 import { enqueueEmail } from './outbox.js';
-import { DashboardError } from './service.js';
+import { DashboardError } from './errors.js';
 
 export type TicketStatus = 'open' | 'approved' | 'declined';
 

@@ -1,7 +1,7 @@
 // Starting the dashboard with what it serves: the service over the record, the admin bootstrap, the
 // mail outbox and the periodic jobs (alerts, session purge). Top-ups are started by the process entry
 // point (top-ups/run.ts) and handed in: the dashboard serves their pages and their webhook routes.
-import type { Backend } from '../billing/backends.js';
+import type { AccountService } from '../accounts/service.js';
 import type { CatalogSnapshot } from '../catalog/snapshot.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { RunningTopUps } from '../top-ups/run.js';
@@ -9,6 +9,7 @@ import { readDashboardConfig } from './config.js';
 import { startDashboard } from './server.js';
 import { DashboardService } from './service.js';
 import { checkAlerts } from './alerts.js';
+import { memberEmailsWith } from './memberships.js';
 import { enqueueEmail, logMailer, smtpMailer, startOutboxWorker, type OutboxWorker } from './outbox.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 
@@ -21,8 +22,8 @@ export interface RunningDashboard {
 
 export interface RunDashboardOptions {
   db: Database;
-  backend: Backend;
-  onRevoke: () => void;
+  /** The process's one account service (its revoke tells the gateway's key cache). */
+  accounts: AccountService;
   env: Record<string, string | undefined>;
   /** Top-ups to serve (their pages and webhooks), started by the entry point; absent: no top-ups. */
   topUps?: Pick<RunningTopUps, 'topUps' | 'autoTopUps' | 'webhooks'>;
@@ -36,27 +37,24 @@ export interface RunDashboardOptions {
   models?: () => CatalogSnapshot;
 }
 
-/** Mails every dashboard user of an account, in the caller's transaction (top-ups' notices). */
+/** Mails the members who add money to an account (its owners and billing members), in the caller's transaction (top-ups' notices). */
 export async function mailAccountHolders(tx: Queryable, accountId: string, subject: string, text: string): Promise<void> {
-  const users = await tx.query<{ email: string }>('SELECT email FROM dashboard_users WHERE account_id = $1', [accountId]);
-  for (const u of users.rows) await enqueueEmail(tx, { to: u.email, subject, text });
+  for (const to of await memberEmailsWith(tx, accountId, 'billing.manage')) await enqueueEmail(tx, { to, subject, text });
 }
 
 export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDashboard> {
   const config = readDashboardConfig(opts.env);
   const service = new DashboardService({
     db: opts.db,
-    accounts: opts.backend.accounts,
-    ledger: opts.backend.ledger,
+    accounts: opts.accounts,
     signUp: config.signUp,
     sessionTtlMs: config.sessionTtlMs,
     adminRequiresTotp: config.adminRequireTotp,
-    onRevoke: opts.onRevoke,
     ...(opts.log === undefined ? {} : { log: opts.log }),
   });
   if (config.admin !== undefined) {
-    const operators = (await opts.backend.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.backend.accounts.createAccount('operators'));
-    const done = await service.bootstrapAdmin(config.admin.email, config.admin.password, operators.id, config.admin.promote);
+    const operators = (await opts.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.accounts.createAccount('operators'));
+    const done = await service.provisioning.bootstrapAdmin(config.admin.email, config.admin.password, operators.id, config.admin.promote);
     // Refused: the dashboard still starts (the gateway beside it keeps serving), without that admin.
     if (done.outcome === 'refused') (opts.log ?? ((l) => process.stderr.write(`${l}\n`)))(JSON.stringify({ level: 'error', event: 'dashboard_admin_refused', message: done.message }));
     else (opts.log ?? (() => undefined))(JSON.stringify({ level: 'info', event: 'dashboard_admin', outcome: done.outcome, email: done.user.email }));
@@ -89,7 +87,7 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
   alerts.unref();
   // Expired sessions and reset tokens are deleted, not only refused.
   const purge = setInterval(() => {
-    service.purgeExpired().catch((err: unknown) => opts.onError?.('session purge', err));
+    service.identity.purgeExpired().catch((err: unknown) => opts.onError?.('session purge', err));
   }, 10 * 60 * 1000);
   purge.unref();
   return {

@@ -3,7 +3,7 @@
 // turning it off (the password and a code or a recovery code).
 import { html, type Html } from './html.js';
 import { errorBox, layout } from './pages.js';
-import type { Session } from './service.js';
+import type { Session } from './sessions.js';
 import type { TotpEnrolment } from './totp.js';
 import { RECOVERY_CODE_COUNT } from './two-factor.js';
 

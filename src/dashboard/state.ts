@@ -1,13 +1,18 @@
-// What the dashboard's route modules share: the request state (session, body), the HTML answer and the
-// session cookie. Its own module, so route modules and the app that composes them do not import each other.
+// What the dashboard's route modules share: the request state (session, the acting member, body), the
+// HTML answer and the session cookie. Its own module, so route modules and the app that composes them
+// do not import each other.
 import type Koa from 'koa';
 import type { Context } from 'koa';
+import type { Actor } from './actor.js';
 import type { Html } from './html.js';
-import type { Session } from './service.js';
+import { accountLabel, type Membership } from './memberships.js';
+import type { Session } from './sessions.js';
 
 export interface DashboardState {
   session?: Session;
   sessionId?: string;
+  /** The member acting on the session's account, once a route's permission check let them through (route-guards.ts). */
+  actor?: Actor;
   body?: Record<string, unknown>;
 }
 
@@ -26,6 +31,13 @@ export function send(ctx: Context, page: Html, status = 200): void {
 /** The session of a guarded route (the guard has checked there is one). */
 export const who = (ctx: Context): Session => (ctx as Ctx).state.session as Session;
 
+/** The acting member of a route whose permission was checked; a route without the check cannot get one. */
+export function acting(ctx: Context): Actor {
+  const actor = (ctx as Ctx).state.actor;
+  if (actor === undefined) throw new Error(`${ctx.method} ${ctx.path} reads the acting member without a permission check`);
+  return actor;
+}
+
 export const SESSION_COOKIE = 'tg_session';
 
 export interface SessionCookie {
@@ -43,11 +55,18 @@ export function sessionCookie(secure: boolean): SessionCookie {
   return { set: write, clear: (ctx) => write(ctx, '', new Date(0)) };
 }
 
+/** An account the user belongs to, as the API shows it. */
+export function apiMembership(m: Membership): Record<string, unknown> {
+  return { id: m.accountId, name: accountLabel(m), kind: m.organization === undefined ? 'personal' : 'organization', role: m.role };
+}
+
 /** The session as the API shows it. */
 export function apiSession(s: Session): Record<string, unknown> {
   return {
-    user: { email: s.user.email, role: s.user.role, account_id: s.user.accountId, email_verified: s.user.emailVerified, totp_enabled: s.user.totpEnabled },
+    user: { id: s.user.id, email: s.user.email, role: s.user.role, account_id: s.user.accountId, email_verified: s.user.emailVerified, totp_enabled: s.user.totpEnabled },
     csrf_token: s.csrfToken,
     second_factor: s.secondFactor,
+    account: s.member === undefined ? null : apiMembership(s.member),
+    accounts: s.memberships.map(apiMembership),
   };
 }

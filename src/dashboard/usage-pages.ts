@@ -1,23 +1,16 @@
 // The Usage page (requests newest first, filters, a daily spend chart per key, CSV export), the refund
 // request form, and the Refunds page.
 import { formatUsd } from '../billing/money.js';
+import { isLimitReason, LIMITS } from '../limits/limits.js';
 import { REQUEST_STATUSES, type DailyKeySpend, type RecordedUsage } from '../record/usage-query.js';
 import { html, type Html } from './html.js';
-import { errorBox, layout, usd } from './pages.js';
+import { errorBox, layout, mayDo, usd } from './pages.js';
 import type { RefundTicket } from './refund-tickets.js';
-import type { Session } from './service.js';
+import type { Session } from './sessions.js';
 import type { UsageQuery } from './usage-view.js';
 
 const when = (ms: number | Date): string => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 
-const REFUSALS: Record<string, string> = {
-  insufficient_balance: 'refused: balance too low',
-  key_lifetime_cap_reached: 'refused: key lifetime cap',
-  key_monthly_cap_reached: 'refused: key monthly cap',
-  rate_limit_requests: 'refused: key requests per minute',
-  rate_limit_tokens: 'refused: key tokens per minute',
-  rate_limit_concurrency: 'refused: key requests at once',
-};
 
 const ms = (n: number): string => (n < 1000 ? `${n} ms` : `${(n / 1000).toFixed(n < 10_000 ? 2 : 1)} s`);
 
@@ -28,7 +21,7 @@ function finishCell(r: RecordedUsage): Html {
 }
 
 function statusCell(r: RecordedUsage): Html {
-  if (r.status === 'refused') return html`<span class="refused">${REFUSALS[r.refusalReason ?? ''] ?? 'refused'}</span>`;
+  if (r.status === 'refused') return html`<span class="refused">${r.refusalReason !== null && isLimitReason(r.refusalReason) ? LIMITS[r.refusalReason].dashboardLabel : 'refused'}</span>`;
   return html`${r.status.replace(/_/g, ' ')}${r.refunded ? html` · <strong>refunded</strong>` : ''}${r.modelRefused ? html` · <span title="The model declined to answer">model refused</span>` : ''}`;
 }
 
@@ -74,17 +67,18 @@ export function usagePageHtml(
 ): Html {
   const q = data.query;
   const keyNames = new Map(data.keys.map((k) => [k.id, k.name]));
+  const refunds = mayDo(session, 'refunds.request');
   const params = new URLSearchParams();
   for (const [k, v] of Object.entries({ key: q.keyId, model: q.model, status: q.status, from: q.from, to: q.to })) if (v !== undefined) params.set(k, v);
   const rows = data.records.map(
     (r) => html`<tr><td>${when(r.finishedAt)}</td><td><code class="rid">${r.requestId}</code></td><td>${keyNames.get(r.keyId) ?? r.keyId}</td><td>${r.model}</td>
 <td class="num">${tokensCell(r)}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${finishCell(r)}</td>
-<td>${r.cost > 0 && !r.refunded ? html`<a href="/usage/${r.requestId}/refund">Request a refund</a>` : ''}</td></tr>`,
+<td>${refunds && r.cost > 0 && !r.refunded ? html`<a href="/usage/${r.requestId}/refund">Request a refund</a>` : ''}</td></tr>`,
   );
   return layout(
     'Usage',
     session,
-    html`<h1>Usage</h1>${errorBox(data.error)}
+    html`<h1>Usage</h1>${mayDo(session, 'usage.all') ? '' : html`<p class="note">The requests made with your own keys.</p>`}${errorBox(data.error)}
 <form method="get" action="/usage" class="card filters" role="search">
 <label>Request id <input name="request_id" value="${q.requestId ?? ''}" placeholder="req_…"></label>
 <label>Key <select name="key"><option value="">All keys</option>${data.keys.map((k) => html`<option value="${k.id}"${k.id === q.keyId ? html` selected` : ''}>${k.name}</option>`)}</select></label>

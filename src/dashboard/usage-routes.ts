@@ -6,9 +6,14 @@ import { findUsage, type RecordedUsage } from '../record/usage-query.js';
 import type { DashboardState } from './state.js';
 import type { Html } from './html.js';
 import type { RefundTicket, RefundTickets } from './refund-tickets.js';
-import { DashboardError, type DashboardService, type Session } from './service.js';
+import type { Actor } from './actor.js';
+import { DashboardError } from './errors.js';
+import { need } from './route-guards.js';
+import type { DashboardService } from './service.js';
+import type { Session } from './sessions.js';
 import { refundRequestPage, refundsPage, usagePageHtml } from './usage-pages.js';
-import { dailySpend, usageCsvStream, usagePage, usageQueryOf } from './usage-view.js';
+import { dailySpend, usageCsvStream, usagePage, usageQueryOf, type UsageScope } from './usage-view.js';
+import { acting } from './state.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
 
@@ -58,6 +63,12 @@ type UsageDeps = { service: DashboardService; db: Database; tickets: RefundTicke
 
 const who = (ctx: Ctx): Session => ctx.state.session as Session;
 
+/** The keys whose usage the actor sees, and the scope of the usage queries: all of the account's (usage.all) or their own keys'. */
+async function scopeOf(service: DashboardService, actor: Actor): Promise<{ keys: Array<{ id: string; name: string }>; scope: UsageScope }> {
+  const { keys, all } = await service.keys.usageKeys(actor);
+  return { keys, scope: { accountId: actor.member.accountId, ...(all ? {} : { keyIds: keys.map((k) => k.id) }) } };
+}
+
 /** The usage and refund pages and their JSON twins. */
 export function usageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
   usagePageRoutes(router, deps);
@@ -68,14 +79,14 @@ export function usageRoutes(router: Router<DashboardState>, deps: UsageDeps): vo
 /** The Usage page (a bad filter is shown on the page, 400) and its CSV export. */
 function usagePageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
   const { service, db, send } = deps;
-  const keysOf = async (s: Session) => (await service.listKeys(s.user)).map((k) => ({ id: k.id, name: k.name }));
   const renderUsage = async (c: Ctx, status = 200, error?: string): Promise<void> => {
     const s = who(c);
     const query = error === undefined ? usageQueryOf(c.query) : {};
-    const [page, keys, days] = await Promise.all([usagePage(db, s.user.accountId, query), keysOf(s), dailySpend(db, s.user.accountId)]);
+    const { keys, scope } = await scopeOf(service, acting(c));
+    const [page, days] = await Promise.all([usagePage(db, scope, query), dailySpend(db, scope)]);
     send(c, usagePageHtml(s, { ...page, query, keys, days, ...(error === undefined ? {} : { error }) }), status);
   };
-  router.get('/usage', async (ctx) => {
+  router.get('/usage', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
     try {
       await renderUsage(c);
@@ -86,46 +97,47 @@ function usagePageRoutes(router: Router<DashboardState>, deps: UsageDeps): void 
   });
   const csv = async (ctx: Context): Promise<void> => {
     const c = ctx as Ctx;
-    const s = who(c);
-    const names = new Map((await keysOf(s)).map((k) => [k.id, k.name]));
-    const body = await usageCsvStream(db, s.user.accountId, usageQueryOf(c.query), names);
+    const { keys, scope } = await scopeOf(service, acting(c));
+    const names = new Map(keys.map((k) => [k.id, k.name]));
+    const body = await usageCsvStream(db, scope.accountId, usageQueryOf(c.query), names, scope.keyIds);
     c.type = 'text/csv; charset=utf-8';
     c.set('Content-Disposition', `attachment; filename="tollgate-usage-${new Date().toISOString().slice(0, 10)}.csv"`);
     c.body = body;
   };
-  router.get('/usage.csv', csv);
-  router.get('/api/usage.csv', csv);
+  router.get('/usage.csv', need('usage.own'), csv);
+  router.get('/api/usage.csv', need('usage.own'), csv);
 }
 
 /** Asking for a request's refund (post-redirect-get), and the list of requests sent. */
 function refundPageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
   const { db, tickets, send } = deps;
-  router.get('/usage/:requestId/refund', async (ctx) => {
+  router.get('/usage/:requestId/refund', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;
-    const r = await findUsage(db, who(c).user.accountId, c.params.requestId ?? '');
+    const r = await findUsage(db, acting(c).member.accountId, c.params.requestId ?? '');
     if (r === undefined) throw new DashboardError(404, 'There is no such request on this account.');
     send(c, refundRequestPage(who(c), r));
   });
-  router.post('/refunds', async (ctx) => {
+  router.post('/refunds', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;
     const s = who(c);
+    const accountId = acting(c).member.accountId;
     const b = c.state.body ?? {};
     try {
-      const t = await tickets.open(s.user.accountId, b.request_id, b.reason, s.user.email);
+      const t = await tickets.open(accountId, b.request_id, b.reason, s.user.email);
       // Post-redirect-get: a reload shows the list, it does not post the request again.
       c.status = 303;
       c.redirect(`/refunds?opened=${encodeURIComponent(t.id)}`);
     } catch (err) {
       if (!(err instanceof DashboardError) || err.status >= 500) throw err;
-      const r = typeof b.request_id === 'string' ? await findUsage(db, s.user.accountId, b.request_id) : undefined;
+      const r = typeof b.request_id === 'string' ? await findUsage(db, accountId, b.request_id) : undefined;
       if (r === undefined) throw err;
       send(c, refundRequestPage(s, r, err.message), err.status);
     }
   });
-  router.get('/refunds', async (ctx) => {
+  router.get('/refunds', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;
     const s = who(c);
-    const list = await tickets.list(s.user.accountId);
+    const list = await tickets.list(acting(c).member.accountId);
     const opened = typeof c.query.opened === 'string' ? list.find((t) => t.id === c.query.opened) : undefined;
     send(c, refundsPage(s, list, opened === undefined ? undefined : `Sent to support: refund request for ${opened.requestId}.`));
   });
@@ -133,29 +145,29 @@ function refundPageRoutes(router: Router<DashboardState>, deps: UsageDeps): void
 
 /** JSON: usage records, daily spend, refund tickets. */
 function usageApiRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
-  const { db, tickets } = deps;
-  router.get('/api/usage', async (ctx) => {
+  const { service, db, tickets } = deps;
+  router.get('/api/usage', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
-    const page = await usagePage(db, who(c).user.accountId, usageQueryOf(c.query), 100);
+    const page = await usagePage(db, (await scopeOf(service, acting(c))).scope, usageQueryOf(c.query), 100);
     c.body = { usage: page.records.map(apiUsage), next_cursor: page.nextCursor ?? null };
   });
-  router.get('/api/usage/daily', async (ctx) => {
+  router.get('/api/usage/daily', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { days: (await dailySpend(db, who(c).user.accountId)).map((d) => ({ key_id: d.keyId, day: d.day, spent_micro_usd: d.spent, requests: d.requests })) };
+    c.body = { days: (await dailySpend(db, (await scopeOf(service, acting(c))).scope)).map((d) => ({ key_id: d.keyId, day: d.day, spent_micro_usd: d.spent, requests: d.requests })) };
   });
-  router.get('/api/refund-tickets', async (ctx) => {
+  router.get('/api/refund-tickets', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { tickets: (await tickets.list(who(c).user.accountId)).map(apiTicket) };
+    c.body = { tickets: (await tickets.list(acting(c).member.accountId)).map(apiTicket) };
   });
-  router.post('/api/refund-tickets', async (ctx) => {
+  router.post('/api/refund-tickets', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;
     const s = who(c);
     const b = c.state.body ?? {};
     c.status = 201;
-    c.body = { ticket: apiTicket(await tickets.open(s.user.accountId, b.request_id, b.reason, s.user.email)) };
+    c.body = { ticket: apiTicket(await tickets.open(acting(c).member.accountId, b.request_id, b.reason, s.user.email)) };
   });
-  router.get('/api/refund-tickets/:ticketId', async (ctx) => {
+  router.get('/api/refund-tickets/:ticketId', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { ticket: apiTicket(await tickets.get(who(c).user.accountId, c.params.ticketId ?? '')) };
+    c.body = { ticket: apiTicket(await tickets.get(acting(c).member.accountId, c.params.ticketId ?? '')) };
   });
 }

@@ -5,8 +5,8 @@ import { Readable } from 'node:stream';
 import type { RequestStatus } from '../billing/ledger.js';
 import { formatUsd } from '../billing/money.js';
 import type { Database } from '../record/database.js';
-import { dailyKeySpend, findUsage, listUsagePage, REQUEST_STATUSES, UsageQueryError, type DailyKeySpend, type UsagePage, type UsageFilter } from '../record/usage-query.js';
-import { DashboardError } from './service.js';
+import { dailyKeySpend, findUsage, listUsagePage, REQUEST_STATUSES, UsageQueryError, type DailyKeySpend, type RecordedUsage, type UsagePage, type UsageFilter } from '../record/usage-query.js';
+import { DashboardError } from './errors.js';
 
 export interface UsageQuery {
   keyId?: string;
@@ -17,6 +17,13 @@ export interface UsageQuery {
   /** A request id: that one record, when it is this account's. */
   requestId?: string;
   cursor?: string;
+}
+
+/** Whose usage a reader sees: the account's, or (a member) only that of their own keys. */
+export interface UsageScope {
+  accountId: string;
+  /** Undefined: every key of the account. */
+  keyIds?: readonly string[];
 }
 
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
@@ -43,9 +50,10 @@ export function usageQueryOf(q: Record<string, unknown>): UsageQuery {
   return out;
 }
 
-function filterOf(accountId: string, q: UsageQuery): UsageFilter {
+function filterOf(scope: UsageScope, q: UsageQuery): UsageFilter {
   return {
-    accountId,
+    accountId: scope.accountId,
+    ...(scope.keyIds === undefined ? {} : { keyIds: scope.keyIds }),
     ...(q.keyId === undefined ? {} : { keyId: q.keyId }),
     ...(q.model === undefined ? {} : { model: q.model }),
     ...(q.status === undefined ? {} : { status: q.status }),
@@ -64,16 +72,22 @@ async function checked<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
-export async function usagePage(db: Database, accountId: string, q: UsageQuery, limit = 50): Promise<UsagePage> {
-  if (q.requestId !== undefined) {
-    const one = await findUsage(db, accountId, q.requestId);
-    return { records: one === undefined ? [] : [one] };
-  }
-  return checked(() => listUsagePage(db, { ...filterOf(accountId, q), limit, ...(q.cursor === undefined ? {} : { cursor: q.cursor }) }));
+/** One request of the scope by its id, or undefined (another account's, or another member's key's). */
+export async function findScopedUsage(db: Database, scope: UsageScope, requestId: string): Promise<RecordedUsage | undefined> {
+  const one = await findUsage(db, scope.accountId, requestId);
+  return one === undefined || (scope.keyIds !== undefined && !scope.keyIds.includes(one.keyId)) ? undefined : one;
 }
 
-export function dailySpend(db: Database, accountId: string, days = 30): Promise<DailyKeySpend[]> {
-  return checked(() => dailyKeySpend(db, { accountId, days }));
+export async function usagePage(db: Database, scope: UsageScope, q: UsageQuery, limit = 50): Promise<UsagePage> {
+  if (q.requestId !== undefined) {
+    const one = await findScopedUsage(db, scope, q.requestId);
+    return { records: one === undefined ? [] : [one] };
+  }
+  return checked(() => listUsagePage(db, { ...filterOf(scope, q), limit, ...(q.cursor === undefined ? {} : { cursor: q.cursor }) }));
+}
+
+export function dailySpend(db: Database, scope: UsageScope, days = 30): Promise<DailyKeySpend[]> {
+  return checked(() => dailyKeySpend(db, { accountId: scope.accountId, days, ...(scope.keyIds === undefined ? {} : { keyIds: scope.keyIds }) }));
 }
 
 const csvCell = (v: string | number | boolean | null): string => {
@@ -90,10 +104,11 @@ const CSV_HEADER = 'finished_at,request_id,key_id,key_name,model,status,finish_r
  * Every matching record as CSV (all pages), newest first, with a total row, as a stream: a page of
  * 1,000 records is read when the client has taken what came before (at most one page ahead), so an
  * export of any size holds a page or two in memory. The first page is read before the stream is
- * returned, so a bad filter is still a 400, not a cut-off download.
+ * returned, so a bad filter is still a 400, not a cut-off download. `keyIds`: only these keys' records.
  */
-export async function usageCsvStream(db: Database, accountId: string, q: UsageQuery, keyNames: Map<string, string>): Promise<Readable> {
-  const read = (cursor: string | undefined) => checked(() => listUsagePage(db, { ...filterOf(accountId, q), limit: 1000, ...(cursor === undefined ? {} : { cursor }) }));
+export async function usageCsvStream(db: Database, accountId: string, q: UsageQuery, keyNames: Map<string, string>, keyIds?: readonly string[]): Promise<Readable> {
+  const scope: UsageScope = { accountId, ...(keyIds === undefined ? {} : { keyIds }) };
+  const read = (cursor: string | undefined) => checked(() => listUsagePage(db, { ...filterOf(scope, q), limit: 1000, ...(cursor === undefined ? {} : { cursor }) }));
   const first = await read(undefined);
   async function* lines(): AsyncGenerator<string> {
     yield `${CSV_HEADER}\r\n`;

@@ -7,10 +7,11 @@ import { respondBeforeSettling } from '../settle/respond-first.js';
 import { stampAnswerCost } from '../settle/answer-cost.js';
 import { chargeOf, usdNumber, type ChargeOf } from '../billing/answer-cost.js';
 import type { CatalogModel, CatalogUpstream, SecretResolver } from '../catalog/snapshot.js';
-import { isRateLimitReason, type Ledger, type RequestStatus, type TokenUsage } from '../billing/ledger.js';
+import type { Ledger, RequestStatus, ReservationOutcome, TokenUsage } from '../billing/ledger.js';
+import { isLimitReason, isRateLimitReason, KEY_REFUSALS, LIMITS, type RateLimitReason, type RefusalReason } from '../limits/limits.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS } from '../billing/rate-limit-state.js';
 import { rateLimitError, rateLimitHeaders } from './rate-limits.js';
-import { formatUsd, recordableUsage } from '../billing/money.js';
+import { formatUsd, formatUsdAmount, recordableUsage } from '../billing/money.js';
 import type { SettlementQueue } from '../settle/settlement-queue.js';
 import { largestAffordableMaxTokens, worstCase, type RequestFootprint } from '../reserve/worst-case.js';
 import { ceilingInForce, COST_CEILING_HEADER, OUTPUT_LIMIT_HEADER, parseCostCeilingHeader, withinCeiling } from '../reserve/cost-ceiling.js';
@@ -73,30 +74,32 @@ export interface ExchangePlan {
   estimateInputTokens(): Promise<number>;
 }
 
-const REFUSAL_TEXT: Record<string, string> = {
-  insufficient_balance: 'The account balance is too low for this request',
-  key_lifetime_cap_reached: "This key's lifetime spending cap is too close to be reached for this request",
-  key_monthly_cap_reached: "This key's monthly spending cap is too close to be reached for this request",
-  key_revoked: 'This API key was revoked',
-  unknown_key: 'This API key no longer exists',
-};
+/** What the ledger's refusal says beyond its reason: the amounts, the binding limit and whose it is. */
+type MoneyRefusal = Pick<Extract<ReservationOutcome, { admitted: false }>, 'needed' | 'available' | 'availableOverall' | 'limit' | 'scopeName' | 'accountName'>;
 
-function refusalError(plan: ExchangePlan, reason: string, needed: number, available: number, availableOverall: number, inputTokenBound: number): GatewayError {
-  if (reason === 'key_revoked' || reason === 'unknown_key') {
-    return new GatewayError(401, `${REFUSAL_TEXT[reason]}; create a new key in the dashboard.`, { code: reason === 'key_revoked' ? 'revoked_api_key' : 'invalid_api_key' });
+/**
+ * A refusal by a limit of money (402), or of the key itself (401), in the words the declaration gives it:
+ * the binding limit named (a team's budget by the team's name), the worst case and what is left, and a
+ * smaller output limit that would fit or what the person can do; a limit with nothing left at all says
+ * so in its own sentence.
+ */
+function refusalError(plan: ExchangePlan, reason: Exclude<RefusalReason, RateLimitReason>, r: MoneyRefusal, inputTokenBound: number): GatewayError {
+  if (!isLimitReason(reason)) {
+    const key = KEY_REFUSALS[reason];
+    return new GatewayError(key.status, `${key.wording}; create a new key in the dashboard.`, { code: key.code });
   }
+  const { needed, available, availableOverall } = r;
+  const limit = LIMITS[reason];
+  const facts = { limit: r.limit === undefined ? '' : formatUsdAmount(r.limit), scopeName: r.scopeName ?? '', accountName: r.accountName ?? '' };
   const hint = largestAffordableMaxTokens(availableOverall, inputTokenBound, plan.model);
   const outputGiven = plan.footprint.maxOutputTokens !== undefined;
-  let advice: string;
-  if (hint > 0) {
-    advice = ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.`;
-  } else if (reason === 'insufficient_balance') {
-    advice = ' Top up the balance in the dashboard.';
-  } else {
-    advice = ' Raise or clear the cap in the dashboard, or use another key.';
-  }
-  const base = `${REFUSAL_TEXT[reason] ?? 'Refused'}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
-  return new GatewayError(402, base + advice, {
+  const advice = hint > 0 ? ` A smaller output limit would fit: ${plan.outputLimitField ?? 'max_tokens'} ${hint} or less.` : ` ${limit.wording.remedy}`;
+  const usedUp = 'usedUp' in limit.wording && available === 0 && hint === 0 ? limit.wording.usedUp : undefined;
+  const base =
+    usedUp !== undefined
+      ? `${usedUp(facts)} This request's worst case is ${formatUsd(needed)} USD.`
+      : `${limit.wording.refused(facts)}: its worst case is ${formatUsd(needed)} USD and ${formatUsd(available)} USD is left${outputGiven ? '' : ` (no ${plan.outputLimitField ?? 'max_tokens'} was given, so the model's default output limit of ${plan.model.defaultMaxOutputTokens} tokens was reserved)`}.`;
+  return new GatewayError(limit.status, usedUp !== undefined ? base : base + advice, {
     code: reason,
     details: {
       needed_micro_usd: needed,
@@ -208,6 +211,9 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
       requestId,
       accountId: key.accountId,
       keyId: key.id,
+      // The key's team and member (its owner) are on its path: their budgets are weighed too.
+      teamId: key.teamId,
+      memberId: key.ownerId,
       amount: bound.amount,
       holdTtlMs: deps.requestTimeoutMs + deps.holdMarginMs,
       model: model.id,
@@ -221,6 +227,8 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
         requestId,
         accountId: key.accountId,
         keyId: key.id,
+        teamId: key.teamId,
+        memberId: key.ownerId,
         model: model.id,
         usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
         cost: 0,
@@ -242,7 +250,7 @@ async function reserveWorstCase(ctx: GatewayContext, deps: ExchangeDeps, plan: E
         outputLimitField: plan.outputLimitField ?? 'max_tokens',
       });
     }
-    throw refusalError(plan, reservation.reason, reservation.needed, reservation.available, reservation.availableOverall, bound.inputTokenBound);
+    throw refusalError(plan, reservation.reason, reservation, bound.inputTokenBound);
   }
   deps.observer.reservation(ctx, 'admitted');
   // Sent with the answer (headers set now go out with a stream's first bytes as with a whole reply).
@@ -384,6 +392,8 @@ async function settle(
     requestId: ctx.state.requestId,
     accountId: key.accountId,
     keyId: key.id,
+    teamId: key.teamId,
+    memberId: key.ownerId,
     model: plan.model.id,
     usage,
     cost,

@@ -1,7 +1,8 @@
 // What a key's rate limits add to an answer: the headers of the client's format on every answer of a
 // key with limits, and the 429 of a refusal by one of them (with retry-after, which the official SDKs
 // wait out before their own retry).
-import type { RateLimitReason, RateLimitState } from '../billing/ledger.js';
+import type { RateLimitState } from '../billing/ledger.js';
+import { LIMITS, rateLimitFamily, type RateLimit, type RateLimitReason, type RateRefusalFacts } from '../limits/limits.js';
 import { clientFormat, type ClientFormatName } from '../formats/index.js';
 import { GatewayError } from '../request/gateway-error.js';
 
@@ -31,42 +32,29 @@ export interface RateLimitRefusal {
 }
 
 export function rateLimitError(format: ClientFormatName, r: RateLimitRefusal): GatewayError {
+  const spec: RateLimit = LIMITS[r.reason];
   const s = r.state;
   const headers = rateLimitHeaders(format, s);
-  if (r.reason === 'rate_limit_tokens' && s?.tokens !== undefined && r.needed > s.tokens.limit) {
+  const type = rateLimitFamily(spec.unit);
+  const limit = s?.[type]?.limit ?? 0;
+  // Requests in flight free a place when one finishes, not at a window's end.
+  const waitMs = spec.window === 'in_flight' ? CONCURRENCY_RETRY_MS : (s?.resetMs ?? 0) + RESET_MARGIN_MS;
+  const facts: RateRefusalFacts = {
+    limit,
+    per: per(r.windowMs),
+    needed: r.needed,
+    available: r.available,
+    retry: `retry in ${(waitMs / 1000).toFixed(waitMs < 10_000 ? 1 : 0)} s`,
+    outputLimitField: r.outputLimitField,
+  };
+  if (spec.wording.neverFits !== undefined && r.needed > limit && s?.[type] !== undefined) {
     // No window will ever fit it: not worth a retry.
-    return new GatewayError(
-      429,
-      `This request counts up to ${r.needed} tokens (its input and the reserved ${r.outputLimitField}), more than this API key's limit of ${s.tokens.limit} tokens ${per(r.windowMs)}; lower ${r.outputLimitField} or ask for a higher limit.`,
-      { code: 'rate_limit_exceeded', headers, final: true, details: { limit_type: 'tokens', limit: s.tokens.limit, requested: r.needed } },
-    );
+    return new GatewayError(spec.status, spec.wording.neverFits(facts), { code: 'rate_limit_exceeded', headers, final: true, details: { limit_type: type, limit, requested: r.needed } });
   }
-  const waitMs = r.reason === 'rate_limit_concurrency' ? CONCURRENCY_RETRY_MS : (s?.resetMs ?? 0) + RESET_MARGIN_MS;
-  const retry = { 'retry-after-ms': String(waitMs), ...headers };
-  const retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
-  const inSeconds = `retry in ${(waitMs / 1000).toFixed(waitMs < 10_000 ? 1 : 0)} s`;
-  if (r.reason === 'rate_limit_concurrency') {
-    const limit = s?.concurrency?.limit ?? 0;
-    return new GatewayError(429, `This API key already has ${limit} requests in flight, its limit; retry when one has finished.`, {
-      code: 'rate_limit_exceeded',
-      headers: retry,
-      retryAfterSeconds,
-      details: { limit_type: 'concurrency', limit },
-    });
-  }
-  if (r.reason === 'rate_limit_tokens') {
-    const limit = s?.tokens?.limit ?? 0;
-    return new GatewayError(
-      429,
-      `This API key's limit of ${limit} tokens ${per(r.windowMs)} is reached: this request counts up to ${r.needed} and ${r.available} are left; ${inSeconds}.`,
-      { code: 'rate_limit_exceeded', headers: retry, retryAfterSeconds, details: { limit_type: 'tokens', limit, remaining: r.available, requested: r.needed } },
-    );
-  }
-  const limit = s?.requests?.limit ?? 0;
-  return new GatewayError(429, `This API key's limit of ${limit} requests ${per(r.windowMs)} is reached; ${inSeconds}.`, {
+  return new GatewayError(spec.status, spec.wording.refused(facts), {
     code: 'rate_limit_exceeded',
-    headers: retry,
-    retryAfterSeconds,
-    details: { limit_type: 'requests', limit, remaining: r.available },
+    headers: { 'retry-after-ms': String(waitMs), ...headers },
+    retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+    details: { limit_type: type, limit, ...(type === 'concurrency' ? {} : { remaining: r.available }), ...(type === 'tokens' ? { requested: r.needed } : {}) },
   });
 }

@@ -43,6 +43,9 @@ export function journalEntryOf(req: SettlementRequest, outcome: SettlementOutcom
     requestId: req.requestId,
     accountId: req.accountId,
     keyId: req.keyId,
+    // Charged to this team's budgets (a key changes team; its earlier requests stay with the team they were charged to).
+    teamId: req.teamId,
+    memberId: req.memberId,
     model: req.model,
     // A settlement is not changed once made (the queue retries the same one), so its usage is shared.
     usage: req.usage,
@@ -102,7 +105,7 @@ function bigintElement(n: number): string {
  */
 export function journalColumns(entries: readonly JournalEntry[]): string[] {
   let r = '', a = '', k = '', m = '', i = '', o = '', ci = '', rs = '', c = '', res = '', st = '', mo = '', t = '', lat = '', rr = '';
-  let hs = '', fr = '', up = '', mr = '', tf = '', w5 = '', w1 = '';
+  let hs = '', fr = '', up = '', mr = '', tf = '', w5 = '', w1 = '', tm = '';
   for (let n = 0; n < entries.length; n++) {
     const e = entries[n] as JournalEntry;
     const sep = n === 0 ? '' : ',';
@@ -130,8 +133,9 @@ export function journalColumns(entries: readonly JournalEntry[]): string[] {
     up += sep + (d?.upstream === undefined ? 'NULL' : textElement(d.upstream));
     mr += sep + (d?.modelRefused === true ? 't' : 'f');
     tf += sep + (d?.ttftMs === undefined ? 'NULL' : bigintElement(d.ttftMs));
+    tm += sep + (e.teamId === undefined || e.teamId === '' ? 'NULL' : textElement(e.teamId));
   }
-  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, w5, w1].map((col) => `{${col}}`);
+  return [r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, w5, w1, tm].map((col) => `{${col}}`);
 }
 
 // The merge's usage insert: the batch travels as one array literal per column (journalColumns), as
@@ -142,15 +146,15 @@ const MERGE_SQL = `
 WITH batch AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
                        $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::text[],
-                       $16::integer[], $17::text[], $18::text[], $19::boolean[], $20::integer[], $21::bigint[], $22::bigint[])
-                  WITH ORDINALITY AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, w5, w1, ord)
+                       $16::integer[], $17::text[], $18::text[], $19::boolean[], $20::integer[], $21::bigint[], $22::bigint[], $23::text[])
+                  WITH ORDINALITY AS b(r, a, k, m, i, o, ci, rs, c, res, st, mo, t, lat, rr, hs, fr, up, mr, tf, w5, w1, tm, ord)
 ), rec AS (
   INSERT INTO usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens,
                              reasoning_tokens, cost, reserved, status, billing_month, started_at, finished_at,
                              http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms,
-                             cache_write_5m_tokens, cache_write_1h_tokens)
+                             cache_write_5m_tokens, cache_write_1h_tokens, team_id)
   SELECT r, a, k, m, i, o, ci, rs, c, res, st, mo, to_timestamp((t - lat)::double precision / 1000),
-         to_timestamp(t::double precision / 1000), hs, rr, fr, up, mr, tf, w5, w1
+         to_timestamp(t::double precision / 1000), hs, rr, fr, up, mr, tf, w5, w1, tm
     FROM batch ORDER BY ord
   ON CONFLICT (request_id) DO NOTHING
   RETURNING request_id, account_id, cost
@@ -260,7 +264,8 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
       `${copyField(e.requestId)}\t${copyField(e.accountId)}\t${copyField(e.keyId)}\t${copyField(e.model)}\t` +
       `${safeInteger(e.usage.input)}\t${safeInteger(e.usage.output)}\t${safeInteger(e.usage.cachedInput)}\t${safeInteger(e.usage.reasoning)}\t` +
       `${cost}\t${safeInteger(e.reserved)}\t${copyField(e.status)}\t${copyField(e.month)}\t${startedAt(started)}\t${finishedAt(finished)}\t` +
-      `${copyDetail(e)}\t${safeInteger(e.usage.cacheWrite5m ?? 0)}\t${safeInteger(e.usage.cacheWrite1h ?? 0)}\n`;
+      `${copyDetail(e)}\t${safeInteger(e.usage.cacheWrite5m ?? 0)}\t${safeInteger(e.usage.cacheWrite1h ?? 0)}\t` +
+      `${e.teamId === undefined || e.teamId === '' ? '\\N' : copyField(e.teamId)}\n`;
   }
   const accounts = [...shares.keys()].sort(byText);
   const postings: Posting[] = [];
@@ -278,7 +283,7 @@ export function journalLoad(entries: readonly JournalEntry[]): JournalLoad {
 const USAGE_COPY_TARGET =
   'usage_records (request_id, account_id, key_id, model, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, ' +
   'cost, reserved, status, billing_month, started_at, finished_at, http_status, refusal_reason, finish_reason, upstream, model_refused, ttft_ms, ' +
-  'cache_write_5m_tokens, cache_write_1h_tokens)';
+  'cache_write_5m_tokens, cache_write_1h_tokens, team_id)';
 
 // One statement after the usage records: a placeholder row for any account of the batch the record
 // has not seen (created in Redis before PostgreSQL was the record), so its usage and its posting always

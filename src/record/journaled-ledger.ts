@@ -6,19 +6,11 @@
 import { DelegatingLedger } from '../billing/delegating-ledger.js';
 import type { Ledger, ReservationOutcome, RefusalReason, ReservationRequest, SettlementOutcome, SettlementRequest } from '../billing/ledger.js';
 import { utcMonth } from '../billing/month.js';
+import { isLimitReason } from '../limits/limits.js';
 import type { NotALedgerFault } from '../billing/ledger-health.js';
 import { journalEntryOf } from './journal.js';
 import type { JournalWriter } from './journal-writer.js';
 
-/** Refusals by a limit (402 for money, 429 for a rate limit), which the dashboard lists; unknown and revoked keys are 401s. */
-const LIMIT_REFUSALS: ReadonlySet<RefusalReason> = new Set([
-  'insufficient_balance',
-  'key_lifetime_cap_reached',
-  'key_monthly_cap_reached',
-  'rate_limit_requests',
-  'rate_limit_tokens',
-  'rate_limit_concurrency',
-]);
 
 /** The journal is further behind than TOLLGATE_JOURNAL_MAX_LAG_MS: the request is refused, not served. */
 export class JournalBehindError extends Error implements NotALedgerFault {
@@ -68,7 +60,9 @@ export class JournaledLedger extends DelegatingLedger {
    * costs the request path nothing (a gateway that dies loses its uncommitted refusals, no money).
    */
   private recordRefusal(req: ReservationRequest, reason: RefusalReason): void {
-    if (!LIMIT_REFUSALS.has(reason)) return;
+    // Refusals by a limit (402 for money, 429 for a rate limit), which the dashboard lists; unknown and
+    // revoked keys are 401s.
+    if (!isLimitReason(reason)) return;
     const time = req.now ?? Date.now();
     // One row per key and reason a window: a key refused in a loop (no balance left, a script retrying)
     // shows its holder why, without a row per attempt; every refusal is still counted in the metrics
@@ -85,6 +79,8 @@ export class JournaledLedger extends DelegatingLedger {
       requestId: req.requestId,
       accountId: req.accountId,
       keyId: req.keyId,
+      teamId: req.teamId,
+      memberId: req.memberId,
       model: req.model ?? '',
       usage: { input: 0, output: 0, cachedInput: 0, reasoning: 0 },
       cost: 0,

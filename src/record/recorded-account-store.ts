@@ -20,6 +20,8 @@ import { checkCaps, checkImportedSecret, checkKeyChange } from '../accounts/vali
 import { checkRateLimits, compactRateLimits, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
 import { LookupBudget } from './lookup-budget.js';
+import { RecordedTeams, type ScopeStateDifference } from './recorded-teams.js';
+import { TeamChangeRefused, type HasTeams } from '../accounts/teams.js';
 
 interface AccountRow {
   id: string;
@@ -46,14 +48,16 @@ interface KeyRow {
   rpm_limit: number | null;
   tpm_limit: number | null;
   concurrency_limit: number | null;
+  owner_user_id: string | null;
   max_cost_per_request: number | null;
+  team_id: string | null;
 }
 
 const ACCOUNT_COLUMNS = `id, name, (extract(epoch FROM created_at) * 1000)::bigint AS created_ms,
   default_rpm_limit, default_tpm_limit, default_concurrency_limit, limits_version`;
 const KEY_COLUMNS = `id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap,
   (extract(epoch FROM created_at) * 1000)::bigint AS created_ms, (extract(epoch FROM revoked_at) * 1000)::bigint AS revoked_ms, version,
-  rpm_limit, tpm_limit, concurrency_limit, max_cost_per_request`;
+  rpm_limit, tpm_limit, concurrency_limit, owner_user_id, max_cost_per_request, team_id`;
 
 /** Rate limits from three nullable columns. */
 function limitsOf(rpm: number | null, tpm: number | null, concurrency: number | null): RateLimits | undefined {
@@ -101,6 +105,8 @@ function toKey(r: KeyRow): ApiKeyRecord {
   if (r.revoked_ms !== null) rec.revokedAt = Number(r.revoked_ms);
   const limits = limitsOf(r.rpm_limit, r.tpm_limit, r.concurrency_limit);
   if (limits !== undefined) rec.rateLimits = limits;
+  if (r.owner_user_id !== null) rec.ownerId = r.owner_user_id;
+  if (r.team_id !== null) rec.teamId = r.team_id;
   return rec;
 }
 
@@ -168,7 +174,9 @@ export interface KeyStateDifference {
   actual: number;
 }
 
-export class RecordedAccountStore implements AccountStore {
+export class RecordedAccountStore implements AccountStore, HasTeams {
+  /** The account's teams and members' budgets, kept here beside its keys (and pushed the same way). */
+  readonly teams: RecordedTeams;
   private readonly db: Database;
   private readonly hot: RestorableAccountStore;
   private readonly marker: string;
@@ -199,6 +207,12 @@ export class RecordedAccountStore implements AccountStore {
     this.onKeyPending = opts.onKeyPending;
     this.unknownKeyLookups = new LookupBudget(opts.unknownKeyLookupsPerSecond ?? 5, this.now);
     this.onKeyQuery = opts.onKeyQuery;
+    this.teams = new RecordedTeams({
+      db: this.db,
+      hot: this.hot,
+      keys: { setKeyTeam: (a, k, t) => this.setKeyTeam(a, k, t), leaveTeam: (a, t) => this.leaveTeam(a, t) },
+      ...(opts.onKeyPending === undefined ? {} : { onPending: opts.onKeyPending }),
+    });
     const sweepMs = opts.keySweepMs ?? 500;
     if (sweepMs > 0) {
       this.sweepTimer = setInterval(() => void this.sweepKeys(), sweepMs);
@@ -263,18 +277,21 @@ export class RecordedAccountStore implements AccountStore {
     const record = newKeyRecord(accountId, secret, opts, this.now());
     const row = await this.recordedAccountRow(accountId);
     if (row === undefined) throw new Error(`unknown account ${accountId}`);
+    if (record.teamId !== undefined && (await this.teams.getTeam(accountId, record.teamId)) === undefined) {
+      throw new TeamChangeRefused('no_team', 'The account has no such team.');
+    }
     const hash = hashApiKey(secret);
     const { prefix, lastFour } = splitHint(record.displayHint);
     const limits = record.rateLimits;
     const inserted = await this.db.query(
       `INSERT INTO api_keys (id, account_id, secret_hash, display_prefix, last_four, name, lifetime_cap, monthly_cap, created_at,
-         rpm_limit, tpm_limit, concurrency_limit, max_cost_per_request)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12, $13)
+         rpm_limit, tpm_limit, concurrency_limit, owner_user_id, max_cost_per_request, team_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9::double precision / 1000), $10, $11, $12, $13, $14, $15)
        ON CONFLICT (secret_hash) DO NOTHING`,
       [
         record.id, accountId, hash, prefix, lastFour, record.name, record.lifetimeCap ?? null, record.monthlyCap ?? null, record.createdAt,
         limits?.requestsPerMinute ?? null, limits?.tokensPerMinute ?? null, limits?.concurrentRequests ?? null,
-        record.maxCostPerRequest ?? null,
+        record.ownerId ?? null, record.maxCostPerRequest ?? null, record.teamId ?? null,
       ],
     );
     // Only an import racing another import of the same secret gets here.
@@ -297,6 +314,13 @@ export class RecordedAccountStore implements AccountStore {
     return found.record;
   }
 
+  /** A key the hot path lost, with its account's teams and members' budgets (a memory hot path restarted has none). */
+  private async reseedWithScopes(found: RecordedKey): Promise<ApiKeyRecord> {
+    const record = await this.reseed(found);
+    await this.teams.restore(found.record.accountId);
+    return record;
+  }
+
   /** A committed change this process has not pushed yet is newer than any copy the hot path answers with. */
   private newest(record: ApiKeyRecord | undefined): ApiKeyRecord | undefined {
     if (record === undefined || this.unpushed.size === 0) return record;
@@ -314,16 +338,17 @@ export class RecordedAccountStore implements AccountStore {
       case 'found':
         return this.newest(hot.record);
       case 'dangling': {
-        // A live key whose account's data is gone from the hot path: read it and its account back.
+        // A live key whose account's data is gone from the hot path: read it, its account and the
+        // budgets on its requests' paths back.
         this.onKeyQuery?.('dangling');
         const found = await this.recordedKey('account_id = $1 AND id = $2', [hot.accountId, hot.keyId]);
-        return found === undefined ? undefined : this.reseed(found);
+        return found === undefined ? undefined : this.reseedWithScopes(found);
       }
       case 'absent': {
         if (!this.unknownKeyLookups.take()) return undefined;
         this.onKeyQuery?.('unknown');
         const found = await this.recordedKey('secret_hash = $1', [secretHash]);
-        return found === undefined ? undefined : this.reseed(found);
+        return found === undefined ? undefined : this.reseedWithScopes(found);
       }
     }
   }
@@ -388,6 +413,24 @@ export class RecordedAccountStore implements AccountStore {
     return this.changeKey(named.map((s, i) => `${KEY_SETTING_COLUMNS[s]} = $${i + 3}`).join(', '), [accountId, keyId, ...named.map((s) => change[s] ?? null)]);
   }
 
+  /** Puts the key in a live team of its account, or in none; false when the account has no such key (or team). */
+  setKeyTeam(accountId: string, keyId: string, teamId: string | null): Promise<boolean> {
+    return this.changeKey(
+      'team_id = $3',
+      [accountId, keyId, teamId],
+      'AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM teams t WHERE t.id = $3 AND t.account_id = $1 AND t.deleted_at IS NULL))',
+    );
+  }
+
+  /** Every key of the team leaves it (the team is being deleted), each change pushed as any other. */
+  async leaveTeam(accountId: string, teamId: string): Promise<void> {
+    const r = await this.db.query<KeyRow>(
+      `UPDATE api_keys SET team_id = NULL, version = version + 1 WHERE account_id = $1 AND team_id = $2 RETURNING ${KEY_COLUMNS}`,
+      [accountId, teamId],
+    );
+    for (const row of r.rows) await this.push({ record: toKey(row), hash: row.secret_hash, version: Number(row.version) });
+  }
+
   async setKeyRateLimits(accountId: string, keyId: string, limits: RateLimits): Promise<boolean> {
     checkRateLimits(limits);
     return this.changeKey('rpm_limit = $3, tpm_limit = $4, concurrency_limit = $5', [
@@ -433,9 +476,9 @@ export class RecordedAccountStore implements AccountStore {
    * The change is durable once committed: a push that fails is retried here and by every sweeper, so the
    * caller is told it happened (true) even when Redis did not take it at once.
    */
-  private async changeKey(set: string, params: readonly SqlValue[]): Promise<boolean> {
+  private async changeKey(set: string, params: readonly SqlValue[], condition = ''): Promise<boolean> {
     const r = await this.db.query<KeyRow>(
-      `UPDATE api_keys SET ${set}, version = version + 1 WHERE account_id = $1 AND id = $2 RETURNING ${KEY_COLUMNS}`,
+      `UPDATE api_keys SET ${set}, version = version + 1 WHERE account_id = $1 AND id = $2 ${condition} RETURNING ${KEY_COLUMNS}`,
       params,
     );
     const row = r.rows[0];
@@ -495,6 +538,8 @@ export class RecordedAccountStore implements AccountStore {
       // Accounts' default rate limits take the same path.
       const a = await this.db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE limits_hot_version < limits_version ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
       for (const row of a.rows) if (await this.pushAccount(row)) pushed++;
+      // And teams' and members' budgets.
+      pushed += await this.teams.sweep();
       return pushed;
     })()
       .catch(() => 0)
@@ -504,12 +549,18 @@ export class RecordedAccountStore implements AccountStore {
     return this.sweeping;
   }
 
-  /** Puts the account and every one of its keys, as the record has them, back into the hot path. */
+  /** Puts the account, every one of its keys, its teams and members' budgets, as the record has them, back into the hot path. */
   async restoreAccountKeys(accountId: string): Promise<void> {
     const account = await this.reseedAccount(accountId);
     if (account === undefined) return;
     const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1`, [accountId]);
     for (const row of r.rows) await this.hot.restoreKey(toKey(row), row.secret_hash, Number(row.version));
+    await this.teams.restore(accountId);
+  }
+
+  /** Reconciliation's budget check of the account's teams and members (RecordedTeams.reconcile); repaired on the spot. */
+  reconcileScopes(accountId: string): Promise<ScopeStateDifference[]> {
+    return this.teams.reconcile(accountId);
   }
 
   /**

@@ -52,6 +52,12 @@ export interface RecordedLedgerOptions {
 
 /** Attempts of one reservation or settlement through seeding and the rebuild window. */
 const LOAD_ATTEMPTS = 4;
+/**
+ * Reads of the record one reload takes at most: a read is taken again only when something the record
+ * committed after it reached the account while it was on its way to Redis (a journal's commit, a
+ * movement), which a read of a few milliseconds meets rarely, and twice in a row more rarely still.
+ */
+const SEED_READS = 5;
 /** Longest one wait for a rebuild window. */
 const MAX_REBUILD_WAIT_MS = 5_000;
 
@@ -112,7 +118,10 @@ export class RecordedLedger extends DelegatingLedger {
 
   /**
    * Loads the account's money from the record into the hot path (a no-op when another gateway did it
-   * first). `windowMs` 0 is for an account created just now, which nothing can have settled yet.
+   * first). `windowMs` 0 is for an account created just now, which nothing can have settled yet. The
+   * read is taken under a reload mark: a commit that reaches the account between the read and the load
+   * (another gateway's journal committing what the lost copy settled, a movement) is told to the mark,
+   * and a read that missed it is taken again rather than loaded without it.
    */
   seed(accountId: string, windowMs = this.windowMs): Promise<void> {
     const target = this.seeded;
@@ -121,8 +130,13 @@ export class RecordedLedger extends DelegatingLedger {
     if (running === undefined) {
       running = (async () => {
         await this.restoreKeys?.(accountId);
-        const seed = await loadAccountSeed(this.db, accountId, { windowMs, now: this.now() });
-        await target.seedAccount(seed);
+        for (let read = 1; ; read++) {
+          const reload = await target.beginSeed(accountId);
+          if (reload === undefined) return;
+          const seed = await loadAccountSeed(this.db, accountId, { windowMs, now: this.now(), reload });
+          if ((await target.seedAccount(seed)) !== 'read again') return;
+          if (read >= SEED_READS) throw accountRebuilding();
+        }
       })().finally(() => this.seeding.delete(accountId));
       this.seeding.set(accountId, running);
     }

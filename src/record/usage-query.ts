@@ -13,6 +13,8 @@ export const MAX_PAGE_SIZE = 1_000;
 export interface UsageFilter {
   accountId: string;
   keyId?: string;
+  /** Only these keys' records (a member sees their own keys' usage); an empty list matches nothing. */
+  keyIds?: readonly string[];
   model?: string;
   status?: RequestStatus;
   /** Finished at or after (inclusive). */
@@ -177,6 +179,7 @@ export async function listUsagePage(db: Queryable, req: UsagePageRequest): Promi
   };
   // With a key the key's index leads (it holds only that key's rows); the account test keeps it scoped.
   if (req.keyId !== undefined) add((p) => `key_id = ${p}`, req.keyId);
+  if (req.keyIds !== undefined) add((p) => `key_id = ANY(${p})`, req.keyIds);
   if (req.model !== undefined) add((p) => `model = ${p}`, req.model);
   if (req.status !== undefined) add((p) => `status = ${p}`, req.status);
   if (req.from !== undefined) add((p) => `finished_at >= ${p}`, req.from);
@@ -223,7 +226,7 @@ export const MAX_SPEND_DAYS = 366;
  * Each key's spend per UTC day over the last `days` days (today included), oldest day first; days on
  * which a key had no request are absent. A refund does not lower the day's spend (the key did spend).
  */
-export async function dailyKeySpend(db: Queryable, opts: { accountId: string; days: number; keyId?: string; now?: Date }): Promise<DailyKeySpend[]> {
+export async function dailyKeySpend(db: Queryable, opts: { accountId: string; days: number; keyId?: string; keyIds?: readonly string[]; now?: Date }): Promise<DailyKeySpend[]> {
   if (!Number.isSafeInteger(opts.days) || opts.days < 1 || opts.days > MAX_SPEND_DAYS) throw new UsageQueryError(`days must be an integer from 1 to ${MAX_SPEND_DAYS}`);
   const now = opts.now ?? new Date();
   const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
@@ -234,6 +237,10 @@ export async function dailyKeySpend(db: Queryable, opts: { accountId: string; da
   if (opts.keyId !== undefined) {
     params.push(opts.keyId);
     keyClause = ' AND key_id = $4';
+  }
+  if (opts.keyIds !== undefined) {
+    params.push(opts.keyIds);
+    keyClause += ` AND key_id = ANY($${params.length})`;
   }
   const r = await db.query<{ key_id: string; day: string; spent: number; requests: number }>(
     `SELECT key_id, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, sum(cost)::bigint AS spent, count(*)::int AS requests

@@ -18,6 +18,7 @@ import { BoundCounter, BoundHistogram } from './bound-metrics.js';
 import type { CatalogSnapshot, Micros } from '../catalog/snapshot.js';
 import { CLIENT_FORMAT_NAMES, type ClientFormatName } from '../formats/index.js';
 import type { RefusalReason, TokenUsage } from '../billing/ledger.js';
+import { REFUSAL_REASONS, refusalMetricLabel } from '../limits/limits.js';
 
 export const METRIC_PREFIX = 'tollgate_';
 /** Label value for a model id the current catalog does not know (and before any catalog). */
@@ -52,16 +53,6 @@ export type UpstreamErrorClass = (typeof UPSTREAM_ERROR_CLASSES)[number];
 export const LEDGER_OPERATIONS = ['reserve', 'settle', 'lookup'] as const;
 export type LedgerOperation = (typeof LEDGER_OPERATIONS)[number];
 
-const REFUSAL_REASONS: readonly RefusalReason[] = [
-  'insufficient_balance',
-  'key_lifetime_cap_reached',
-  'key_monthly_cap_reached',
-  'key_revoked',
-  'unknown_key',
-  'rate_limit_requests',
-  'rate_limit_tokens',
-  'rate_limit_concurrency',
-];
 /** Statuses kept as exact codes; anything else becomes its class ("4xx"), bounding the label. */
 const EXACT_STATUSES: readonly number[] = [
   200, 400, 401, 402, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 502, 503, 504, 529,
@@ -340,7 +331,8 @@ export class GatewayMetrics {
     this.heldMicros.set(0);
 
     this.admittedChild = this.reservationsTotal.bind('admitted', 'none');
-    this.reservationChildren = new Map(REFUSAL_REASONS.map((r) => [r, this.reservationsTotal.bind('refused', r)]));
+    // One child per declared refusal (src/limits/limits.ts), labelled as the declaration says.
+    this.reservationChildren = new Map(REFUSAL_REASONS.map((r) => [r, this.reservationsTotal.bind('refused', refusalMetricLabel(r))]));
     this.reservationChildren.set('other', this.reservationsTotal.bind('refused', 'other'));
     const ledger = {} as Record<LedgerOperation, { duration: HistogramChild; errors: CounterChild }>;
     for (const op of LEDGER_OPERATIONS) {

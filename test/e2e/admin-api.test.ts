@@ -3,6 +3,7 @@
 // as the gateway sees it, refunds, usage and audit; bad input is a 400 with a JSON error, unknown ids
 // a 404, never a 500. Also the CLI over the same server. With the record (PostgreSQL), usage,
 // statements and daily spend come from it: more than 10,000 records paged through completely.
+import { AccountService } from '../../src/accounts/service.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -33,8 +34,9 @@ const recordDb = useTestDatabase('admin_usage');
 
 beforeAll(async () => {
   h = await startHarness({ ledger: 'redis' });
-  admin = await startAdminServer({ backend: h.backend, token: TOKEN, onRevoke: () => h.gateway.authenticator.forget() }, 0, '127.0.0.1');
-  remoteAdmin = await startAdminServer({ backend: h.backend, token: TOKEN }, 0, '127.0.0.1');
+  // This process's one account service (its revokes reach the gateway's key cache); another replica has its own.
+  admin = await startAdminServer({ accounts: new AccountService({ accounts: h.backend.accounts, ledger: h.backend.ledger, onRevoke: () => h.gateway.authenticator.forget() }), ledger: h.backend.ledger, token: TOKEN }, 0, '127.0.0.1');
+  remoteAdmin = await startAdminServer({ accounts: new AccountService({ accounts: h.backend.accounts, ledger: h.backend.ledger }), ledger: h.backend.ledger, token: TOKEN }, 0, '127.0.0.1');
   redis = new Redis(inject('redisUrl'));
 });
 
@@ -146,7 +148,7 @@ describe('the admin token', () => {
   });
 
   it('an admin server with an empty token refuses everything', async () => {
-    const closed = await startAdminServer({ backend: h.backend, token: '' }, 0, '127.0.0.1');
+    const closed = await startAdminServer({ accounts: new AccountService({ accounts: h.backend.accounts, ledger: h.backend.ledger }), ledger: h.backend.ledger, token: '' }, 0, '127.0.0.1');
     try {
       for (const o of [{ token: '' }, { token: null }, { authorization: 'Bearer ' }] satisfies CallOptions[]) {
         expect((await call('GET', '/accounts', undefined, { ...o, base: closed.url })).status).toBe(401);
@@ -746,18 +748,21 @@ describe('the CLI: a key\'s max cost per request', () => {
 describe('usage of record (PostgreSQL)', () => {
   let rh: Harness;
   let recordAdmin: { url: string; close(): Promise<void> };
+  /** The one account service of this admin server and the dashboard beside it. */
+  let recordAccounts: AccountService;
   const base = (): CallOptions => ({ base: recordAdmin.url });
   const logged: string[] = [];
 
   beforeAll(async () => {
     rh = await startHarness({ ledger: 'redis', record: recordDb.db });
-    recordAdmin = await startAdminServer({ backend: rh.backend, token: TOKEN, record: recordDb.db, log: (l) => logged.push(l) }, 0, '127.0.0.1');
+    recordAccounts = new AccountService({ accounts: rh.backend.accounts, ledger: rh.backend.ledger });
+    recordAdmin = await startAdminServer({ accounts: recordAccounts, ledger: rh.backend.ledger, token: TOKEN, record: recordDb.db, log: (l) => logged.push(l) }, 0, '127.0.0.1');
   });
 
   it("turns a locked-out dashboard user's two-factor sign-in off (issue 37, item 5): logged as totp_cleared, the user mailed and signed out", async () => {
     const account = await rh.backend.accounts.createAccount('locked-out');
-    const dashboard = new DashboardService({ db: recordDb.db, accounts: rh.backend.accounts, ledger: rh.backend.ledger, signUp: false, sessionTtlMs: 60_000 });
-    const user = await dashboard.upsertUser('Locked.Out@example.com', 'a long password', account.id);
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const user = await dashboard.provisioning.upsertUser('Locked.Out@example.com', 'a long password', account.id);
     // Enrolled as the Security page does it (the phone and the recovery codes are then lost).
     await recordDb.db.query("UPDATE dashboard_users SET totp_secret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP', totp_enabled_at = now() WHERE id = $1", [user.id]);
     await recordDb.db.query("INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at) VALUES ('h-locked-out', $1, 'c', now() + interval '1 hour')", [user.id]);
@@ -776,6 +781,95 @@ describe('usage of record (PostgreSQL)', () => {
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', {}, base()))).toMatch(/email is required/);
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com', user: 'x' }, base()))).toMatch(/unknown field user/);
     expect(errorOf(await call('POST', '/dashboard-users/clear-two-factor', { email: 'a@example.com' }))).toMatch(/the record/);
+  });
+
+  it("lists an organization's members with their roles (issue 39); an account without members lists none, without the record it says why", async () => {
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const personal = await rh.backend.accounts.createAccount('org-owner@example.com');
+    const owner = await dashboard.provisioning.upsertUser('org-owner@example.com', 'a long password', personal.id);
+    const org = await dashboard.organizations.create(owner, 'Admin API Org');
+    const other = await rh.backend.accounts.createAccount('org-billing@example.com');
+    const billing = await dashboard.provisioning.upsertUser('org-billing@example.com', 'a long password', other.id);
+    await recordDb.db.query("INSERT INTO account_memberships (account_id, user_id, role) VALUES ($1, $2, 'billing')", [org.accountId, billing.id]);
+    const listed = await call('GET', `/accounts/${org.accountId}/members`, undefined, base());
+    expect(listed.status).toBe(200);
+    expect(listed.body).toMatchObject({ account_id: org.accountId, organization: 'Admin API Org' });
+    expect((listed.body.members as Json[]).map((m) => [m.email, m.role, m.user_id, m.totp_enabled])).toEqual([
+      ['org-owner@example.com', 'owner', owner.id, false],
+      ['org-billing@example.com', 'billing', billing.id, false],
+    ]);
+    expect((await call('GET', `/accounts/${personal.id}/members`, undefined, base())).body).toMatchObject({ organization: null, members: [{ email: 'org-owner@example.com', role: 'owner' }] });
+    expect((await call('GET', '/accounts/acct_nope/members', undefined, base())).status).toBe(404);
+    // The CLI's `members` prints the same.
+    const printed = await cli(['members', org.accountId], TOKEN, recordAdmin.url);
+    expect(printed.code).toBe(0);
+    expect((JSON.parse(printed.stdout) as { members: Json[] }).members.map((m) => m.role)).toEqual(['owner', 'billing']);
+    expect(errorOf(await call('GET', `/accounts/${h.accountId}/members`))).toMatch(/the record/);
+  });
+
+  it("manages teams, members' budgets and keys' teams (issue 39, item 3), over the API and the CLI; the gateway applies them at once", async () => {
+    const dashboard = new DashboardService({ db: recordDb.db, accounts: recordAccounts, signUp: false, sessionTtlMs: 60_000 });
+    const personal = await rh.backend.accounts.createAccount('teams-owner@example.com');
+    const owner = await dashboard.provisioning.upsertUser('teams-owner@example.com', 'a long password', personal.id);
+    const org = await dashboard.organizations.create(owner, 'Admin Teams Org');
+    const a = org.accountId;
+    await recordAccounts.credit(a, 5_000_000, `teams-${a}`);
+    const created = await call('POST', `/accounts/${a}/teams`, { name: 'search', monthly_budget_usd: '0' }, base());
+    expect(created.status).toBe(201);
+    const team = created.body.team as Json;
+    expect(team).toMatchObject({ name: 'search', monthly_budget_micro_usd: 0, lifetime_budget_micro_usd: null, member_ids: [], month_spent_micro_usd: 0 });
+    expect((await call('POST', `/accounts/${a}/teams`, { name: 'SEARCH' }, base())).status).toBe(409);
+    expect(errorOf(await call('POST', `/accounts/${a}/teams`, { name: 'x', monthly_budget_usd: 'lots' }, base()))).toMatch(/monthly_budget_usd must be a decimal USD string/);
+    expect(errorOf(await call('POST', `/accounts/${a}/teams`, { name: 'x', budget: '1' }, base()))).toMatch(/unknown field budget/);
+    expect((await call('PUT', `/accounts/${a}/teams/${String(team.id)}/members/${owner.id}`, undefined, base())).body.team).toMatchObject({ member_ids: [owner.id] });
+    // A key in the team: refused at the team's budget of 0, named; served once the budget is cleared.
+    const key = await call('POST', `/accounts/${a}/keys`, { name: 'in search', team_id: team.id }, base());
+    expect(key.status).toBe(201);
+    expect((key.body.record as Json).teamId).toBe(team.id);
+    const chat = (): Promise<Response> =>
+      fetch(`${rh.baseUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${String(key.body.key)}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }) });
+    const refused = await chat();
+    expect(refused.status).toBe(402);
+    expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'team_monthly_budget_reached', message: expect.stringContaining("The search team's monthly budget of 0.00 USD is used up") });
+    expect((await call('PATCH', `/accounts/${a}/teams/${String(team.id)}`, { monthly_budget_usd: null, lifetime_budget_micro_usd: 3_000_000 }, base())).body.team).toMatchObject({ monthly_budget_micro_usd: null, lifetime_budget_micro_usd: 3_000_000 });
+    const served = await chat();
+    expect(served.status).toBe(200);
+    await served.text();
+    // The team's spend is the record's: the answer goes out before its settlement, which the journal
+    // then commits, so the listing shows it once both have happened.
+    await rh.settled();
+    await rh.journal?.flush();
+    await until('the team spend in the record', async () => {
+      const listed = await call('GET', `/accounts/${a}/teams`, undefined, base());
+      return ((listed.body.teams as Json[])[0]?.lifetime_spent_micro_usd as number) > 0 || undefined;
+    });
+    // A member's budget; a key's team moved and cleared; unknown ids are 404s.
+    expect((await call('PATCH', `/accounts/${a}/members/${owner.id}/budgets`, { monthly_budget_usd: '20.00' }, base())).body).toMatchObject({ user_id: owner.id, monthly_budget_micro_usd: 20_000_000 });
+    expect((await call('PATCH', `/accounts/${a}/members/usr_nope/budgets`, { monthly_budget_usd: '1' }, base())).status).toBe(404);
+    expect((await call('GET', `/accounts/${a}/budgets`, undefined, base())).body.members).toMatchObject([{ user_id: owner.id, monthly_budget_micro_usd: 20_000_000 }]);
+    const keyId = String((key.body.record as Json).id);
+    expect((await call('PATCH', `/accounts/${a}/keys/${keyId}`, { team_id: 'team_nope' }, base())).status).toBe(404);
+    expect((await call('PATCH', `/accounts/${a}/keys/${keyId}`, { team_id: null }, base())).body).toMatchObject({ team_id: null });
+    expect((await call('DELETE', `/accounts/${a}/teams/team_nope`, undefined, base())).status).toBe(404);
+
+    // The CLI says the same.
+    const run = async (...args: string[]): Promise<Json> => {
+      const r = await cli(args, TOKEN, recordAdmin.url);
+      expect(r.code, `${args.join(' ')}: ${r.stdout}${r.stderr}`).toBe(0);
+      return JSON.parse(r.stdout) as Json;
+    };
+    const infra = (await run('create-team', a, 'infra', '--monthly-budget', '50.00')).team as Json;
+    expect(infra).toMatchObject({ name: 'infra', monthly_budget_micro_usd: 50_000_000 });
+    expect((await run('team', a, String(infra.id), '--monthly-budget', 'none', '--name', 'platform')).team).toMatchObject({ name: 'platform', monthly_budget_micro_usd: null });
+    expect((await run('team-member', a, String(infra.id), owner.id, 'add')).team).toMatchObject({ member_ids: [owner.id] });
+    expect((await run('key-team', a, keyId, String(infra.id))).team_id).toBe(infra.id);
+    expect((await run('member-budget', a, owner.id, '--lifetime-budget', '9.5')).lifetime_budget_micro_usd).toBe(9_500_000);
+    expect(((await run('teams', a)).teams as Json[]).map((t) => t.name)).toEqual(['platform', 'search']);
+    expect(((await run('budgets', a)).members as Json[])[0]).toMatchObject({ monthly_budget_micro_usd: 20_000_000, lifetime_budget_micro_usd: 9_500_000 });
+    expect((await run('delete-team', a, String(infra.id))).deleted).toBe(true);
+    expect((await cli(['team', a, String(infra.id)], TOKEN, recordAdmin.url)).code).toBe(2);
+    // Without the record there are no teams, and it says why.
+    expect(errorOf(await call('GET', `/accounts/${h.accountId}/teams`))).toMatch(/the record/);
   });
 
   afterAll(async () => {

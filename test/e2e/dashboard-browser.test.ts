@@ -4,6 +4,7 @@
 // export the CSV and check its total against the statement, file a refund ticket that an admin approves
 // (the balance rises by exactly the request's cost), revoke the key and see the 401. Photographs the
 // main pages, desktop and narrow (files rewritten only with TOLLGATE_SCREENSHOTS=1).
+import { AccountService } from '../../src/accounts/service.js';
 import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import type { Browser, Page } from 'playwright-core';
@@ -35,15 +36,13 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
     harness = await startHarness({ record: tdb.db });
     service = new DashboardService({
       db: tdb.db,
-      accounts: harness.backend.accounts,
-      ledger: harness.backend.ledger,
+      accounts: new AccountService({ accounts: harness.backend.accounts, ledger: harness.backend.ledger, onRevoke: () => harness.gateway.authenticator.forget() }),
       signUp: true,
       sessionTtlMs: 3_600_000,
-      onRevoke: () => harness.gateway.authenticator.forget(),
     });
     dash = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
     const operators = await harness.backend.accounts.createAccount('operators');
-    await service.upsertUser('admin@example.com', 'the admin password', operators.id, 'admin');
+    await service.provisioning.upsertUser('admin@example.com', 'the admin password', operators.id, 'admin');
     browser = await launchChromium();
   }, 60_000);
 
@@ -217,7 +216,7 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
 
   it('on a 390 px phone: Keys actions and the statement\'s Amount and Balance are in view, the refund form and the admin account heading fit (issue 29, defect 11)', async () => {
     const account = await harness.backend.accounts.createAccount('a-holder-with-a-rather-long-name@phone.example.com');
-    await service.upsertUser('phone@example.com', 'a phone password', account.id);
+    await service.provisioning.upsertUser('phone@example.com', 'a phone password', account.id);
     const context = await browser.newContext({ viewport: { width: 390, height: 800 }, isMobile: true, hasTouch: true });
     const page = await context.newPage();
     await page.goto(`${dash.url}/sign-in`);
@@ -286,7 +285,7 @@ describe.skipIf(browserMissing)('dashboard in a browser', () => {
 
   it('two-factor sign-in on the Security page: on with a code and the password, ten recovery codes shown once (copied), one signs in in place of a code, off with another; every page fits a phone (issue 37, item 5)', async () => {
     const account = await harness.backend.accounts.createAccount('security');
-    await service.upsertUser('security@example.com', 'a security password', account.id);
+    await service.provisioning.upsertUser('security@example.com', 'a security password', account.id);
     const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: dash.url });
     const page = await context.newPage();

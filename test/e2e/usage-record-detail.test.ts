@@ -103,7 +103,7 @@ describe('the usage record keeps how each request ended', () => {
     expect(values[cells.indexOf('upstream')]).toBe('strict-upstream');
     expect(values[cells.indexOf('http_status')]).toBe('200');
     expect(values[cells.indexOf('finish_reason')]).toBe('content_filter');
-    const page = String(refundRequestPage({ user: { id: 'u', email: 'e2e@example.com', role: 'holder', accountId: h.accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000), secondFactor: false }, r));
+    const page = String(refundRequestPage({ user: { id: 'u', email: 'e2e@example.com', role: 'holder', accountId: h.accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000), secondFactor: false, memberships: [] }, r));
     expect(page).toContain('the model refused to answer');
     expect(page).toContain('strict-upstream · HTTP 200');
   });

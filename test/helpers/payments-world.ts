@@ -26,6 +26,8 @@ export interface PaymentsWorld {
   db: Database;
   backend: Backend;
   ledger: RecordedLedger;
+  /** The world's one account service (top-ups, the dashboard and an admin API share it). */
+  accounts: AccountService;
   stripe: FakeStripe;
   btcpay: FakeBtcpay;
   topUps: TopUpService;
@@ -51,10 +53,12 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
   const url = `http://127.0.0.1:${port}`;
   let crash = false;
   const card = stripeProvider({ secretKey: 'sk_test_tollgate', webhookSecret: STRIPE_WEBHOOK_SECRET, apiBase: stripe.url });
+  // The world's one account service: top-ups and the dashboard both change accounts through it.
+  const accounts = new AccountService({ accounts: backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) });
   const topUps = new TopUpService({
     db: opts.db,
     providers: [card, btcpayProvider({ url: btcpay.url, apiKey: 'btcpay-test-key', storeId: 'store-test', webhookSecret: BTCPAY_WEBHOOK_SECRET })],
-    accounts: new AccountService({ accounts: backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }),
+    accounts,
     publicUrl: url,
     afterCommit: () => {
       if (!crash) return;
@@ -63,7 +67,7 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
     },
   });
   const autoTopUps = new AutoTopUps({ db: opts.db, provider: card as PaymentProvider & { savedCards: SavedCards }, publicUrl: () => url });
-  const dashboard = new DashboardService({ db: opts.db, accounts: backend.accounts, ledger: backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
+  const dashboard = new DashboardService({ db: opts.db, accounts, signUp: true, sessionTtlMs: 3_600_000 });
   const server = await startDashboard({ service: dashboard, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), autoTopUps }, port, '127.0.0.1');
   stripe.setWebhookUrl(`${url}/webhooks/stripe`);
   btcpay.setWebhookUrl(`${url}/webhooks/btcpay`);
@@ -71,6 +75,7 @@ export async function startPaymentsWorld(opts: { db: Database; redis: Redis; nam
     db: opts.db,
     backend,
     ledger,
+    accounts,
     stripe,
     btcpay,
     topUps,

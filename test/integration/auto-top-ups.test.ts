@@ -60,9 +60,10 @@ beforeAll(async () => {
   dashUrl = `http://127.0.0.1:${port}`;
   provider = stripeProvider({ secretKey: 'sk_test_auto', webhookSecret: SECRET, apiBase: stripe.url }) as PaymentProvider & { savedCards: SavedCards };
   const ledger = h.backend.ledger as RecordedLedger;
-  topUps = new TopUpService({ db: testDb.db, providers: [provider], accounts: new AccountService({ accounts: h.backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) }), publicUrl: dashUrl, notifyHolders });
+  const accounts = new AccountService({ accounts: h.backend.accounts, ledger, applyCommitted: (m, r) => ledger.applyCommitted(m, r) });
+  topUps = new TopUpService({ db: testDb.db, providers: [provider], accounts, publicUrl: dashUrl, notifyHolders });
   auto = new AutoTopUps({ db: testDb.db, provider, publicUrl: () => dashUrl, notifyHolders });
-  dashService = new DashboardService({ db: testDb.db, accounts: h.backend.accounts, ledger: h.backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
+  dashService = new DashboardService({ db: testDb.db, accounts, signUp: true, sessionTtlMs: 3_600_000 });
   dashboard = await startDashboard({ service: dashService, secureCookie: false, topUps, webhooks: topUpWebhooks(topUps), autoTopUps: auto }, port, '127.0.0.1');
   stripe.setWebhookUrl(`${dashUrl}/webhooks/stripe`);
   const gateway = (): Promise<PassProcess> => startPassProcess({ databaseUrl: testDb.url, stripeUrl: stripe.url, webhookSecret: SECRET });
@@ -116,7 +117,7 @@ async function holder(name: string, behaviour: 'ok' | 'decline' | 'authenticate'
   const account = await h.backend.accounts.createAccount(name);
   await setBalance(account.id, 6_000_000);
   const email = `${name}@example.com`;
-  await dashService.upsertUser(email, 'a long password', account.id);
+  await dashService.provisioning.upsertUser(email, 'a long password', account.id);
   const pm = await saveCard(account.id, behaviour);
   await auto.configure(account.id, { enabled: true, thresholdCents: 500, amountCents: 1000, monthlyMaxCents });
   return { accountId: account.id, email, pm };
@@ -213,7 +214,7 @@ describe('automatic top-ups', () => {
       const account = await h.backend.accounts.createAccount(`holder-${behaviour}`);
       await h.backend.ledger.credit(account.id, 6_000_000, `start-${account.id}`);
       const key = await h.backend.accounts.createKey(account.id, { name: 'k' });
-      await dashService.upsertUser(`${behaviour}@example.com`, 'a long password', account.id);
+      await dashService.provisioning.upsertUser(`${behaviour}@example.com`, 'a long password', account.id);
       await saveCard(account.id, behaviour);
       await auto.configure(account.id, { enabled: true, thresholdCents: 500, amountCents: 1000, monthlyMaxCents: 5000 });
       await spendBelow(key.secret, account.id, 5_000_000);

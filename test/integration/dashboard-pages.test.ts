@@ -4,6 +4,7 @@
 // statement's usage entries, a refund ticket approved by an admin credits back exactly the request's
 // cost once, support and the holder are mailed through the outbox (delivered to a loopback SMTP
 // server), alerts mail once per crossing, and a holder reaches nothing of another account on any route.
+import { AccountService } from '../../src/accounts/service.js';
 import { SMTPServer } from 'smtp-server';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,10 +41,11 @@ beforeAll(async () => {
   });
   // Every holder here signs up from 127.0.0.1: a wide sign-up budget (the throttles have their own tests).
   const wide = new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 });
-  service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide }, onRevoke: () => harness.gateway.authenticator.forget() });
+  const accounts = new AccountService({ accounts: harness.backend.accounts, ledger: harness.backend.ledger, onRevoke: () => harness.gateway.authenticator.forget() });
+  service = new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide } });
   dash = await startDashboard({ service, secureCookie: false, supportEmail: 'support@example.com', models: () => harness.catalog.current() }, 0, '127.0.0.1');
   const operators = await harness.backend.accounts.createAccount('operators');
-  await service.upsertUser('root@example.com', 'an admin password', operators.id, 'admin');
+  await service.provisioning.upsertUser('root@example.com', 'an admin password', operators.id, 'admin');
 });
 
 afterAll(async () => {
@@ -65,7 +67,7 @@ async function holder(email: string, credit = 5_000_000, how: 'sign-up' | 'provi
   if (how === 'sign-up') await client.signUpConfirmed(tdb.db, email);
   else {
     const account = await harness.backend.accounts.createAccount(email);
-    await service.upsertUser(email, 'correct horse battery', account.id);
+    await service.provisioning.upsertUser(email, 'correct horse battery', account.id);
     const r = await client.req('POST', '/api/sign-in', { email, password: 'correct horse battery' });
     client.csrf = (r.json() as { csrf_token: string }).csrf_token;
   }

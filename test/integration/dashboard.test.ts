@@ -5,6 +5,7 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AccountService } from '../../src/accounts/service.js';
 import { readDashboardConfig } from '../../src/dashboard/config.js';
 import { runDashboard } from '../../src/dashboard/run.js';
 import { totpCode } from '../../src/dashboard/totp.js';
@@ -18,6 +19,8 @@ import { DashboardClient } from '../helpers/dashboard-client.js';
 
 const tdb = useTestDatabase('dash');
 let harness: Harness;
+/** The file's one account service, as a composition root builds it once. */
+let accounts: AccountService;
 let dash: { url: string; close(): Promise<void> };
 let secureDash: { url: string; close(): Promise<void> };
 /** The issue-29 tests' dashboard: wide budgets, so the throttle tests above leave them alone. */
@@ -38,21 +41,20 @@ const tbase = (): string => trust.url;
 
 beforeAll(async () => {
   harness = await startHarness();
+  accounts = new AccountService({ accounts: harness.backend.accounts, ledger: harness.backend.ledger, onRevoke: () => harness.gateway.authenticator.forget() });
   const service = new DashboardService({
     db: tdb.db,
-    accounts: harness.backend.accounts,
-    ledger: harness.backend.ledger,
+    accounts,
     signUp: true,
     sessionTtlMs: 3_600_000,
     // Every sign-up here comes from 127.0.0.1: a wide address budget for them (their own test is below).
     throttles: { signIn: new AttemptThrottle({ perAccount: 5, perAddress: 12, windowMs: 60_000 }), signUp: new AttemptThrottle({ perAccount: 3, perAddress: 1000, windowMs: 60_000 }) },
-    onRevoke: () => harness.gateway.authenticator.forget(),
   });
   dash = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
   secureDash = await startDashboard({ service, secureCookie: true }, 0, '127.0.0.1');
   const wide = (): AttemptThrottle => new AttemptThrottle({ perAccount: 50, perAddress: 1000, windowMs: 60_000 });
   trust = await startDashboard(
-    { service: new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signIn: wide(), signUp: wide() } }), secureCookie: false },
+    { service: new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000, throttles: { signIn: wide(), signUp: wide() } }), secureCookie: false },
     0,
     '127.0.0.1',
   );
@@ -172,7 +174,7 @@ describe('dashboard keys', () => {
   });
 
   it('behind a trusted proxy, throttles by the forwarded address; otherwise a forwarded header changes nothing', async () => {
-    const throttled = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000, throttles: { signIn: new AttemptThrottle({ perAccount: 100, perAddress: 3, windowMs: 60_000 }) } });
+    const throttled = new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000, throttles: { signIn: new AttemptThrottle({ perAccount: 100, perAddress: 3, windowMs: 60_000 }) } });
     const proxied = await startDashboard({ service: throttled, secureCookie: false, trustProxy: true }, 0, '127.0.0.1');
     const direct = await startDashboard({ service: throttled, secureCookie: false }, 0, '127.0.0.1');
     try {
@@ -299,9 +301,8 @@ describe('the local run dashboard', () => {
   it('signs the demo user in to the demo account over plain http and shows its keys', async () => {
     const local = await startLocalDashboard({
       db: tdb.db,
-      backend: harness.backend,
+      accounts,
       accountId: harness.accountId,
-      onRevoke: () => harness.gateway.authenticator.forget(),
       env: { DASHBOARD_PORT: '0', TOLLGATE_DEMO_EMAIL: 'demo@tollgate.local', TOLLGATE_DEMO_PASSWORD: 'demo password 1234' },
     });
     try {
@@ -314,7 +315,7 @@ describe('the local run dashboard', () => {
       const keys = (await b.api('GET', '/api/keys')).json() as { keys: { id: string }[] };
       expect(keys.keys.map((k) => k.id)).toEqual([harness.keyId]);
       // A second start (a restart) sets the new password; the old one no longer signs in.
-      const again = await startLocalDashboard({ db: tdb.db, backend: harness.backend, accountId: harness.accountId, onRevoke: () => undefined, env: { DASHBOARD_PORT: '0' } });
+      const again = await startLocalDashboard({ db: tdb.db, accounts, accountId: harness.accountId, env: { DASHBOARD_PORT: '0' } });
       await again.close();
       expect(again.password).not.toBe('demo password 1234');
       expect((await new Browser(() => local.url).req('POST', '/api/sign-in', { email: local.email, password: 'demo password 1234' })).status).toBe(401);
@@ -357,7 +358,7 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     await squatter.signUp('operator@example.com', 'squatter password 1');
     const lines: string[] = [];
     const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'operator@example.com', DASHBOARD_ADMIN_PASSWORD: 'the operator password' };
-    const first = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env, log: (l) => lines.push(l) });
+    const first = await runDashboard({ db: tdb.db, accounts, env, log: (l) => lines.push(l) });
     await first.close();
     const still = (await squatter.req('GET', '/api/session')).json() as { user: { role: string } };
     expect(still.user.role).toBe('holder');
@@ -365,7 +366,7 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     expect(refusal?.message).toMatch(/operator@example\.com belongs to an existing holder.*DASHBOARD_ADMIN_PROMOTE=true/);
     expect((await new Browser(tbase).req('POST', '/api/sign-in', { email: 'operator@example.com', password: 'the operator password' })).status).toBe(401);
     // Named as a promotion: it becomes admin with the configured password, and the squatter's session ends.
-    const second = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PROMOTE: 'true' }, log: (l) => lines.push(l) });
+    const second = await runDashboard({ db: tdb.db, accounts, env: { ...env, DASHBOARD_ADMIN_PROMOTE: 'true' }, log: (l) => lines.push(l) });
     await second.close();
     expect((await squatter.req('GET', '/api/session')).status).toBe(401);
     expect((await squatter.req('GET', '/admin')).status).toBe(302);
@@ -378,13 +379,13 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
 
   it('a new admin address is created confirmed; a restart with the same password keeps its sessions, a new password ends them', async () => {
     const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'fresh-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'fresh admin password' };
-    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env })).close();
+    await (await runDashboard({ db: tdb.db, accounts, env })).close();
     const a = new Browser(tbase);
     const r = await a.req('POST', '/api/sign-in', { email: 'fresh-admin@example.com', password: 'fresh admin password' });
     expect((r.json() as { user: { role: string } }).user.role).toBe('admin');
-    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env })).close();
+    await (await runDashboard({ db: tdb.db, accounts, env })).close();
     expect((await a.req('GET', '/api/session')).status).toBe(200);
-    await (await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_PASSWORD: 'a changed admin password' } })).close();
+    await (await runDashboard({ db: tdb.db, accounts, env: { ...env, DASHBOARD_ADMIN_PASSWORD: 'a changed admin password' } })).close();
     expect((await a.req('GET', '/api/session')).status).toBe(401);
     const again = await a.req('POST', '/api/sign-in', { email: 'fresh-admin@example.com', password: 'a changed admin password' });
     expect((again.json() as { user: { email_verified: boolean } }).user.email_verified).toBe(true);
@@ -393,8 +394,8 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
   it("every change of a user's password, role or account ends that user's sessions", async () => {
     const holderAccount = await harness.backend.accounts.createAccount('provisioned');
     const otherAccount = await harness.backend.accounts.createAccount('provisioned-2');
-    const service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: false, sessionTtlMs: 3_600_000 });
-    await service.upsertUser('provisioned@example.com', 'first password 1', holderAccount.id);
+    const service = new DashboardService({ db: tdb.db, accounts, signUp: false, sessionTtlMs: 3_600_000 });
+    await service.provisioning.upsertUser('provisioned@example.com', 'first password 1', holderAccount.id);
     const signedIn = async (password: string): Promise<Browser> => {
       const b = new Browser(tbase);
       expect((await b.req('POST', '/api/sign-in', { email: 'provisioned@example.com', password })).status).toBe(200);
@@ -402,25 +403,25 @@ describe('accounts you can trust (issue 29, defect 1)', () => {
     };
     // The same settings again (a restart): nothing changed, the session stays.
     let b = await signedIn('first password 1');
-    await service.upsertUser('provisioned@example.com', 'first password 1', holderAccount.id);
+    await service.provisioning.upsertUser('provisioned@example.com', 'first password 1', holderAccount.id);
     expect((await b.req('GET', '/api/session')).status).toBe(200);
     // Password.
-    await service.upsertUser('provisioned@example.com', 'second password 2', holderAccount.id);
+    await service.provisioning.upsertUser('provisioned@example.com', 'second password 2', holderAccount.id);
     expect((await b.req('GET', '/api/session')).status).toBe(401);
     // Account.
     b = await signedIn('second password 2');
-    await service.upsertUser('provisioned@example.com', 'second password 2', otherAccount.id);
+    await service.provisioning.upsertUser('provisioned@example.com', 'second password 2', otherAccount.id);
     expect((await b.req('GET', '/api/session')).status).toBe(401);
     // Role.
     b = await signedIn('second password 2');
-    await service.upsertUser('provisioned@example.com', 'second password 2', otherAccount.id, 'admin');
+    await service.provisioning.upsertUser('provisioned@example.com', 'second password 2', otherAccount.id, 'admin');
     expect((await b.req('GET', '/api/session')).status).toBe(401);
   });
 
   it('admins enrol TOTP; with DASHBOARD_ADMIN_REQUIRE_TOTP the admin pages need a session opened with a code, and a code works once', async () => {
     const operators = await harness.backend.accounts.createAccount('totp-operators');
-    const service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: false, sessionTtlMs: 3_600_000, adminRequiresTotp: true });
-    await service.upsertUser('totp-admin@example.com', 'totp admin password', operators.id, 'admin');
+    const service = new DashboardService({ db: tdb.db, accounts, signUp: false, sessionTtlMs: 3_600_000, adminRequiresTotp: true });
+    await service.provisioning.upsertUser('totp-admin@example.com', 'totp admin password', operators.id, 'admin');
     const app = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
     const errors: string[] = [];
     const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
@@ -487,7 +488,7 @@ describe('DASHBOARD_ADMIN_REQUIRE_TOTP', () => {
     expect(() => readDashboardConfig({ DASHBOARD_ADMIN_EMAIL: 'a@example.com', DASHBOARD_ADMIN_PASSWORD: 'long enough pw', DASHBOARD_ADMIN_PROMOTE: 'sure' })).toThrow(/DASHBOARD_ADMIN_PROMOTE/);
     const env = { DASHBOARD_PORT: '0', DASHBOARD_ADMIN_EMAIL: 'env-admin@example.com', DASHBOARD_ADMIN_PASSWORD: 'env admin password' };
     for (const [required, expected] of [['true', 403], ['false', 200]] as const) {
-      const running = await runDashboard({ db: tdb.db, backend: harness.backend, onRevoke: () => undefined, env: { ...env, DASHBOARD_ADMIN_REQUIRE_TOTP: required } });
+      const running = await runDashboard({ db: tdb.db, accounts, env: { ...env, DASHBOARD_ADMIN_REQUIRE_TOTP: required } });
       try {
         const a = new Browser(() => running.url);
         expect((await a.req('POST', '/api/sign-in', { email: 'env-admin@example.com', password: 'env admin password' })).status).toBe(200);
@@ -503,7 +504,7 @@ describe('throttles that count before they verify (issue 29, defect 3)', () => {
   let own: { url: string; close(): Promise<void> };
   beforeAll(async () => {
     // The default budgets, on a dashboard of its own (this file's other dashboard has its own counts).
-    const service = new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
+    const service = new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000 });
     own = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
     await new Browser(() => own.url).signUp('burst@example.com', 'the right password');
   });
@@ -621,7 +622,7 @@ describe('smaller holes (issue 29, defects 7 and 11)', () => {
   it('reloading after a key is created shows the list and makes no second key (post-redirect-get); the secret is shown once', async () => {
     // A provisioned holder (confirmed by the operator's word), signed in.
     const account = await harness.backend.accounts.createAccount('reload');
-    await new DashboardService({ db: tdb.db, accounts: harness.backend.accounts, ledger: harness.backend.ledger, signUp: false, sessionTtlMs: 3_600_000 }).upsertUser('reload@example.com', 'reload password', account.id);
+    await new DashboardService({ db: tdb.db, accounts, signUp: false, sessionTtlMs: 3_600_000 }).provisioning.upsertUser('reload@example.com', 'reload password', account.id);
     const h = new Browser(tbase);
     const signedIn = await h.req('POST', '/api/sign-in', { email: 'reload@example.com', password: 'reload password' });
     h.csrf = (signedIn.json() as { csrf_token: string }).csrf_token;
@@ -764,8 +765,7 @@ describe('two-factor sign-in that can be turned off and recovered (issue 37, ite
     const wide = (): AttemptThrottle => new AttemptThrottle({ perAccount: 50, perAddress: 1000, windowMs: 60_000 });
     service = new DashboardService({
       db: tdb.db,
-      accounts: harness.backend.accounts,
-      ledger: harness.backend.ledger,
+      accounts,
       signUp: false,
       sessionTtlMs: 3_600_000,
       throttles: { signIn: wide(), resetSubmit: wide(), resetRequest: wide() },
@@ -780,7 +780,7 @@ describe('two-factor sign-in that can be turned off and recovered (issue 37, ite
   /** A holder signed in with the password only (TOTP off). */
   async function holder(email: string, role: 'holder' | 'admin' = 'holder'): Promise<Browser> {
     const account = await harness.backend.accounts.createAccount(email);
-    await service.upsertUser(email, PASSWORD, account.id, role);
+    await service.provisioning.upsertUser(email, PASSWORD, account.id, role);
     return signIn(email);
   }
   async function signIn(email: string, code?: string): Promise<Browser> {

@@ -23,6 +23,8 @@ const entryOf = fc
   .record({
     model: field,
     keyId: field,
+    // The team a request is charged to, any text (or none): both ways in carry it exactly.
+    teamId: fc.option(field, { nil: undefined }),
     status: fc.constantFrom('completed', 'client_cancelled', 'upstream_failed', 'refused'),
     refusal: fc.option(fc.constantFrom<RefusalReason>('insufficient_balance', 'key_lifetime_cap_reached', 'key_monthly_cap_reached'), { nil: undefined }),
     input: fc.nat({ max: 2_000_000 }),
@@ -36,6 +38,7 @@ const entryOf = fc
       requestId: '',
       accountId: 'acct_jc',
       keyId: f.keyId,
+      ...(f.teamId === undefined ? {} : { teamId: f.teamId }),
       model: f.model,
       usage: { input: f.input, output: f.output, cachedInput: 0, reasoning: 0 },
       cost: f.refusal === undefined ? f.cost : 0,
@@ -51,6 +54,7 @@ const entryOf = fc
 interface Row {
   request_id: string;
   key_id: string;
+  team_id: string | null;
   model: string;
   input_tokens: number;
   output_tokens: number;
@@ -73,7 +77,7 @@ async function roundTrips(db: Database, runs: number): Promise<void> {
       expect(await commitJournal(db, batch)).toMatchObject({ records: 0, charged: 0, merged: true });
       const ids = batch.map((e) => e.requestId);
       const rows = await db.query<Row>(
-        `SELECT request_id, key_id, model, input_tokens, output_tokens, cost, status, refusal_reason, http_status, started_at, finished_at
+        `SELECT request_id, key_id, team_id, model, input_tokens, output_tokens, cost, status, refusal_reason, http_status, started_at, finished_at
            FROM usage_records WHERE request_id = ANY($1::text[])`,
         [ids],
       );
@@ -83,6 +87,8 @@ async function roundTrips(db: Database, runs: number): Promise<void> {
         const r = byId.get(e.requestId);
         expect(r).toMatchObject({
           key_id: e.keyId,
+          // '' is no team: the journal writes none for it.
+          team_id: e.teamId === undefined || e.teamId === '' ? null : e.teamId,
           model: e.model,
           input_tokens: e.usage.input,
           output_tokens: e.usage.output,
@@ -128,13 +134,13 @@ describe('the journal commit carries any text exactly', () => {
       entry('r2', 'acct_b', 5, { model: 'tab\there \\N' }),
       entry('r1', 'acct_b', 7, { model: 'line\nbreak\r' }),
       entry('r9', 'acct_a', 0, { status: 'refused', refusal: 'insufficient_balance' }),
-      entry('r3', 'acct_c', 4),
+      entry('r3', 'acct_c', 4, { teamId: 'team_x' }),
     ]);
     expect(load.rows.split('\n')).toEqual([
-      'r1\tacct_b\tkey_1\tline\\nbreak\\r\t10\t2\t0\t0\t7\t7\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0',
-      'r2\tacct_b\tkey_1\ttab\\there \\\\N\t10\t2\t0\t0\t5\t5\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0',
-      'r3\tacct_c\tkey_1\tm\t10\t2\t0\t0\t4\t4\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0',
-      'r9\tacct_a\tkey_1\tm\t10\t2\t0\t0\t0\t0\trefused\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t402\tinsufficient_balance\t\\N\t\\N\tf\t\\N\t0\t0',
+      'r1\tacct_b\tkey_1\tline\\nbreak\\r\t10\t2\t0\t0\t7\t7\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0\t\\N',
+      'r2\tacct_b\tkey_1\ttab\\there \\\\N\t10\t2\t0\t0\t5\t5\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0\t\\N',
+      'r3\tacct_c\tkey_1\tm\t10\t2\t0\t0\t4\t4\tcompleted\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t\\N\t\\N\t\\N\t\\N\tf\t\\N\t0\t0\tteam_x',
+      'r9\tacct_a\tkey_1\tm\t10\t2\t0\t0\t0\t0\trefused\t2026-11\t2026-11-20T00:00:00.000Z\t2026-11-20T00:00:01.500Z\t402\tinsufficient_balance\t\\N\t\\N\tf\t\\N\t0\t0\t\\N',
       '',
     ]);
     expect(load.accounts).toEqual(['acct_a', 'acct_b', 'acct_c']);

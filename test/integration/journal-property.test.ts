@@ -4,6 +4,7 @@
 // Whatever the interleaving, once the journal has caught up every applied settlement is in PostgreSQL
 // exactly once, the Redis streams are empty, and the totals the triggers keep agree with the rows and
 // with Redis to the micro-dollar.
+import { AccountService } from '../../src/accounts/service.js';
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -280,8 +281,9 @@ describe('journal (Redis streams to PostgreSQL) properties', () => {
     expect(report.totalDifference).toBe(report.differences.reduce((s, d) => s + Math.abs(d.difference), 0));
 
     // The admin API serves the same report; without the record it says why there is none.
-    const admin = await startAdminServer({ backend, token: 'admin-token', reconcile: () => reconcile(books, [accountId]) }, 0, '127.0.0.1');
-    const bare = await startAdminServer({ backend, token: 'admin-token' }, 0, '127.0.0.1');
+    const accounts = new AccountService({ accounts: backend.accounts, ledger: backend.ledger });
+    const admin = await startAdminServer({ accounts, ledger: backend.ledger, token: 'admin-token', reconcile: () => reconcile(books, [accountId]) }, 0, '127.0.0.1');
+    const bare = await startAdminServer({ accounts, ledger: backend.ledger, token: 'admin-token' }, 0, '127.0.0.1');
     try {
       const res = await fetch(`${admin.url}/admin/reconciliation`, { headers: { authorization: 'Bearer admin-token' } });
       expect(res.status).toBe(200);

@@ -12,6 +12,9 @@
 //   - The cases the property relies on, one by one: a wiped account is refused until seeded; a hold the
 //     wipe took is charged when its request settles; a settlement applied before the wipe and committed
 //     after the seed is added once; a credit committed before the seed is not added twice.
+//   - What happens while a reload is between its read of the record and its load into Redis, staged in
+//     that order: another gateway commits and trims a settlement of the wiped copy; this gateway commits
+//     a credit; the account is loaded, used and wiped again. Each is counted once.
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -22,6 +25,7 @@ import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { JournaledLedger } from '../../src/record/journaled-ledger.js';
 import { reconcile } from '../../src/record/reconcile.js';
+import type { Database } from '../../src/record/database.js';
 import { reconcileSources } from '../../src/record/reconcile-job.js';
 import { recordedBackend } from '../../src/record/recorded-backend.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -33,11 +37,40 @@ const LIFETIME_CAP = 2_500;
 
 let worldNo = 0;
 
+/**
+ * The record as one gateway reaches it, where `next(fn)` has `fn` run once, right after the gateway's
+ * next read of an account for a reload (the statement that takes the record's snapshot) and before the
+ * reload goes on to Redis: what `fn` does happens while that reload is on its way.
+ */
+function pausingReloads(db: Database): { db: Database; next(fn: () => Promise<void>): void } {
+  let between: (() => Promise<void>) | undefined;
+  return {
+    db: {
+      kind: db.kind,
+      async query<R>(text: string, params?: Parameters<Database['query']>[1], opts?: Parameters<Database['query']>[2]) {
+        const r = await db.query<R>(text, params, opts);
+        const fn = between;
+        if (fn !== undefined && text.includes('pg_current_snapshot()')) {
+          between = undefined;
+          await fn();
+        }
+        return r;
+      },
+      exec: (script) => db.exec(script),
+      transaction: (fn) => db.transaction(fn),
+      close: () => db.close(),
+    },
+    next(fn) {
+      between = fn;
+    },
+  };
+}
+
 /** The production composition over a namespace of the test Redis; the test drives every timer. */
-async function world(opts: { windowMs?: number } = {}) {
+async function world(opts: { windowMs?: number; db?: Database } = {}) {
   const namespace = `${testRedis.namespace}-${++worldNo}`;
   const hot = createRedisBackend({ redis: testRedis.redis, namespace });
-  const backend = recordedBackend(hot, testDb.db, 'tg', { rebuildWindowMs: opts.windowMs ?? 0 });
+  const backend = recordedBackend(hot, opts.db ?? testDb.db, 'tg', { rebuildWindowMs: opts.windowMs ?? 0 });
   const keys = redisKeys(namespace);
   const stream = new RedisJournalStream(testRedis.redis, keys);
   const writer = new JournalWriter({ db: testDb.db, stream, maxLagMs: 600_000, intervalMs: 1e9, sweepIntervalMs: 0, trimIntervalMs: 1e9, trimAfterCommit: false });
@@ -252,7 +285,8 @@ describe('Redis wiped under a ledger seeded from the record', () => {
     const monitor = await testRedis.redis.monitor();
     const sent: number[] = [];
     monitor.on('monitor', (_time: string, args: string[]) => {
-      if (/^eval(sha)?$/i.test(args[0] ?? '') && args[4] === w.keys.journal(w.accountId)) sent.push(Number(args[5]));
+      // EVALSHA sha numkeys keys... args...: the first argument is the count.
+      if (/^eval(sha)?$/i.test(args[0] ?? '') && args[4] === w.keys.journal(w.accountId)) sent.push(Number(args[3 + Number(args[2])]));
     });
     try {
       await settleMany('slice', 1_200);
@@ -295,6 +329,69 @@ describe('Redis wiped under a ledger seeded from the record', () => {
     const other = recordedBackend(createRedisBackend({ redis: testRedis.redis, namespace: `${testRedis.namespace}-${worldNo}` }), testDb.db, 'tg', { rebuildWindowMs: 0 });
     await Promise.all([w.recorded.seed(w.accountId), other.ledger.seed(w.accountId), w.recorded.seed(w.accountId)]);
     expect((await expectHotEqualsRecord(w)).balance).toBe(5_000);
+    await w.writer.close(0);
+  });
+
+  it('a settlement another gateway commits and trims while this one reloads the account, between its read and its load, is counted once', async () => {
+    const w = await world();
+    const keyId = w.keyIds[0] ?? '';
+    // Applied by the copy the wipe takes; committed by nobody yet.
+    await reserveAndSettle(w.ledger, w, 'settled-before-wipe', keyId, 500, 300);
+    await w.wipe();
+    // This gateway reads the record (300 not in it), then the other commits and trims (Redis has no copy
+    // of the account yet), then this one loads Redis.
+    const paused = pausingReloads(testDb.db);
+    const reloading = recordedBackend(createRedisBackend({ redis: testRedis.redis, namespace: w.namespace }), paused.db, 'tg', { rebuildWindowMs: 0 });
+    paused.next(w.catchUp);
+    await reloading.ledger.seed(w.accountId);
+    expect((await expectHotEqualsRecord(w)).balance).toBe(5_000 - 300);
+    expect(await w.hot.ledger.keySpend(w.accountId, keyId)).toMatchObject({ lifetimeSpent: 300, monthSpent: 300 });
+    await w.writer.close(0);
+  });
+
+  it('a credit this gateway commits while its own reload of the account is between its read and its load is counted once', async () => {
+    const paused = pausingReloads(testDb.db);
+    const w = await world({ db: paused.db });
+    await w.wipe();
+    const idempotencyKey = `during-${randomBytes(3).toString('hex')}`;
+    let credited: Promise<boolean> | undefined;
+    paused.next(async () => {
+      // The credit commits, finds the account not loaded and waits for the reload under way. Redis has
+      // run its script once MONITOR shows it: the reload goes on to Redis after that.
+      const monitor = await testRedis.redis.monitor();
+      const seen = new Promise<void>((resolve) => {
+        monitor.on('monitor', (_time: string, args: string[]) => {
+          if (args.includes(w.keys.credit(w.accountId, idempotencyKey))) resolve();
+        });
+      });
+      credited = w.recorded.credit(w.accountId, 1_000, idempotencyKey);
+      await seen;
+      monitor.disconnect();
+    });
+    // A reservation loads the account; the credit lands during that load.
+    expect(await w.ledger.reserve({ requestId: 'loads', accountId: w.accountId, keyId: w.keyIds[1] ?? '', amount: 1, holdTtlMs: 60_000 })).toMatchObject({ admitted: true });
+    expect(await credited).toBe(true);
+    await w.ledger.settle({ requestId: 'loads', accountId: w.accountId, keyId: w.keyIds[1] ?? '', ...usage(0) });
+    await w.catchUp();
+    expect((await expectHotEqualsRecord(w)).balance).toBe(6_000);
+    await w.writer.close(0);
+  });
+
+  it('a reload whose read is older than a second wipe is read again: what the account did in between is counted', async () => {
+    const w = await world();
+    const keyId = w.keyIds[1] ?? '';
+    await w.wipe();
+    const paused = pausingReloads(testDb.db);
+    const reloading = recordedBackend(createRedisBackend({ redis: testRedis.redis, namespace: w.namespace }), paused.db, 'tg', { rebuildWindowMs: 0 });
+    paused.next(async () => {
+      // Meanwhile the other gateway loads the account itself, settles, commits and trims in that copy,
+      // and Redis is wiped again.
+      await reserveAndSettle(w.ledger, w, 'between-wipes', keyId, 500, 400);
+      await w.catchUp();
+      await w.wipe();
+    });
+    await reloading.ledger.seed(w.accountId);
+    expect((await expectHotEqualsRecord(w)).balance).toBe(5_000 - 400);
     await w.writer.close(0);
   });
 });

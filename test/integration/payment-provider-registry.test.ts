@@ -117,7 +117,7 @@ describe('a provider registered only in this test', () => {
     });
     if (started === undefined) throw new Error('top-ups did not start with the voucher configured');
     running = started;
-    const service = new DashboardService({ db: testDb.db, accounts: backend.accounts, ledger: backend.ledger, signUp: true, sessionTtlMs: 3_600_000 });
+    const service = new DashboardService({ db: testDb.db, accounts, signUp: true, sessionTtlMs: 3_600_000 });
     dashboard = await startDashboard({ service, secureCookie: false, topUps: running.topUps, webhooks: running.webhooks }, 0, '127.0.0.1');
     running.servedAt(dashboard.url);
   });

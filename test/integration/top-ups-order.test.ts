@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { topUpPage } from '../../src/dashboard/balance-pages.js';
-import type { Session } from '../../src/dashboard/service.js';
+import type { Session } from '../../src/dashboard/sessions.js';
 import { paidByMethods } from '../../src/top-ups/providers/btcpay.js';
 import type { Delivery } from '../../src/top-ups/fakes/fake-http.js';
 import { expectBalance, payerAccount, startPaymentsWorld, stripeTopUp, type PaymentsWorld } from '../helpers/payments-world.js';
@@ -210,7 +210,7 @@ describe('BTCPay amounts per payment method, and voided payments', () => {
 });
 
 describe('what the holder sees', () => {
-  const session = (accountId: string): Session => ({ user: { id: 'u', email: 'payer@example.com', role: 'holder', accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000), secondFactor: false });
+  const session = (accountId: string): Session => ({ user: { id: 'u', email: 'payer@example.com', role: 'holder', accountId, emailVerified: true, totpEnabled: false }, csrfToken: 'x', expiresAt: new Date(Date.now() + 60_000), secondFactor: false, memberships: [] });
 
   it('a card top-up the payer left is cancelled: the checkout is closed at Stripe and the page says so', async () => {
     const a = await payerAccount(w);

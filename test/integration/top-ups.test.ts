@@ -252,7 +252,7 @@ describe('top-ups in the admin API', () => {
     w.stripe.setWebhookUrl('http://127.0.0.1:9/webhooks/stripe');
     await w.stripe.pay(sessionId);
     w.stripe.setWebhookUrl(`${w.url}/webhooks/stripe`);
-    const admin = await startAdminServer({ backend: w.backend, token: 'admin-token', record: w.db, topUps: w.topUps }, 0, '127.0.0.1');
+    const admin = await startAdminServer({ accounts: w.accounts, ledger: w.backend.ledger, token: 'admin-token', record: w.db, topUps: w.topUps }, 0, '127.0.0.1');
     try {
       const call = async (path: string, method = 'GET') => {
         const res = await fetch(`${admin.url}/admin${path}`, { method, headers: { authorization: 'Bearer admin-token' } });

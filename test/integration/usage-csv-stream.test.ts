@@ -4,7 +4,7 @@
 // replaced, to see when pages are read.
 import { describe, expect, it } from 'vitest';
 import type { RequestStatus } from '../../src/billing/ledger.js';
-import { DashboardError } from '../../src/dashboard/service.js';
+import { DashboardError } from '../../src/dashboard/errors.js';
 import { usageCsvStream } from '../../src/dashboard/usage-view.js';
 import type { Database } from '../../src/record/database.js';
 import { useTestDatabase } from '../helpers/test-database.js';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ModelPricing } from '../../src/catalog/snapshot.js';
-import { costMicros, formatUsd } from '../../src/billing/money.js';
+import { costMicros, formatUsd, formatUsdAmount } from '../../src/billing/money.js';
 import { describeInvalidTopUp, feeCents, formatCents, MIN_TOP_UP_CENTS, parseUsdCents, quoteTopUp } from '../../src/top-ups/quote.js';
 
 const pricing = (p: Partial<ModelPricing>): ModelPricing => ({
@@ -81,6 +81,12 @@ describe('costMicros', () => {
     // 7339c82 this threw and the request was never settled). Settlement charges at most the hold.
     expect(costMicros({ input: 10, output: 1e30, cachedInput: 0, reasoning: 0 }, p)).toBe(Number.MAX_SAFE_INTEGER);
     expect(costMicros({ input: Number.POSITIVE_INFINITY, output: 0, cachedInput: 0, reasoning: 0 }, p)).toBe(Number.MAX_SAFE_INTEGER);
+  });
+});
+
+describe('formatUsdAmount', () => {
+  it('writes cents always and further places only where they are not zero', () => {
+    expect([500_000_000, 20, 0, 1_234_567, 1_230_000, 1_200_000, 10].map(formatUsdAmount)).toEqual(['500.00', '0.00002', '0.00', '1.234567', '1.23', '1.20', '0.00001']);
   });
 });
 

@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { anthropicRateLimitHeaders } from '../../src/formats/anthropic-messages/rate-limit-headers.js';
 import { openaiRateLimitHeaders, openaiResetDuration } from '../../src/formats/openai-chat/rate-limit-headers.js';
 import { rateLimitStateOf } from '../../src/billing/rate-limit-state.js';
+import { decodeReserveReply } from '../../src/billing/script-replies.js';
+import { bucketsOf } from '../../src/billing/buckets.js';
 
 describe('rate-limit headers', () => {
   it("OpenAI's reset durations", () => {
@@ -36,9 +38,15 @@ describe('rate-limit headers', () => {
     expect(anthropicRateLimitHeaders({ resetMs: 5 }, now)).toEqual({});
   });
 
-  it("reads the reserve script's rate-limit reply; none set is no state", () => {
-    expect(rateLimitStateOf([1, 'g', 7, 10, 3, -1, -1, 2500, 2, 1], 3)).toEqual({ requests: { limit: 10, remaining: 3 }, concurrency: { limit: 2, inFlight: 1 }, resetMs: 2500 });
-    expect(rateLimitStateOf([1, 'g', 7, -1, -1, -1, -1, 2500, -1, 0], 3)).toBeUndefined();
-    expect(rateLimitStateOf([1, 'g', 7], 3)).toBeUndefined();
+  it("reads the reserve script's rate-limit figures by bucket; none set is no state", () => {
+    // Buckets in declaration order: balance, lifetime cap, monthly cap, requests, tokens, in flight.
+    const buckets = bucketsOf({ keyId: 'k1' });
+    const figures = (rpm: number, reqs: number, conc: number, inFlight: number): number[] => [1000, 10, -1, 0, -1, 0, rpm, reqs, -1, 0, conc, inFlight];
+    const admitted = (f: number[]): ReturnType<typeof decodeReserveReply> => decodeReserveReply([1, 'g', 7, 0, 2500, ...f], buckets);
+    const state = (r: ReturnType<typeof decodeReserveReply>) => (r.kind === 'admitted' ? rateLimitStateOf(r.readings, r.resetMs) : undefined);
+    expect(state(admitted(figures(10, 7, 2, 1)))).toEqual({ requests: { limit: 10, remaining: 3 }, concurrency: { limit: 2, inFlight: 1 }, resetMs: 2500 });
+    expect(state(admitted(figures(-1, 0, -1, 0)))).toBeUndefined();
+    // A retried reservation of a request already held reports no figures.
+    expect(state(decodeReserveReply([1, 'g', 7, 0], buckets))).toBeUndefined();
   });
 });

@@ -59,3 +59,9 @@ local function inSnapshot(xid, snap)
   end
   return true
 end
+-- An account not loaded is told of a record transaction it cannot apply (a settlement the journal
+-- committed, a movement): a reload under way (its mark, seed-begin.lua) must have read it, or it reads
+-- again. Without a reload under way there is nothing to note: the next one reads after this commit.
+local function tellReload(mark, xid)
+  if xid and xid ~= '' and redis.call('EXISTS', mark) == 1 then redis.call('HSET', mark, 'tx:' .. xid, '1') end
+end

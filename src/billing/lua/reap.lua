@@ -1,25 +1,26 @@
--- Return expired holds of one account, and remember each so a late settlement is recognised and
--- charged once. The caller listed the due holds and their keys; every key is declared here, so the
--- script stays valid in Redis Cluster (all of them carry the account's hash tag).
--- KEYS: 1 account, 2 holds zset, then per hold i (i = 0..n-1): 3+3i hold, 4+3i key hash, 5+3i reaped marker
--- ARGV: 1 now, 2 marker ttl seconds, then per hold i: 3+2i request id, 4+2i key id
+-- Return expired holds of one account to every money bucket they drew from (buckets.lua), and remember
+-- each so a late settlement is recognised and charged once. The caller listed the due holds; every key is
+-- declared here, so the script stays valid in Redis Cluster (all of them carry the account's hash tag).
+-- KEYS: 1 account, 2 holds zset, then per hold i (i = 0..n-1): 3+2i hold, 4+2i reaped marker; then every
+--       hash the holds' buckets name
+-- ARGV: 1 now, 2 marker ttl seconds, 3 the number of holds n, then per hold i: 4+3i request id, 5+3i key
+--       id, 6+3i the key's buckets as the gateway describes them (JSON): what a hold that does not
+--       remember its own drew from
 -- Returns {reaped count, earliest remaining deadline or -1, micro-USD released}.
 local now = tonumber(ARGV[1])
+local prefix = tagPrefix(KEYS[1])
 local count = 0
 local released = 0
-local i = 0
-while KEYS[3 + 3 * i] do
-  local holdKey, keyKey, reapedKey = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
-  local rid, keyId = ARGV[3 + 2 * i], ARGV[4 + 2 * i]
-  i = i + 1
-  local h = redis.call('HMGET', holdKey, 'amount', 'keyId', 'month', 'deadline')
+for i = 0, tonumber(ARGV[3]) - 1 do
+  local holdKey, reapedKey = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+  local rid, keyId, described = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
+  local h = redis.call('HMGET', holdKey, 'amount', 'keyId', 'month', 'deadline', 'b')
   -- Re-checked here: the hold may have been settled since the caller listed it.
   if h[1] and h[2] == keyId and tonumber(h[4]) <= now then
     local held = tonumber(h[1])
-    redis.call('HINCRBY', KEYS[1], 'held', s(-held))
-    redis.call('HINCRBY', keyKey, 'lifetimeHeld', s(-held))
-    redis.call('HINCRBY', keyKey, 'mh:' .. h[3], s(-held))
-    redis.call('HSET', reapedKey, 'amount', h[1], 'keyId', h[2], 'month', h[3])
+    local buckets = h[5] or described
+    releaseHeld(prefix, cjson.decode(buckets), h[3], held)
+    redis.call('HSET', reapedKey, 'amount', h[1], 'keyId', h[2], 'month', h[3], 'b', buckets)
     redis.call('EXPIRE', reapedKey, ARGV[2])
     redis.call('DEL', holdKey)
     redis.call('ZREM', KEYS[2], rid)

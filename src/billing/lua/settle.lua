@@ -1,7 +1,10 @@
--- Settle one request exactly once: charge min(cost, held), release the rest, append the usage record.
--- KEYS: 1 account, 2 key, 3 hold, 4 holds zset, 5 settled marker, 6 reaped marker, 7 usage stream,
---       8 journal stream (when journaled: what PostgreSQL has yet to commit; the writer deletes an entry
---       after COMMIT), 9 the key's requests in flight (rate limits; see reserve.lua)
+-- Settle one request exactly once: charge min(cost, held) into every money bucket the hold drew from
+-- (buckets.lua: the balance, the budgets of its team and member, the key's caps), release the rest,
+-- give back what the token window counted beyond the use, free its
+-- place in flight, append the usage record.
+-- KEYS: 1 account, 2 hold, 3 holds zset, 4 settled marker, 5 reaped marker, 6 usage stream, 7 journal
+--       stream (when journaled: what PostgreSQL has yet to commit; the writer deletes an entry after
+--       COMMIT), 8.. every hash the buckets name (declared for Redis Cluster; all under the account's tag)
 -- ARGV: 1 cost, 2 request id, 3 key id, 4 model, 5 input, 6 output, 7 cachedInput, 8 reasoning,
 --       9 status, 10 latencyMs, 11 now, 12 marker ttl seconds, 13 usage max records, 14 trim threshold,
 --       15 '1' when the account's money comes from the record, 16 the generation the hold was reserved in,
@@ -10,7 +13,10 @@
 --       20 the request's detail for the usage record (request-detail.ts), when journaled,
 --       21 the tokens the request used against a token limit (input + output),
 --       22 input tokens written to a 5-minute prompt cache, 23 to a 1-hour one (both parts of `input`,
---       apart from `cachedInput`, the cache reads)
+--       apart from `cachedInput`, the cache reads), 24 the key's buckets as the gateway describes them
+--       now (JSON, buckets.lua): what a hold without its own description, or lost with a wipe, drew from,
+--       25 the team and 26 the member the request is charged to ('' for none), for the journal entry
+-- One decoder reads the reply: src/billing/script-replies.ts.
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
 -- journal entry id, month, reserved, generation and the account's new seq;
 -- or {-1} when the account's money is not in this Redis (wiped, or it lost writes: behind the seq the
@@ -18,7 +24,7 @@
 -- the record and settles again.
 
 local cost = tonumber(ARGV[1])
-if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 1, 0} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {0, 0, 1, 0} end
 local gen = ''
 if ARGV[15] == '1' then
   local g = redis.call('HMGET', KEYS[1], 'gen', 'seq')
@@ -31,11 +37,23 @@ if ARGV[15] == '1' then
 end
 
 local charge, released, late, month, reserved
-local h = redis.call('HMGET', KEYS[3], 'amount', 'keyId', 'month', 'rlWin', 'rlTok')
+local prefix = tagPrefix(KEYS[1])
+-- The key's buckets as the gateway describes them now (ARGV 24): what a hold lost with a wipe, or one
+-- that does not remember its own, drew from. Decoded only when needed: a hold remembers its own.
+local function described() return cjson.decode(ARGV[24]) end
 -- The request is no longer in flight, whatever became of its hold.
-if KEYS[9] then redis.call('ZREM', KEYS[9], ARGV[2]) end
+local function leaveFlight(buckets)
+  for _, b in ipairs(buckets) do
+    if b.kind == 'in_flight' then redis.call('ZREM', prefix .. b.at, ARGV[2]) end
+  end
+end
+local h = redis.call('HMGET', KEYS[2], 'amount', 'keyId', 'month', 'b')
 if h[1] then
   if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
+  -- The buckets the hold drew from, as it remembers them.
+  local buckets
+  if h[4] then buckets = cjson.decode(h[4]) else buckets = described() end
+  leaveFlight(buckets)
   local held = num(h[1])
   reserved = held
   month = h[3]
@@ -43,24 +61,31 @@ if h[1] then
   if charge > held then charge = held end
   released = held - charge
   late = 0
-  redis.call('HINCRBY', KEYS[1], 'held', s(-held))
-  redis.call('HINCRBY', KEYS[1], 'balance', s(-charge))
-  redis.call('HINCRBY', KEYS[2], 'lifetimeHeld', s(-held))
-  redis.call('HINCRBY', KEYS[2], 'mh:' .. month, s(-held))
-  -- The token window counted the worst case: what the request did not use goes back, if the window is
-  -- still the one it was counted in.
-  if h[4] then
-    local unused = num(h[5]) - num(ARGV[21])
-    if unused > 0 and redis.call('HGET', KEYS[2], 'rlWin') == h[4] then
-      local left = num(redis.call('HGET', KEYS[2], 'rlTok')) - unused
-      if left < 0 then left = 0 end
-      redis.call('HSET', KEYS[2], 'rlTok', s(left))
+  releaseHeld(prefix, buckets, month, held)
+  chargeInto(prefix, buckets, month, charge)
+  for i, b in ipairs(buckets) do
+    local at = prefix .. b.at
+    if b.kind == 'window' and b.giveBack then
+      -- The window counted the worst case: what the request did not use goes back, if the window is
+      -- still the one it was counted in.
+      local w = redis.call('HMGET', KEYS[2], 'win:' .. i, 'cnt:' .. i)
+      if w[1] then
+        local unused = num(w[2]) - num(ARGV[21])
+        if unused > 0 and redis.call('HGET', at, b.window) == w[1] then
+          local left = num(redis.call('HGET', at, b.count)) - unused
+          if left < 0 then left = 0 end
+          redis.call('HSET', at, b.count, s(left))
+        end
+      end
     end
   end
-  redis.call('DEL', KEYS[3])
-  redis.call('ZREM', KEYS[4], ARGV[2])
+  redis.call('DEL', KEYS[2])
+  redis.call('ZREM', KEYS[3], ARGV[2])
 else
-  local r = redis.call('HMGET', KEYS[6], 'amount', 'keyId', 'month')
+  -- No hold (reaped, lost with a wipe, or never taken): the key's places in flight as described now.
+  local current = described()
+  leaveFlight(current)
+  local r = redis.call('HMGET', KEYS[5], 'amount', 'keyId', 'month', 'b')
   if not r[1] then
     -- Reserved in an earlier generation of this Redis (wiped and seeded again since): the hold was lost
     -- with the wipe, the seed did not count it, and the work was done. Charged as a late settlement.
@@ -79,61 +104,53 @@ else
     end
   end
   if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
+  local buckets = current
+  if r[4] then buckets = cjson.decode(r[4]) end
   month = r[3]
   reserved = num(r[1])
   late = 1
   released = 0
-  -- The hold is gone, so other requests may have used its room: take only what is still free.
+  -- The hold is gone, so other requests may have used its room: take only what every money bucket
+  -- still has.
   charge = cost
   if num(r[1]) < charge then charge = num(r[1]) end
-  local a = redis.call('HMGET', KEYS[1], 'balance', 'held')
-  local free = num(a[1]) - num(a[2])
-  if free < charge then charge = free end
-  local k = redis.call('HMGET', KEYS[2], 'lifetimeCap', 'monthlyCap', 'lifetimeSpent', 'lifetimeHeld',
-    'ms:' .. month, 'mh:' .. month)
-  if k[1] then
-    free = num(k[1]) - num(k[3]) - num(k[4])
-    if free < charge then charge = free end
-  end
-  if k[2] then
-    free = num(k[2]) - num(k[5]) - num(k[6])
-    if free < charge then charge = free end
+  for _, b in ipairs(buckets) do
+    local room = roomOf(prefix, b, month)
+    if room and room < charge then charge = room end
   end
   if charge < 0 then charge = 0 end
-  redis.call('HINCRBY', KEYS[1], 'balance', s(-charge))
-  redis.call('DEL', KEYS[6])
+  chargeInto(prefix, buckets, month, charge)
+  redis.call('DEL', KEYS[5])
 end
 
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('HINCRBY', KEYS[2], 'lifetimeSpent', s(charge))
-redis.call('HINCRBY', KEYS[2], 'ms:' .. month, s(charge))
-redis.call('HSET', KEYS[5], 'charged', s(charge), 'keyId', ARGV[3])
-redis.call('EXPIRE', KEYS[5], ARGV[12])
+redis.call('HSET', KEYS[4], 'charged', s(charge), 'keyId', ARGV[3])
+redis.call('EXPIRE', KEYS[4], ARGV[12])
 if ARGV[18] == '1' then
   -- Journaled, usage history lives in PostgreSQL: the journal stream is this Redis's only copy of the
   -- settlement, held until PostgreSQL commits it, and the books count the charge as archived at once. A
   -- second copy in the usage stream would double the append and hold a history nobody reads here.
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(charge))
   -- Appended in this same script, so a settlement Redis applied is never without its entry.
-  local jid = redis.call('XADD', KEYS[8], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
+  local jid = redis.call('XADD', KEYS[7], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
     'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
     'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'month', month, 'gen', gen, 'seq', s(seq), 'd', ARGV[20] or '',
-    'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0')
+    'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0', 'team', ARGV[25] or '', 'member', ARGV[26] or '')
   return {charge, released, 0, late, jid, month, reserved, gen, seq}
 end
 
 -- Not journaled (no record): the usage stream is the history; a journal stream would never be read or
 -- trimmed.
-redis.call('XADD', KEYS[7], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
+redis.call('XADD', KEYS[6], '*', 't', 'u', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
   'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge),
   'st', ARGV[9], 'lat', ARGV[10], 'time', ARGV[11], 'cw5', ARGV[22] or '0', 'cw1', ARGV[23] or '0')
 -- Keep the stream bounded without losing the books: the cost of what is trimmed moves to a counter.
-local len = redis.call('XLEN', KEYS[7])
+local len = redis.call('XLEN', KEYS[6])
 if len > tonumber(ARGV[14]) then
   local excess = len - tonumber(ARGV[13])
-  local archived = usageCost(redis.call('XRANGE', KEYS[7], '-', '+', 'COUNT', s(excess)))
+  local archived = usageCost(redis.call('XRANGE', KEYS[6], '-', '+', 'COUNT', s(excess)))
   -- Exact trim: removes precisely the entries just summed (the oldest `excess`).
-  redis.call('XTRIM', KEYS[7], 'MAXLEN', ARGV[13])
+  redis.call('XTRIM', KEYS[6], 'MAXLEN', ARGV[13])
   redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
 end
 return {charge, released, 0, late}

@@ -1,11 +1,15 @@
 // Balance and usage with the API key, in OpenRouter's field names where it has one (its clients and
 // scripts read them) and ours beside them: GET /v1/key (the key: name, caps, its cost ceiling per
-// request, spend, what is left, rate limits), GET /v1/credits (the account's money) and GET /v1/generation?id= (one request's usage
+// request, spend, what is left, rate limits, its team, and every limit of money on its path with what is
+// left of each), GET /v1/credits (the account's money) and GET /v1/generation?id= (one request's usage
 // record). Money is integer micro-USD inside and goes out as USD numbers, as OpenRouter sends it, with
 // exact `*_micros` integers beside them. Only the calling key's account is ever read.
 import type { AccountStore, ApiKeyRecord } from '../../accounts/account-store.js';
 import { effectiveRateLimits } from '../../accounts/rate-limits.js';
-import type { Ledger, UsageRecord } from '../../billing/ledger.js';
+import type { Ledger, MoneyStanding, UsageRecord } from '../../billing/ledger.js';
+import { pathOfKey } from '../../billing/buckets.js';
+import { hasTeams, type Team } from '../../accounts/teams.js';
+import { LIMITS } from '../../limits/limits.js';
 import { formatUsd } from '../../billing/money.js';
 import type { Micros } from '../../catalog/snapshot.js';
 import type { Queryable } from '../../record/database.js';
@@ -68,15 +72,42 @@ async function daySpend(deps: AccountInfoDeps, key: ApiKeyRecord, now: number): 
   return { day: sum(starts.day), week: sum(starts.week) };
 }
 
+/** A limit of money on the key's path, as /v1/key lists it: whose it is, its value, what is used and left. */
+function limitBody(s: MoneyStanding, key: ApiKeyRecord, teamName: string | undefined): Record<string, unknown> {
+  const spec = LIMITS[s.reason];
+  const remaining = s.limit === undefined ? undefined : Math.max(0, s.limit - s.used);
+  const scopeId = spec.scope === 'team' ? key.teamId : spec.scope === 'member' ? key.ownerId : spec.scope === 'key' ? key.id : key.accountId;
+  return {
+    id: s.reason,
+    scope: spec.scope,
+    scope_id: scopeId ?? null,
+    ...(spec.scope === 'team' ? { scope_name: teamName ?? null } : {}),
+    window: spec.window,
+    limit: s.limit === undefined ? null : usd(s.limit),
+    used: usd(s.used),
+    remaining: remaining === undefined ? null : usd(remaining),
+    micros: { limit: s.limit ?? null, used: s.used, remaining: remaining ?? null },
+  };
+}
+
+/** The key's team as the record has it (its name), when the key is in one and accounts have a record. */
+function teamOf(accounts: AccountStore, key: ApiKeyRecord): Promise<Team | undefined> {
+  const teamId = key.teamId;
+  if (teamId === undefined || !hasTeams(accounts)) return Promise.resolve(undefined);
+  return fromRecord(() => accounts.teams.getTeam(key.accountId, teamId));
+}
+
 export function currentKey(deps: AccountInfoDeps) {
   return async (ctx: GatewayContext): Promise<void> => {
     const key = keyOf(ctx);
     const now = Date.now();
-    const [spend, periods, balance, account] = await Promise.all([
+    const [spend, periods, balance, account, standing, team] = await Promise.all([
       fromLedger(deps, () => deps.ledger.keySpend(key.accountId, key.id, now)),
       daySpend(deps, key, now),
       fromLedger(deps, () => deps.ledger.balance(key.accountId)),
       fromLedger(deps, () => deps.accounts.getAccount(key.accountId)),
+      fromLedger(deps, () => deps.ledger.moneyStanding(key.accountId, pathOfKey(key), now)),
+      teamOf(deps.accounts, key),
     ]);
     const available = Math.max(0, balance.balance - balance.held);
     const lifetimeLeft = key.lifetimeCap === undefined ? undefined : Math.max(0, key.lifetimeCap - spend.lifetimeSpent - spend.lifetimeHeld);
@@ -88,7 +119,9 @@ export function currentKey(deps: AccountInfoDeps) {
         : lifetimeLeft !== undefined
           ? { limit: key.lifetimeCap as Micros, left: lifetimeLeft, reset: null }
           : undefined;
-    const remaining = Math.min(available, binding?.left ?? available);
+    // What any request of this key can still spend: the least left of every limit of money on its path
+    // (the balance, its team's and its member's budgets, its own caps).
+    const remaining = standing.reduce((least, st) => (st.limit === undefined ? least : Math.min(least, Math.max(0, st.limit - st.used))), Math.min(available, binding?.left ?? available));
     const limits = effectiveRateLimits(key.rateLimits, account?.rateLimits);
     const perWindow = deps.rateLimitWindowMs === 60_000 ? '1m' : `${deps.rateLimitWindowMs / 1000}s`;
     ctx.body = {
@@ -118,8 +151,12 @@ export function currentKey(deps: AccountInfoDeps) {
         lifetime_cap: key.lifetimeCap === undefined ? null : usd(key.lifetimeCap),
         // The most one request may cost when its x-tollgate-max-cost-usd header sets less (or none).
         max_cost_per_request: key.maxCostPerRequest === undefined ? null : usd(key.maxCostPerRequest),
-        // What this key can spend now: the account's balance not held by requests in flight, within its caps.
+        // What this key can spend now: the account's balance not held by requests in flight, within its
+        // caps and the budgets of its team and its member.
         remaining: usd(remaining),
+        team: key.teamId === undefined ? null : { id: key.teamId, name: team?.name ?? null },
+        // Every limit of money on the key's path, in the order they bind on a tie, with what is left of each.
+        limits: standing.map((st) => limitBody(st, key, team?.name)),
         held: usd(spend.lifetimeHeld),
         micros: {
           usage: spend.lifetimeSpent,
