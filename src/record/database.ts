@@ -4,6 +4,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { actorSetting, currentActor, mayWrite } from './change-actor.js';
 
 export type SqlValue = string | number | boolean | null | Date | Buffer | readonly (string | null)[] | readonly number[];
 
@@ -49,6 +50,9 @@ export interface Database extends Queryable {
 
 const INT8_OID = 20;
 
+// Hands the audit triggers who is acting (src/record/change-actor.ts), for this transaction only.
+const NAME_ACTOR = "SELECT set_config('tollgate.actor', $1, true)";
+
 // Money is bigint micro-USD in the database and a JS number (an exact integer below 2^53) in code:
 // a value past that would silently lose cents, so it fails loudly instead.
 function parseInt8(value: string): number {
@@ -82,9 +86,10 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
       stream.on('error', reject);
       stream.end(rows);
     });
-  return {
+  const db: Database = {
     kind: 'postgres',
-    query: (text, params, opts) => run(pool, text, params, opts),
+    query: (text, params, opts) =>
+      currentActor() !== undefined && mayWrite(text) ? db.transaction((tx) => tx.query(text, params, opts)) : run(pool, text, params, opts),
     exec: async (script) => {
       await pool.query(script);
     },
@@ -92,6 +97,8 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
+        const actor = currentActor();
+        if (actor !== undefined) await client.query(NAME_ACTOR, [actorSetting(actor)]);
         const result = await fn({
           query: (text, params, opts) => run(client, text, params, opts),
           exec: async (script) => {
@@ -110,6 +117,7 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
     },
     close: () => pool.end(),
   };
+  return db;
 }
 
 /** `dataDir` undefined: in memory (tests); else persisted in that folder. */
@@ -124,24 +132,28 @@ export async function openPglite(dataDir?: string): Promise<Database> {
   const copy = async (q: Pick<PGlite, 'query'>, target: string, rows: string): Promise<void> => {
     await q.query(`COPY ${target} FROM '/dev/blob'`, [], { blob: new Blob([rows]) });
   };
-  return {
+  const handle: Database = {
     kind: 'pglite',
-    query: (text, params) => run(db, text, params),
+    query: (text, params) =>
+      currentActor() !== undefined && mayWrite(text) ? handle.transaction((tx) => tx.query(text, params)) : run(db, text, params),
     exec: async (script) => {
       await db.exec(script);
     },
     transaction: (fn) =>
-      db.transaction((tx) =>
-        fn({
+      db.transaction(async (tx) => {
+        const actor = currentActor();
+        if (actor !== undefined) await tx.query(NAME_ACTOR, [actorSetting(actor)]);
+        return fn({
           query: (text, params) => run(tx, text, params),
           exec: async (script) => {
             await tx.exec(script);
           },
           copyIn: (target, rows) => copy(tx, target, rows),
-        }),
-      ),
+        });
+      }),
     close: () => db.close(),
   };
+  return handle;
 }
 
 export interface DatabaseLocation {

@@ -1,6 +1,7 @@
 // Schema migrations: plain SQL files in ./migrations, applied in name order, each once. Numbering by
 // part of the product keeps parallel work apart: 001-019 the record (accounts, keys, ledger, usage,
-// journal), 020-039 the dashboard, 040-059 payments, 060-079 the Responses API's stored responses.
+// journal), 020-039 the dashboard, 040-059 payments, 060-079 the Responses API's stored responses, 080-099
+// the audit log (last, so its triggers can name every table before it).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import type { Database } from './database.js';
 
