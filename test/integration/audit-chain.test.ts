@@ -157,6 +157,33 @@ describe('audit entries', () => {
     await expect(t.db.query('TRUNCATE audit_log')).rejects.toThrow(/append-only/);
   });
 
+  it('a change waiting on a lock another change holds does not deadlock on the chain', async () => {
+    // The chain's head is locked at commit, not at the first entry: a transaction that wrote an entry and
+    // then waits for a row lock never holds up the writer of that row's entries.
+    const a = await newAccountWithKey(t.db);
+    const b = await newAccountWithKey(t.db);
+    let holderHasLock!: () => void;
+    const lockHeld = new Promise<void>((r) => (holderHasLock = r));
+    let waiterWrote!: () => void;
+    const waiterHasWritten = new Promise<void>((r) => (waiterWrote = r));
+    const holder = t.db.transaction(async (tx) => {
+      await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [b.account]);
+      holderHasLock();
+      await waiterHasWritten;
+      // Give the waiter time to block on the row lock.
+      await new Promise((r) => setTimeout(r, 200));
+      await tx.query("UPDATE api_keys SET name = 'by the holder' WHERE id = $1", [b.key]);
+    });
+    await lockHeld;
+    const waiter = t.db.transaction(async (tx) => {
+      await tx.query("UPDATE api_keys SET name = 'by the waiter' WHERE id = $1", [a.key]);
+      waiterWrote();
+      await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [b.account]);
+    });
+    await Promise.all([holder, waiter]);
+    expect(await verifyChain(t.db)).toMatchObject({ ok: true });
+  });
+
   it('concurrent writers never fork the chain', async () => {
     const before = await headSeq(t.db);
     await Promise.all(Array.from({ length: 24 }, () => asActor(alice, () => newAccountWithKey(t.db))));

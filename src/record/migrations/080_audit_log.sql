@@ -9,7 +9,9 @@
 -- failed ones too) are inserted directly.
 
 CREATE TABLE audit_log (
-  seq          bigint PRIMARY KEY,
+  -- The order entries were written in; seq, the chain's order, is given at commit.
+  id           bigserial PRIMARY KEY,
+  seq          bigint UNIQUE,
   at           timestamptz NOT NULL,
   -- The account (personal or organization) the entry is about; NULL for the deployment as a whole.
   account_id   text,
@@ -23,8 +25,8 @@ CREATE TABLE audit_log (
   before       jsonb,
   after        jsonb,
   request_id   text,
-  prev_hash    text NOT NULL,
-  hash         text NOT NULL
+  prev_hash    text,
+  hash         text
 );
 CREATE INDEX audit_log_by_account ON audit_log (account_id, seq);
 CREATE INDEX audit_log_by_at ON audit_log (at);
@@ -40,17 +42,14 @@ CREATE TABLE audit_chain (
 );
 INSERT INTO audit_chain VALUES (true, 0, repeat('0', 64), 0, repeat('0', 64));
 
--- Numbers the entry, links it to the head and hashes it. The row lock on the head orders entries by
--- commit: two transactions writing entries take turns, so seq and prev_hash never fork. The text hashed
--- is the same expression `verify` sends (src/audit/chain.ts): keep the two alike.
-CREATE FUNCTION audit_chain_entry() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Who and when, as the entry is written.
+CREATE FUNCTION audit_entry_written() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-  head audit_chain;
   actor jsonb := nullif(current_setting('tollgate.actor', true), '')::jsonb;
 BEGIN
-  SELECT * INTO head FROM audit_chain FOR UPDATE;
-  NEW.seq := head.head_seq + 1;
-  NEW.prev_hash := head.head_hash;
+  NEW.seq := NULL;
+  NEW.prev_hash := NULL;
+  NEW.hash := NULL;
   NEW.at := date_trunc('milliseconds', clock_timestamp());
   IF NEW.actor_kind IS NULL THEN
     NEW.actor_kind := coalesce(actor->>'kind', 'system');
@@ -60,20 +59,43 @@ BEGIN
     NEW.user_agent := actor->>'userAgent';
     NEW.request_id := coalesce(NEW.request_id, actor->>'requestId');
   END IF;
-  NEW.hash := encode(sha256(convert_to(jsonb_build_array(
-    NEW.seq, to_char(NEW.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), NEW.account_id,
-    NEW.actor_kind, NEW.actor_id, NEW.actor_label, NEW.address, NEW.user_agent, NEW.action, NEW.target,
-    NEW.before, NEW.after, NEW.request_id, NEW.prev_hash)::text, 'UTF8')), 'hex');
-  UPDATE audit_chain SET head_seq = NEW.seq, head_hash = NEW.hash;
   RETURN NEW;
 END $$;
-CREATE TRIGGER audit_log_chain BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_chain_entry();
+CREATE TRIGGER audit_log_written BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_entry_written();
 
--- Append-only: no UPDATE, no TRUNCATE, and DELETE only by the retention prune (which moves the anchor
--- in the same transaction). Someone with the database's superuser can still get past this; `verify`
--- is what catches them.
+-- Numbers the entry, links it to the head and hashes it, at commit (a deferred trigger): the head's row
+-- lock is taken last and held only while the transaction commits, so it orders entries by commit without
+-- ever waiting inside a transaction that holds other locks (no lock-order deadlock with the changes
+-- themselves). The text hashed is the same expression `verify` sends (src/audit/chain.ts): keep the two
+-- alike.
+CREATE FUNCTION audit_chain_entry() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  head audit_chain;
+  e audit_log;
+BEGIN
+  SELECT * INTO head FROM audit_chain FOR UPDATE;
+  SELECT * INTO e FROM audit_log WHERE id = NEW.id;
+  e.seq := head.head_seq + 1;
+  e.prev_hash := head.head_hash;
+  e.hash := encode(sha256(convert_to(jsonb_build_array(
+    e.seq, to_char(e.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), e.account_id,
+    e.actor_kind, e.actor_id, e.actor_label, e.address, e.user_agent, e.action, e.target,
+    e.before, e.after, e.request_id, e.prev_hash)::text, 'UTF8')), 'hex');
+  UPDATE audit_log SET seq = e.seq, prev_hash = e.prev_hash, hash = e.hash WHERE id = NEW.id;
+  UPDATE audit_chain SET head_seq = e.seq, head_hash = e.hash;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER audit_log_chain AFTER INSERT ON audit_log DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION audit_chain_entry();
+
+-- Append-only: no UPDATE but the chaining's own, no TRUNCATE, and DELETE only by the retention prune
+-- (which moves the anchor in the same transaction). Someone with the database's superuser can still get
+-- past this; `verify` is what catches them.
 CREATE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+  IF TG_OP = 'UPDATE' AND OLD.hash IS NULL AND pg_trigger_depth() > 1 THEN
+    RETURN NEW;
+  END IF;
   IF TG_OP = 'DELETE' AND current_setting('tollgate.audit_prune', true) = 'on' THEN
     RETURN OLD;
   END IF;
