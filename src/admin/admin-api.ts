@@ -1,6 +1,8 @@
 // The admin interface: HTTP on its own port, guarded by a bearer admin token. It creates accounts
 // and keys, credits balances (idempotently), revokes keys, sets caps, cost ceilings and rate limits,
-// manages teams and members' budgets (with the record), refunds a request, lists usage and audits an account. Amounts cross this boundary as decimal USD strings or integer micro-USD.
+// manages teams and members' budgets (with the record), refunds a request, lists usage and audits an account,
+// and reads the audit log of changes (entries, verify, head). Every call runs as its caller (the token, or
+// the CLI) for the audit log's triggers. Amounts cross this boundary as decimal USD strings or integer micro-USD.
 // Changes come two ways: a PATCH changes only what its body names (null clears), a PUT replaces a whole
 // group (a key's caps, its cost ceiling, its rate limits, an account's default limits) and clears what it
 // does not give.
@@ -16,6 +18,10 @@ import type { Micros } from '../catalog/snapshot.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { ClientError } from '../http/client-error.js';
 import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
+import { newRequestId } from '../http/request-context.js';
+import { chainHead, verifyChain } from '../audit/chain.js';
+import { AuditQueryError, auditEntryBody, auditFilterOf, listAuditEntries } from '../audit/entries.js';
+import { asActor, type ChangeActor } from '../record/change-actor.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { statementPage } from '../record/statement.js';
@@ -190,6 +196,7 @@ const BODY_REFUSALS: BodyRefusals = {
 /** The caller's fault, with its status and message; undefined for anything else (ours: a 500). */
 function clientError(err: unknown): { status: number; message: string } | undefined {
   if (err instanceof ClientError) return err;
+  if (err instanceof AuditQueryError) return { status: 400, message: err.message };
   if (err instanceof UsageQueryError) return { status: 400, message: err.message };
   return undefined;
 }
@@ -222,10 +229,32 @@ interface AdminDeps {
   account: (ctx: AdminContext) => Promise<Account>;
 }
 
-/** The bearer token first, then the JSON body; every refusal answered as `{ error: { message } }`. */
+/** The CLI (cli.ts) names itself in its User-Agent, so the audit log tells its changes from other callers'. */
+export const CLI_USER_AGENT = /^tollgate-cli\//;
+
+/** Who the audit log names for the changes of a call that passed the token: the token's holder, through the CLI or not. */
+function adminActor(ctx: ParameterizedContext<AdminState>, requestId: string): ChangeActor {
+  const userAgent = ctx.get('user-agent');
+  const cli = CLI_USER_AGENT.test(userAgent);
+  return {
+    kind: cli ? 'cli' : 'admin_token',
+    id: 'admin-token',
+    label: cli ? 'admin CLI' : 'admin API',
+    address: ctx.ip,
+    ...(userAgent === '' ? {} : { userAgent }),
+    requestId,
+  };
+}
+
+/**
+ * The bearer token first, then the JSON body; every refusal answered as `{ error: { message } }`. A call
+ * let in runs as its actor (the audit log's who), with a request id it is answered with (X-Request-Id).
+ */
 function adminGuard(token: string): Koa.Middleware<AdminState> {
   const expected = Buffer.from(`Bearer ${token}`);
   return async (ctx, next: Next) => {
+    const requestId = newRequestId();
+    ctx.set('X-Request-Id', requestId);
     try {
       const given = Buffer.from(ctx.get('authorization'));
       if (token === '' || given.length !== expected.length || !timingSafeEqual(given, expected)) {
@@ -236,7 +265,7 @@ function adminGuard(token: string): Koa.Middleware<AdminState> {
         const raw = await readBodyText(ctx.req, 64 * 1024, BODY_REFUSALS);
         if (raw.length > 0) ctx.state.body = parseJsonObject(raw, BODY_REFUSALS);
       }
-      await next();
+      await asActor(adminActor(ctx, requestId), () => next());
       if (ctx.status === 404 && ctx.body === undefined) throw new AdminError(404, `no such admin call: ${ctx.method} ${ctx.path}`);
     } catch (err) {
       const known = clientError(err);
@@ -601,6 +630,43 @@ function topUpRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void
   });
 }
 
+/**
+ * The audit log: entries (filtered as the dashboard's page is, and by account), the chain recomputed
+ * (with a head exported earlier, to catch a rewrite of the whole log) and the head to export.
+ */
+function auditLogRoutes(r: Router<AdminState>, { accounts, opts }: AdminDeps): void {
+  const record = (): Queryable => {
+    if (opts.record === undefined) throw new AdminError(404, 'the audit log lives in the record (DATABASE_URL): this gateway runs without one');
+    return opts.record;
+  };
+  r.get('/audit-log', async (ctx) => {
+    const db = record();
+    const accountId = queryString(ctx, 'account_id');
+    if (accountId !== undefined && (await accounts.getAccount(accountId)) === undefined) throw new AdminError(404, 'no such account');
+    const page = await listAuditEntries(db, { ...auditFilterOf(ctx.query, 100), ...(accountId === undefined ? {} : { accountId }) });
+    ctx.body = { entries: page.entries.map(auditEntryBody), next_cursor: page.nextCursor === undefined ? null : String(page.nextCursor) };
+  });
+  r.get('/audit-log/verify', async (ctx) => {
+    const db = record();
+    const seq = queryString(ctx, 'expect_seq');
+    const hash = queryString(ctx, 'expect_hash');
+    if ((seq === undefined) !== (hash === undefined)) throw new AdminError(400, 'give expect_seq and expect_hash together: the head exported earlier');
+    if (seq !== undefined && !/^\d{1,15}$/.test(seq)) throw new AdminError(400, 'expect_seq must be an entry number (the seq of an exported head)');
+    if (hash !== undefined && !/^[0-9a-f]{64}$/.test(hash)) throw new AdminError(400, 'expect_hash must be 64 hex digits (the hash of an exported head)');
+    const report = await verifyChain(db, seq === undefined || hash === undefined ? undefined : { seq: Number(seq), hash });
+    ctx.body = {
+      ok: report.ok,
+      checked: report.checked,
+      head: { seq: report.head.seq, hash: report.head.hash, pruned_through: report.head.prunedThrough },
+      first_break: report.firstBreak ?? null,
+    };
+  });
+  r.get('/audit-log/head', async (ctx) => {
+    const head = await chainHead(record());
+    ctx.body = { seq: head.seq, hash: head.hash, pruned_through: head.prunedThrough, pruned_hash: head.prunedHash };
+  });
+}
+
 export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   const { accounts, ledger } = opts;
   const app = new Koa<AdminState>();
@@ -618,6 +684,7 @@ export function createAdminApp(opts: AdminApiOptions): Koa<AdminState> {
   topUpRoutes(r, deps);
   dashboardUserRoutes(r, deps);
   teamRoutes(r, deps);
+  auditLogRoutes(r, deps);
   app.use(r.routes());
   return app;
 }

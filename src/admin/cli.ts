@@ -2,6 +2,8 @@
 // Reads TOLLGATE_ADMIN_URL (default http://127.0.0.1:8081) and TOLLGATE_ADMIN_TOKEN.
 // Changing a key or an account's defaults sends only the options given (a PATCH): what is not given is
 // kept, and `none` as an option's value clears it (`--monthly-cap none`, `--rpm none`, `max-cost … none`).
+import { readFileSync } from 'node:fs';
+
 const USAGE = `usage: npm run admin -- <command>
   accounts                                  list accounts
   create-account <name>
@@ -32,7 +34,12 @@ const USAGE = `usage: npm run admin -- <command>
   budgets <accountId>                       members' budgets that are set, with their spend
   member-budget <accountId> <userId> [--monthly-budget USD|none] [--lifetime-budget USD|none]
   key-team <accountId> <keyId> <teamId|none>   put a key in a team (or in none)
-                                            team and member-budget change only the options given`;
+                                            team and member-budget change only the options given
+  audit-log list [--account ID] [--who W] [--action PREFIX] [--from T] [--to T] [--cursor C] [--limit N]
+                                            who changed what, newest first (the record's audit log)
+  audit-log verify [--expect-seq N --expect-hash H]   recomputes the log's chain; exits 1 naming the
+                                            first entry that does not match (N, H: a head exported before)
+  audit-log head                            the newest entry's number and hash: keep it somewhere you trust`;
 
 /** An option's value that clears the setting rather than sets it. */
 const CLEAR = 'none';
@@ -43,11 +50,28 @@ const CHANGES = new Set(['caps', 'rate-limits', 'default-rate-limits', 'team', '
 /** Positional arguments each command needs. */
 const NEEDS: Record<string, number> = {
   account: 1, 'create-key': 1, keys: 1, revoke: 2, caps: 2, 'max-cost': 3, 'rate-limits': 2, 'default-rate-limits': 1, credit: 3, refund: 2, usage: 1, statement: 1, spend: 1, audit: 1, members: 1,
-  teams: 1, 'create-team': 2, team: 2, 'delete-team': 2, 'team-member': 4, budgets: 1, 'member-budget': 2, 'key-team': 3,
+  teams: 1, 'create-team': 2, team: 2, 'delete-team': 2, 'team-member': 4, budgets: 1, 'member-budget': 2, 'key-team': 3, 'audit-log': 1,
 };
 
-/** Query-string flags of the listing commands: --key is key_id, the others keep their names. */
-const QUERY_FLAGS: Record<string, string> = { '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days' };
+/** Query-string flags of the listing commands: --key is key_id, the others keep their names (dashes as underscores). */
+const QUERY_FLAGS: Record<string, string> = {
+  '--key': 'key_id', '--model': 'model', '--status': 'status', '--from': 'from', '--to': 'to', '--cursor': 'cursor', '--limit': 'limit', '--days': 'days',
+  '--account': 'account_id', '--who': 'who', '--action': 'action', '--expect-seq': 'expect_seq', '--expect-hash': 'expect_hash',
+};
+
+/** The CLI names itself to the admin API (which tells the audit log its changes are the CLI's): tollgate-cli/<version>. */
+function userAgent(): string {
+  // From source (src/admin) or the compiled tree (dist/src/admin): package.json is two or three folders up.
+  for (const up of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'tollgate' && typeof pkg.version === 'string') return `tollgate-cli/${pkg.version}`;
+    } catch {
+      // not there: the next place
+    }
+  }
+  return 'tollgate-cli/unknown';
+}
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -126,6 +150,8 @@ function print(text: string): void {
 interface AdminCalls {
   /** One call, its answer printed; the exit code. */
   call(method: string, path: string, body?: unknown): Promise<number>;
+  /** A check (the audit log's verify): its answer printed; exit code 1 unless the call worked and its `ok` is true. */
+  check(path: string): Promise<number>;
   /** Every page of the usage listing, printed as one JSON list. */
   callAll(path: string, query: URLSearchParams): Promise<number>;
 }
@@ -134,7 +160,7 @@ function adminCalls(base: string, token: string): AdminCalls {
   const request = (method: string, path: string, body?: unknown): Promise<Response> =>
     fetch(`${base}/admin${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'user-agent': userAgent() },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   return {
@@ -142,6 +168,13 @@ function adminCalls(base: string, token: string): AdminCalls {
       const res = await request(method, path, body);
       print(await res.text());
       return res.ok ? 0 : 1;
+    },
+    async check(path) {
+      const res = await request('GET', path);
+      const text = await res.text();
+      print(text);
+      if (!res.ok) return 1;
+      return (JSON.parse(text) as { ok?: unknown }).ok === true ? 0 : 1;
     },
     async callAll(path, query) {
       const usage: unknown[] = [];
@@ -219,6 +252,11 @@ function run(p: Parsed, api: AdminCalls): Promise<number> | undefined {
       return call('GET', `/accounts/${id(a)}/budgets`);
     case 'member-budget':
       return call('PATCH', `/accounts/${id(a)}/members/${id(b)}/budgets`, { monthly_budget_usd: p.team.monthly_budget_usd, lifetime_budget_usd: p.team.lifetime_budget_usd });
+    case 'audit-log':
+      if (a === 'list') return call('GET', withQuery('/audit-log'));
+      if (a === 'verify') return api.check(withQuery('/audit-log/verify'));
+      if (a === 'head') return call('GET', '/audit-log/head');
+      return undefined;
     case 'key-team':
       return call('PATCH', `/accounts/${id(a)}/keys/${id(b)}`, { team_id: c === CLEAR ? null : c });
     default:

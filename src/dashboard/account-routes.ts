@@ -14,14 +14,14 @@ import { TOTP_SECRET } from './totp.js';
 
 export function accountRoutes(guarded: Router<DashboardState>, deps: { service: DashboardService; cookie: SessionCookie; linkBase: () => string }): void {
   const { service, cookie, linkBase } = deps;
-  const { identity, sessions } = service;
+  const { identity } = service;
   guarded.post('/sign-out', signedIn, async (ctx) => {
-    await sessions.signOut(ctx.state.sessionId ?? '');
+    await identity.signOut(ctx.state.sessionId ?? '', who(ctx).user);
     cookie.clear(ctx);
     ctx.redirect('/sign-in');
   });
   guarded.post('/sign-out-everywhere', signedIn, async (ctx) => {
-    await sessions.signOutEverywhere(who(ctx).user.id);
+    await identity.signOutEverywhere(who(ctx).user);
     cookie.clear(ctx);
     ctx.redirect('/sign-in');
   });
@@ -29,12 +29,12 @@ export function accountRoutes(guarded: Router<DashboardState>, deps: { service: 
     ctx.body = { ...apiSession(who(ctx)), expires_at: who(ctx).expiresAt.toISOString() };
   });
   guarded.post('/api/sign-out', signedIn, async (ctx) => {
-    await sessions.signOut(ctx.state.sessionId ?? '');
+    await identity.signOut(ctx.state.sessionId ?? '', who(ctx).user);
     cookie.clear(ctx);
     ctx.status = 204;
   });
   guarded.post('/api/sign-out-everywhere', signedIn, async (ctx) => {
-    const ended = await sessions.signOutEverywhere(who(ctx).user.id);
+    const ended = await identity.signOutEverywhere(who(ctx).user);
     cookie.clear(ctx);
     ctx.body = { sessions_ended: ended };
   });

@@ -14,7 +14,7 @@ import { balanceRoutes } from './balance-routes.js';
 import { keyApi, keyPages } from './key-routes.js';
 import { modelRoutes } from './model-routes.js';
 import { Identity } from './identity.js';
-import { answerErrors, loadSessionAndBody, notFound, refuseCrossSite, requireSession, scriptAsset, securityHeaders } from './middleware.js';
+import { answerErrors, changeActor, loadSessionAndBody, notFound, refuseCrossSite, requireSession, scriptAsset, securityHeaders } from './middleware.js';
 import { recoveryRoutes, signInRoutes } from './open-routes.js';
 import { organizationRoutes } from './org-routes.js';
 import { teamRoutes } from './team-routes.js';
@@ -115,6 +115,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   if (opts.webhooks !== undefined) app.use(opts.webhooks);
   app.use(refuseCrossSite(publicOrigin));
   app.use(loadSessionAndBody(service.sessions));
+  app.use(changeActor());
 
   const open = new Router<DashboardState>();
   signInRoutes(open, { service, cookie, linkBase });

@@ -9,6 +9,7 @@ import type { Database, Queryable } from '../record/database.js';
 import { DashboardError } from './errors.js';
 import { enqueueEmail } from './outbox.js';
 import { sha256, type Session, type Sessions } from './sessions.js';
+import { recordAccessEvent, recordSignIn, type SignInFailure } from './sign-in-events.js';
 import { defaultThrottles, THROTTLED_MESSAGE, type AttemptThrottle, type Throttles } from './throttle.js';
 import { consumeSecondFactor, secondFactorGiven } from './two-factor.js';
 import { checkPassword, findUser, insertUser, MAX_PASSWORD, normalizeEmail, userOf, type User, type UserRow } from './users.js';
@@ -98,17 +99,43 @@ export class Identity {
     const row = email === '' ? undefined : await findUser(this.opts.db, email);
     const pw = typeof password === 'string' && password.length <= MAX_PASSWORD ? password : '';
     const ok = await verify(row?.password_hash ?? (await this.decoy), pw);
-    if (row === undefined || !ok) throw new DashboardError(401, 'Wrong e-mail or password.');
-    let secondFactor = false;
+    const tried = row === undefined ? undefined : { id: row.id, email: row.email, accountId: row.account_id };
+    const refuse = async (reason: SignInFailure, message: string, secondFactor?: 'totp' | 'recovery_code'): Promise<never> => {
+      await recordSignIn(this.opts.db, { succeeded: false, method: 'password', reason, ...(tried === undefined ? {} : { user: tried }), ...(secondFactor === undefined ? {} : { secondFactor }) });
+      throw new DashboardError(401, message);
+    };
+    if (row === undefined || tried === undefined) return refuse('unknown_address', 'Wrong e-mail or password.');
+    if (!ok) return refuse('wrong_password', 'Wrong e-mail or password.');
+    let secondFactor: 'totp' | 'recovery_code' | undefined;
     if (row.totp_enabled_at !== null && row.totp_secret !== null) {
-      if (secondFactorGiven(codeIn) === undefined) throw new DashboardError(401, `Two-factor sign-in is on. ${SECOND_FACTOR_NEEDED}`);
-      if ((await consumeSecondFactor(this.opts.db, { id: row.id, totpSecret: row.totp_secret }, codeIn)) === undefined) throw new DashboardError(401, SECOND_FACTOR_WRONG);
-      secondFactor = true;
+      if (secondFactorGiven(codeIn) === undefined) return refuse('second_factor_missing', `Two-factor sign-in is on. ${SECOND_FACTOR_NEEDED}`);
+      const used = await consumeSecondFactor(this.opts.db, { id: row.id, totpSecret: row.totp_secret }, codeIn);
+      if (used === undefined) return refuse('second_factor_wrong', SECOND_FACTOR_WRONG);
+      secondFactor = used === 'recovery' ? 'recovery_code' : 'totp';
     }
     this.throttles.signIn.succeed(email, address);
     // Rotation: whatever session the browser brought is ended, and a new id is issued.
     if (previousSessionId !== undefined) await this.opts.sessions.signOut(previousSessionId);
-    return this.opts.sessions.open(userOf(row), secondFactor);
+    const opened = await this.opts.sessions.open(userOf(row), secondFactor !== undefined);
+    await recordSignIn(this.opts.db, { succeeded: true, method: 'password', user: tried, ...(secondFactor === undefined ? {} : { secondFactor }) });
+    return opened;
+  }
+
+  /** Ends this session of the user (their sign-out), on record. */
+  async signOut(sessionId: string, user: User): Promise<void> {
+    await this.opts.db.transaction(async (tx) => {
+      await tx.query('DELETE FROM dashboard_sessions WHERE id_hash = $1', [sha256(sessionId)]);
+      await recordAccessEvent(tx, 'sign_out', user);
+    });
+  }
+
+  /** Ends every session of the user, on record; how many ended. */
+  async signOutEverywhere(user: User): Promise<number> {
+    return this.opts.db.transaction(async (tx) => {
+      const ended = (await tx.query('DELETE FROM dashboard_sessions WHERE user_id = $1', [user.id])).rowCount;
+      await recordAccessEvent(tx, 'sign_out.everywhere', user, { sessions_ended: ended });
+      return ended;
+    });
   }
 
   /**
@@ -138,7 +165,10 @@ export class Identity {
   async resendConfirmation(user: User, linkBase: string, address: string): Promise<void> {
     if (user.emailVerified) return;
     Identity.attempt(this.throttles.resetRequest, `verify:${user.id}`, address);
-    await this.opts.db.transaction((tx) => this.mailConfirmation(tx, user, linkBase));
+    await this.opts.db.transaction(async (tx) => {
+      await this.mailConfirmation(tx, user, linkBase);
+      await recordAccessEvent(tx, 'email_confirmation.resent', user);
+    });
   }
 
   /** Follows a confirmation link (single use); the address is confirmed. */
@@ -160,9 +190,11 @@ export class Identity {
     const email = normalizeEmail(emailIn);
     Identity.attempt(this.throttles.resetRequest, email, address);
     const user = await findUser(this.opts.db, email);
-    if (user === undefined) return;
+    // Asked for an address with no account: on record too (without the address typed), so a run of them shows.
+    if (user === undefined) return recordAccessEvent(this.opts.db, 'password_reset.requested', undefined, { known_address: false });
     const token = randomBytes(32).toString('base64url');
     await this.opts.db.transaction(async (tx) => {
+      await recordAccessEvent(tx, 'password_reset.requested', { id: user.id, email: user.email, accountId: user.account_id }, { known_address: true });
       await tx.query("INSERT INTO password_resets (token_hash, user_id, expires_at) VALUES ($1, $2, now() + interval '1 hour')", [sha256(token), user.id]);
       await enqueueEmail(tx, {
         to: email,

@@ -1,11 +1,13 @@
 // The dashboard's middleware, each one job, composed once by app.ts in this order: errors, security
-// headers, the script asset, (the webhooks), the cross-site guard, the session and body, then the
-// open routes, the session guard and the guarded routes, and the 404.
+// headers, the script asset, (the webhooks), the cross-site guard, the session and body, the acting
+// user for the audit log, then the open routes, the session guard and the guarded routes, and the 404.
 import { existsSync, readFileSync } from 'node:fs';
 import type Koa from 'koa';
 import type { Context, Next } from 'koa';
 import { ClientError } from '../http/client-error.js';
 import { parseJsonObject, readBodyText, type BodyRefusals } from '../http/read-body.js';
+import { newRequestId } from '../http/request-context.js';
+import { asActor } from '../record/change-actor.js';
 import { errorPage } from './pages.js';
 import { DashboardError } from './errors.js';
 import { Sessions } from './sessions.js';
@@ -115,6 +117,25 @@ export function loadSessionAndBody(sessions: Sessions): Middleware {
     }
     ctx.state.body = await readBody(ctx);
     await next();
+  };
+}
+
+/**
+ * Who the audit log names for every change this request makes (src/record/change-actor.ts): the
+ * signed-in user, or a visitor with no id (sign-up, sign-in, reset), with the client's address (the
+ * trust-proxy setting decides which), user agent and a request id, which the answer carries as
+ * X-Request-Id so an entry can be matched to the request that wrote it.
+ */
+export function changeActor(): Middleware {
+  return (ctx, next) => {
+    const requestId = newRequestId();
+    ctx.set('X-Request-Id', requestId);
+    const user = ctx.state.session?.user;
+    const userAgent = ctx.get('user-agent');
+    return asActor(
+      { kind: 'user', ...(user === undefined ? {} : { id: user.id, label: user.email }), address: ctx.ip, ...(userAgent === '' ? {} : { userAgent }), requestId },
+      () => next(),
+    );
   };
 }
 

@@ -3,6 +3,7 @@
 // point (top-ups/run.ts) and handed in: the dashboard serves their pages and their webhook routes.
 import type { AccountService } from '../account-service/account-service.js';
 import type { CatalogSnapshot } from '../catalog/snapshot.js';
+import { asActor } from '../record/change-actor.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { RunningTopUps } from '../top-ups/run.js';
 import { readDashboardConfig } from './config.js';
@@ -52,9 +53,13 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
     adminRequiresTotp: config.adminRequireTotp,
     ...(opts.log === undefined ? {} : { log: opts.log }),
   });
-  if (config.admin !== undefined) {
-    const operators = (await opts.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.accounts.createAccount('operators'));
-    const done = await service.provisioning.bootstrapAdmin(config.admin.email, config.admin.password, operators.id, config.admin.promote);
+  const admin = config.admin;
+  if (admin !== undefined) {
+    // The audit log names the start-up as the author of the operators' account and the admin it sets up.
+    const done = await asActor({ kind: 'system', label: 'dashboard start-up (DASHBOARD_ADMIN_EMAIL)' }, async () => {
+      const operators = (await opts.accounts.listAccounts()).find((a) => a.name === 'operators') ?? (await opts.accounts.createAccount('operators'));
+      return service.provisioning.bootstrapAdmin(admin.email, admin.password, operators.id, admin.promote);
+    });
     // Refused: the dashboard still starts (the gateway beside it keeps serving), without that admin.
     if (done.outcome === 'refused') (opts.log ?? ((l) => process.stderr.write(`${l}\n`)))(JSON.stringify({ level: 'error', event: 'dashboard_admin_refused', message: done.message }));
     else (opts.log ?? (() => undefined))(JSON.stringify({ level: 'info', event: 'dashboard_admin', outcome: done.outcome, email: done.user.email }));
@@ -82,12 +87,12 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
     onError: (err) => opts.onError?.('e-mail', err),
   });
   const alerts = setInterval(() => {
-    checkAlerts(opts.db).catch((err: unknown) => opts.onError?.('alerts', err));
+    asActor({ kind: 'system', label: 'balance alerts' }, () => checkAlerts(opts.db)).catch((err: unknown) => opts.onError?.('alerts', err));
   }, Math.max(1_000, config.alertIntervalMs));
   alerts.unref();
   // Expired sessions and reset tokens are deleted, not only refused.
   const purge = setInterval(() => {
-    service.identity.purgeExpired().catch((err: unknown) => opts.onError?.('session purge', err));
+    asActor({ kind: 'system', label: 'session purge' }, () => service.identity.purgeExpired()).catch((err: unknown) => opts.onError?.('session purge', err));
   }, 10 * 60 * 1000);
   purge.unref();
   return {

@@ -6,6 +6,7 @@ import { DashboardError } from './errors.js';
 import { SECOND_FACTOR_NEEDED, SECOND_FACTOR_WRONG, type Identity } from './identity.js';
 import { sha256 } from './sessions.js';
 import { checkTotp, newTotpEnrolment, TOTP_SECRET, type TotpEnrolment } from './totp.js';
+import { recordAccessEvent } from './sign-in-events.js';
 import { clearSecondFactor, consumeSecondFactor, disableTotp, enableTotp, recoveryCodesLeft, replaceRecoveryCodes, secondFactorGiven, type ClearedBy } from './two-factor.js';
 import type { User, UserRow } from './users.js';
 
@@ -64,6 +65,8 @@ export class TwoFactorSettings {
     const row = await this.opts.identity.confirmPassword(user, input.password, address);
     return this.opts.db.transaction(async (tx) => {
       await TwoFactorSettings.confirmSecondFactor(tx, row, input.code);
+      // The codes are kept hashed in a table of their own; that they were replaced is what the log keeps.
+      await recordAccessEvent(tx, 'two_factor.recovery_codes_replaced', user);
       return replaceRecoveryCodes(tx, user.id);
     });
   }

@@ -19,6 +19,7 @@
 // and then abandoned and automatic top-ups turned off. A decline, a bank that wants the holder present, or a
 // payment that fails later (its event) turns them off and mails the holder.
 import { randomBytes } from 'node:crypto';
+import { recordAuditEvent } from '../audit/events.js';
 import type { Database, Queryable } from '../record/database.js';
 import { turnOffAfterUnpaid, type NotifyHolders } from './auto-top-up-off.js';
 import { describeUnpaidCharge, type OffSessionCharge, type PaymentProvider, type SavedCard, type SavedCards } from './provider.js';
@@ -198,6 +199,8 @@ export class AutoTopUps {
     });
     await this.opts.db.transaction(async (tx) => {
       await tx.query('INSERT INTO card_setups (id, account_id, checkout_ref) VALUES ($1, $2, $3)', [id, accountId, setup.checkoutRef]);
+      // Card setups are not a recorded table; that one was started (and by whom) is worth the log's line.
+      await recordAuditEvent(tx, { action: 'auto_top_ups.card_setup_started', accountId, target: id });
       await tx.query(
         `INSERT INTO auto_top_ups (account_id, customer_ref) VALUES ($1, $2) ON CONFLICT (account_id) DO UPDATE SET customer_ref = EXCLUDED.customer_ref, updated_at = now()`,
         [accountId, setup.customerRef],

@@ -3,6 +3,7 @@
 // provider saves cards, the catch-up job (after an outage, recent provider events are applied once
 // each) and the providers' webhook routes, which the server on the dashboard's port serves.
 import type Koa from 'koa';
+import { asActor } from '../record/change-actor.js';
 import type { Database } from '../record/database.js';
 import { AutoTopUps, type AutoTopUpOptions } from './auto-top-up.js';
 import { paymentProvidersFromEnv, startTestModePayments, type TestModePayments } from './payments-config.js';
@@ -52,11 +53,14 @@ export interface RunningTopUps {
 /** Events this far back are listed by each catch-up pass. */
 const CATCH_UP_WINDOW_S = 3 * 24 * 3600;
 
-/** Repeats `job` every `ms` (none when ms is not positive), without keeping the process alive. */
+/**
+ * Repeats `job` every `ms` (none when ms is not positive), without keeping the process alive. The audit
+ * log names the job (`what`) as the author of what it changes.
+ */
 function every(ms: number, job: () => Promise<unknown>, what: string, onError: TopUpsOptions['onError']): NodeJS.Timeout | undefined {
   if (!(ms > 0)) return undefined;
   const timer = setInterval(() => {
-    job().catch((err: unknown) => onError?.(what, err));
+    asActor({ kind: 'system', label: what }, job).catch((err: unknown) => onError?.(what, err));
   }, ms);
   timer.unref();
   return timer;

@@ -15,6 +15,7 @@
 // event. A refund's total is read back from the provider where it can say (refunds can fail, and then
 // the credit is given back), and a dispute's outcome is final whichever event comes first.
 import { randomBytes } from 'node:crypto';
+import { recordAuditEvent } from '../audit/events.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { AccountService, CommittedMovement, PaymentMovement } from '../account-service/account-service.js';
 import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
@@ -308,6 +309,8 @@ export class TopUpService {
     const provider = this.provider(t.provider);
     const fact = await provider.currentFact(row.provider_ref);
     await this.apply(provider, { eventId: `recheck:${row.provider_ref}:${fact.kind}`, type: 'recheck', ref: { checkout: row.provider_ref }, fact });
+    // On record even when the provider said nothing new (a change it brought is recorded on its own).
+    await recordAuditEvent(this.opts.db, { action: 'top_ups.rechecked', accountId: t.accountId, target: t.id, detail: { provider_said: fact.kind } });
     return this.get(accountId, topUpId);
   }
 

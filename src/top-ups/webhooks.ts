@@ -5,6 +5,7 @@
 // and 500 for a failure of ours, so the provider retries.
 import type Koa from 'koa';
 import getRawBody from 'raw-body';
+import { asActor } from '../record/change-actor.js';
 import type { ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
 import type { TopUpService } from './service.js';
@@ -30,10 +31,13 @@ export function topUpWebhooks(service: TopUpService, log: (line: string) => void
       return;
     }
     try {
-      const applied = await service.receiveWebhook(provider, raw, (name) => {
-        const v = ctx.get(name);
-        return v === '' ? undefined : v;
-      });
+      // The audit log names the provider's webhook as the author of what the event changes.
+      const applied = await asActor({ kind: 'system', label: `${provider} webhook`, address: ctx.ip }, () =>
+        service.receiveWebhook(provider, raw, (name) => {
+          const v = ctx.get(name);
+          return v === '' ? undefined : v;
+        }),
+      );
       ctx.status = 200;
       ctx.body = { received: true, applied };
     } catch (err) {
