@@ -10,6 +10,7 @@ import type { AutoTopUps } from '../top-ups/auto-top-up.js';
 import type { TopUpService } from '../top-ups/service.js';
 import { accountRoutes } from './account-routes.js';
 import { adminRoutes } from './admin-routes.js';
+import { auditLogRoutes } from './audit-log-routes.js';
 import { balanceRoutes } from './balance-routes.js';
 import { keyApi, keyPages } from './key-routes.js';
 import { modelRoutes } from './model-routes.js';
@@ -58,7 +59,7 @@ export interface DashboardAppOptions {
   selfUrl?: () => string;
 }
 
-/** The routes behind the session guard: the user's own, keys, balance and top-ups, usage and refunds, organizations, teams, admin. */
+/** The routes behind the session guard: the user's own, keys, balance and top-ups, usage and refunds, organizations, teams, the audit log, admin. */
 export function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnType<typeof sessionCookie>; linkBase: () => string }): Router<DashboardState> {
   const { service } = opts;
   const guarded = new Router<DashboardState>();
@@ -77,6 +78,7 @@ export function guardedRoutes(opts: DashboardAppOptions, deps: { cookie: ReturnT
   modelRoutes(guarded, { models: opts.models, send });
   organizationRoutes(guarded, service, deps.linkBase);
   teamRoutes(guarded, service);
+  auditLogRoutes(guarded, { db: service.db, requireTotp: service.adminRequiresTotp, send });
   adminRoutes(guarded, {
     accounts: service.accounts,
     requireTotp: service.adminRequiresTotp,

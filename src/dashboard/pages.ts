@@ -63,6 +63,7 @@ const NAV: ReadonlyArray<{ href: string; label: string; permission: Permission; 
   { href: '/members', label: 'Members', permission: 'members.view', organizationOnly: true },
   { href: '/teams', label: 'Teams', permission: 'teams.view', organizationOnly: true },
   { href: '/organization', label: 'Settings', permission: 'members.view', organizationOnly: true },
+  { href: '/audit-log', label: 'Audit log', permission: 'audit.view', organizationOnly: true },
 ];
 
 /** Where a signed-in member starts: their keys, or (a role without keys) the usage. */
@@ -90,7 +91,7 @@ export function layout(title: string, session: Session | undefined, body: Html):
     session === undefined
       ? ''
       : html`<nav aria-label="Main">${NAV.filter((n) => mayDo(session, n.permission) && (organization || n.organizationOnly !== true)).map((n) => html`<a href="${n.href}">${n.label}</a> `)}${
-          session.user.role === 'admin' ? html`<a href="/admin">Admin</a> ` : ''
+          session.user.role === 'admin' ? html`<a href="/admin">Admin</a> <a href="/admin/audit-log">Audit log (all)</a> ` : ''
         }<a href="/account/two-factor">Security</a></nav>`
   }</header><main>${body}</main></body></html>`;
 }

@@ -26,10 +26,11 @@ export const PERMISSION_NAMES = {
   'organization.manage': "rename the organization",
   'organization.delete': 'delete the organization',
   'ownership.transfer': 'make a member an owner, and transfer ownership',
+  'audit.view': "read the account's audit log: who changed what, when, from where",
 } as const;
 export type Permission = keyof typeof PERMISSION_NAMES;
 
-/** The one table: owner everything; admin members, teams, budgets and keys; billing money; member their own keys, usage and budgets. */
+/** The one table: owner everything; admin members, teams, budgets, keys and the audit log; billing money; member their own keys, usage and budgets. */
 export const ROLE_PERMISSIONS = {
   owner: {
     'keys.own': true,
@@ -50,6 +51,7 @@ export const ROLE_PERMISSIONS = {
     'organization.manage': true,
     'organization.delete': true,
     'ownership.transfer': true,
+    'audit.view': true,
   },
   admin: {
     'keys.own': true,
@@ -70,6 +72,7 @@ export const ROLE_PERMISSIONS = {
     'organization.manage': false,
     'organization.delete': false,
     'ownership.transfer': false,
+    'audit.view': true,
   },
   billing: {
     'keys.own': false,
@@ -90,6 +93,7 @@ export const ROLE_PERMISSIONS = {
     'organization.manage': false,
     'organization.delete': false,
     'ownership.transfer': false,
+    'audit.view': false,
   },
   member: {
     'keys.own': true,
@@ -110,13 +114,14 @@ export const ROLE_PERMISSIONS = {
     'organization.manage': false,
     'organization.delete': false,
     'ownership.transfer': false,
+    'audit.view': false,
   },
 } as const satisfies Record<MemberRole, Record<Permission, boolean>>;
 
 /** What a role is for, in a few words (the Members page and the invitation). */
 export const ROLE_SUMMARIES: Record<MemberRole, string> = {
   owner: 'everything, including deleting the organization and transferring ownership',
-  admin: 'members, teams and budgets, every key and the usage of all; sees the balance',
+  admin: 'members, teams and budgets, every key and the usage of all, the audit log; sees the balance',
   billing: 'top-ups, automatic top-ups, the statement and usage',
   member: 'their own keys, their own usage and budgets, and their teams',
 };

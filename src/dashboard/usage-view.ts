@@ -90,7 +90,8 @@ export function dailySpend(db: Database, scope: UsageScope, days = 30): Promise<
   return checked(() => dailyKeySpend(db, { accountId: scope.accountId, days, ...(scope.keyIds === undefined ? {} : { keyIds: scope.keyIds }) }));
 }
 
-const csvCell = (v: string | number | boolean | null): string => {
+/** One CSV cell (the usage and audit log exports). */
+export const csvCell = (v: string | number | boolean | null): string => {
   const s = v === null ? '' : String(v);
   // Quoted when needed; a leading = + - @ is prefixed so a spreadsheet never runs it as a formula.
   const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
