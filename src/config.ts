@@ -72,6 +72,8 @@ export interface GatewayConfig {
   reasoningKey: string;
   /** Pause between reconciliations of PostgreSQL and the hot path; 0 turns the periodic job off. */
   reconcileIntervalMs: number;
+  /** Audit log entries older than this many days are pruned daily (the chain's anchor kept); 0 keeps every entry. */
+  auditRetentionDays: number;
   /** A Redis command not answered in this long fails (the ledger counts as down, requests get 503). */
   redisCommandTimeoutMs: number;
   /** On shutdown, how long settlements that failed are retried before they are abandoned. */
@@ -129,6 +131,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     rebuildWindowMs: int(env, 'TOLLGATE_REBUILD_WINDOW_MS', 2000),
     reasoningKey: env.TOLLGATE_REASONING_KEY ?? '',
     reconcileIntervalMs: int(env, 'TOLLGATE_RECONCILE_INTERVAL_MS', 15 * 60 * 1000),
+    auditRetentionDays: int(env, 'TOLLGATE_AUDIT_RETENTION_DAYS', 400),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     keyRefusalsPerMinute: int(env, 'TOLLGATE_KEY_REFUSALS_PER_MINUTE', 60),
     unknownKeyLookupsPerSecond: int(env, 'TOLLGATE_UNKNOWN_KEY_LOOKUPS_PER_SECOND', 5),

@@ -2,6 +2,7 @@
 // when TOLLGATE_CATALOG_SOURCE=kubernetes (else the file), ledger in Redis (or memory without
 // REDIS_URL, for trials), tracing from the standard OTEL_* variables.
 import { AccountService } from './account-service/account-service.js';
+import { startAuditRetention } from './audit/retention.js';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';
@@ -91,6 +92,14 @@ async function main(): Promise<void> {
           onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
           onError: (err) => logger.log.warn({ event: 'reconciliation_failed', error: String(err) }, 'reconciliation pass failed'),
         });
+  const retention =
+    record === undefined
+      ? undefined
+      : startAuditRetention(record, {
+          retentionDays: config.auditRetentionDays,
+          onPruned: (n) => logger.log.info({ event: 'audit_log_pruned', entries: n, retention_days: config.auditRetentionDays }, 'audit log entries past retention pruned'),
+          onError: (err) => logger.log.warn({ event: 'audit_log_prune_failed', error: String(err) }, 'audit log prune failed'),
+        });
   // The one account service of the process: the admin API, the dashboard and top-ups all change accounts
   // and keys through it, so a revoke always reaches this gateway's key cache.
   const accounts = new AccountService({
@@ -122,6 +131,7 @@ async function main(): Promise<void> {
   logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined, dashboard: dashboard?.url, payments: topUps?.payments }, 'tollgate gateway started');
   const stop = async (): Promise<void> => {
     reconciler?.stop();
+    retention?.stop();
     await gateway.close();
     await admin?.close();
     await dashboard?.close();

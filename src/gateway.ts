@@ -11,6 +11,7 @@ import { startReaper } from './billing/reaper.js';
 import { SettlementQueue } from './settle/settlement-queue.js';
 import type { CatalogSource, SecretResolver } from './catalog/snapshot.js';
 import type { GatewayConfig } from './config.js';
+import { chainHead } from './audit/chain.js';
 import type { Queryable } from './record/database.js';
 import { createGatewayApp } from './http/app.js';
 import { KeyAuthenticator } from './authenticate/authenticate.js';
@@ -272,6 +273,8 @@ export async function startGateway(parts: GatewayParts): Promise<RunningGateway>
   const tracing = parts.tracing ?? DISABLED_TRACING;
   const logger = parts.logger ?? createLogger();
   metrics.onCatalog(catalog.current());
+  const record = parts.record;
+  if (record !== undefined) metrics.watchAuditLog(async () => (await chainHead(record)).seq);
   const unsubscribe = catalog.onSwap((snapshot) => metrics.onCatalog(snapshot));
   const observer = telemetryObserver(metrics, tracing);
   const health = parts.ledgerHealth ?? new LedgerHealth();

@@ -6,6 +6,7 @@ import { startAdminServer } from './admin/server.js';
 import { backendFromConfig, type OwnedBackend } from './backend-from-config.js';
 import type { Account } from './accounts/account-store.js';
 import { AccountService } from './account-service/account-service.js';
+import { startAuditRetention } from './audit/retention.js';
 import type { Database } from './record/database.js';
 import { formatUsd } from './billing/money.js';
 import { usdPerMillionToMicros } from './catalog/price.js';
@@ -45,6 +46,7 @@ async function main(): Promise<void> {
     onReport: (r) => gateway.metrics.setReconciliation(r.totalDifference, r.accountsDiffering),
     onError: (err) => process.stderr.write(`reconciliation failed: ${String(err)}\n`),
   });
+  const retention = startAuditRetention(record, { retentionDays: config.auditRetentionDays, onError: (err) => process.stderr.write(`audit log prune failed: ${String(err)}\n`) });
   // Top-ups (test mode unless providers are configured), their webhooks served on the dashboard's port.
   const dashboardConfig = readDashboardConfig(process.env);
   // The one account service of the process: the admin API, the dashboard and top-ups change accounts and
@@ -78,6 +80,7 @@ async function main(): Promise<void> {
   );
   const stop = async (): Promise<void> => {
     reconciler.stop();
+    retention.stop();
     await gateway.close();
     await admin.close();
     await dashboard.close();

@@ -260,6 +260,8 @@ export class GatewayMetrics {
     help: 'Accounts whose books disagreed in the last reconciliation.',
     registers: [this.registry],
   });
+  /** Reads the audit log's entry count (its head's seq) at scrape time; none without the record. */
+  private auditEntries: (() => Promise<number>) | undefined;
   private readonly ledgerDuration: BoundHistogram = new BoundHistogram(
     `${METRIC_PREFIX}ledger_call_duration_seconds`,
     'Duration of ledger (Redis) calls by operation.',
@@ -322,6 +324,24 @@ export class GatewayMetrics {
       collect() {
         const age = snapshotAge();
         if (age !== undefined) this.set(age);
+      },
+    });
+
+    // Read at scrape time (one row), so the count exported is the log's own: an operator's monitoring that
+    // keeps it can tell a log rewritten to fewer entries. No labels: one series per deployment.
+    const auditCount = (): (() => Promise<number>) | undefined => this.auditEntries;
+    new Gauge({
+      name: `${p}audit_log_entries`,
+      help: 'Entries written to the audit log since it began (its head: pruned entries count).',
+      registers,
+      async collect() {
+        const read = auditCount();
+        if (read === undefined) return;
+        try {
+          this.set(await read());
+        } catch {
+          // The record unreachable: the last value stays (the scrape still answers).
+        }
       },
     });
 
@@ -473,6 +493,11 @@ export class GatewayMetrics {
 
   journalFailed(stage: 'commit' | 'sweep' | 'trim'): void {
     this.journalErrors.inc({ stage });
+  }
+
+  /** Where the audit log's entry count is read at each scrape (the record's chain head). */
+  watchAuditLog(read: () => Promise<number>): void {
+    this.auditEntries = read;
   }
 
   /** The last reconciliation's result. */

@@ -60,6 +60,14 @@ describe('Helm chart', () => {
     expect(15).toBeGreaterThanOrEqual(5 + settlementFlushS);
   });
 
+  it("the chart's audit log retention is the gateway's default, and the gateway's template hands it over", () => {
+    const database = defaults.database as { auditRetentionDays: number };
+    expect(readConfig({}).auditRetentionDays).toBe(400);
+    expect(database.auditRetentionDays).toBe(readConfig({}).auditRetentionDays);
+    const template = readFileSync(join(CHART, 'templates', 'gateway-deployment.yaml'), 'utf8');
+    expect(template).toMatch(/- name: TOLLGATE_AUDIT_RETENTION_DAYS\s+value: \{\{ \.Values\.database\.auditRetentionDays \| quote \}\}/);
+  });
+
   it('the image runs the gateway with the V8 flags the bench runs its gateways with', () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
     expect(dockerfile).toContain(`gateway) exec node ${GATEWAY_NODE_FLAGS.join(' ')} dist/src/gateway-main.js ;;`);

@@ -117,7 +117,7 @@ describe('README metric table', () => {
 
   it('lists exactly the gateway metrics, with their types and labels', async () => {
     const { gateway } = await registry();
-    expect(gateway.size).toBe(31);
+    expect(gateway.size).toBe(32);
     for (const name of gateway.keys()) expect(name.startsWith(METRIC_PREFIX), name).toBe(true);
     expect(drift(metricTable(text), gateway)).toEqual([]);
   });
