@@ -58,7 +58,7 @@ export function auditLogPageHtml(
   const all = data.path === '/admin/audit-log';
   const params = queryString(q);
   const rows = data.entries.map(
-    (e) => html`<tr><td data-label="When (UTC)"><time>${when(e.at)}</time></td><td data-label="Who">${whoCell(e)}</td><td data-label="From">${e.address ?? ''}</td>
+    (e) => html`<tr id="entry-${e.seq}"><td data-label="When (UTC)"><time>${when(e.at)}</time></td><td data-label="Who">${whoCell(e)}</td><td data-label="From">${e.address ?? ''}</td>
 <td data-label="What"><code>${e.action}</code>${e.target === null ? '' : html`<br><small>${e.target}</small>`}${all && e.accountId !== null ? html`<br><small class="note">${e.accountId}</small>` : ''}</td>
 <td data-label="Change">${changeCell(e)}</td><td data-label="Request id">${e.requestId === null ? '' : html`<code class="rid">${e.requestId}</code>`}</td></tr>`,
   );
