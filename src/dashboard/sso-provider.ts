@@ -154,18 +154,20 @@ export function refusalOf(err: unknown): SsoRefusal {
     return new SsoRefusal(502, `The sign-in provider answered with an error (${err.error}). ${again}`);
   }
   if (err instanceof oidc.ClientError) {
-    const cause = err.cause as { claim?: unknown } | undefined;
-    const claim = typeof cause?.claim === 'string' ? cause.claim : undefined;
+    // openid-client wraps oauth4webapi's error, whose cause names the claim that failed.
+    const inner = err.cause instanceof Error ? err.cause : err;
+    const detail = inner.cause as { claim?: unknown } | undefined;
+    const claim = typeof detail?.claim === 'string' ? detail.claim : undefined;
     if (err.code === 'OAUTH_JWT_CLAIM_COMPARISON_FAILED') {
       const words = (claim === undefined ? undefined : CLAIM_WORDS[claim]) ?? `its "${claim ?? 'claim'}" claim is wrong`;
       return new SsoRefusal(401, `The sign-in provider's ID token was refused: ${words}. ${again}`);
     }
     if (err.code === 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED') return new SsoRefusal(401, `The sign-in provider's ID token was refused: it has expired (or is not valid yet). ${again}`);
-    if (err.code === 'OAUTH_KEY_SELECTION_FAILED' || /signature/i.test(err.message)) {
+    if (err.code === 'OAUTH_KEY_SELECTION_FAILED' || /signature/i.test(inner.message)) {
       return new SsoRefusal(401, `The sign-in provider's ID token was refused: its signature does not verify with the provider's published keys. ${again}`);
     }
-    if (err.code === 'OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED' || /state/i.test(err.message)) return new SsoRefusal(400, `The provider's answer does not belong to this sign-in. ${again}`);
-    return new SsoRefusal(401, `The sign-in provider's answer was refused: ${err.message}. ${again}`);
+    if (err.code === 'OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED' || /state/i.test(inner.message)) return new SsoRefusal(400, `The provider's answer does not belong to this sign-in. ${again}`);
+    return new SsoRefusal(401, `The sign-in provider's answer was refused: ${inner.message}. ${again}`);
   }
   return new SsoRefusal(502, `Tollgate could not complete the sign-in with the provider (${describe(err)}). ${again}`);
 }

@@ -59,13 +59,14 @@ export class SingleSignOn {
   /** The callback: a session for the person the provider vouched for, or a refusal (recorded either way). */
   async finish(ctx: Context, previousSessionId: string | undefined): Promise<{ sessionId: string; session: Session }> {
     const where = { address: ctx.ip, ...(ctx.get('User-Agent') === '' ? {} : { userAgent: ctx.get('User-Agent') }) };
-    const issuer = this.opts.config.issuer.href;
+    let issuer = this.opts.config.issuer.href;
     let subject: string | undefined;
     let email: string | undefined;
     try {
       const query = new URLSearchParams(ctx.querystring);
       const checks = await this.logins.take(ctx, query.get('state') ?? undefined).finally(() => this.logins.forget(ctx));
       const claims = await this.provider.complete(query, checks);
+      issuer = claims.issuer;
       subject = claims.subject;
       email = claims.email;
       const { user, accountId } = await this.membership.admit(claims);
