@@ -7,7 +7,7 @@
 // the dashboard) are left alone.
 import { randomBytes } from 'node:crypto';
 import { hash } from '@node-rs/argon2';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { KeyService } from './keys.js';
 import { MEMBER_ROLES, type MemberRole } from './roles.js';

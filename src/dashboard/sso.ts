@@ -4,7 +4,7 @@
 // the rule that addresses of the provider's domains sign in only through it when the operator says so.
 // Every outcome is a sign-in event (sign-in-events.ts).
 import type { Context } from 'koa';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { Database } from '../record/database.js';
 import type { KeyService } from './keys.js';
 import type { Session, Sessions } from './sessions.js';

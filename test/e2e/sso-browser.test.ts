@@ -12,7 +12,7 @@
 // the dashboard last read the JWKS.
 import type { Browser, BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import type { SignInEvent } from '../../src/dashboard/sign-in-events.js';
