@@ -64,7 +64,10 @@ export function checkGroupFilters(actor: Actor, dir: UsageDirectory, q: { member
     if (!dir.members.has(q.memberId)) throw new DashboardError(400, 'member must be the user id of a member of this account (see /api/members).');
     if (!allowed(actor, 'usage.all') && q.memberId !== actor.user.id) throw new DashboardError(403, 'You can see only the usage of your own keys; an owner, admin or billing member sees every member\'s.');
   }
-  if (q.teamId !== undefined && !dir.teams.has(q.teamId)) throw new DashboardError(400, 'team must be the id of a team of this account (see /api/teams).');
+  // A member names only the teams they may see (theirs, their keys'): another team answers as an unknown one.
+  if (q.teamId !== undefined && (!dir.teams.has(q.teamId) || (!allowed(actor, 'usage.all') && !dir.pickableTeams.includes(q.teamId)))) {
+    throw new DashboardError(400, 'team must be the id of a team of this account (see /api/teams).');
+  }
 }
 
 /** The keys a member filter leaves of those the reader may see (undefined: every key of the account). */
