@@ -86,7 +86,15 @@ function scopeFor(reader: UsageReader, actor: Actor, q: UsageQuery): UsageScope 
   return { ...reader.scope, keyIds: memberKeys(reader.dir, reader.keys, reader.scope.keyIds, q.memberId) };
 }
 
-/** The totals of the query's period folded by its grouping (member when none is asked for). */
+/** The request's filters, checked, and the scope they leave the reader. */
+async function scopedQuery(service: DashboardService, db: Database, c: Ctx): Promise<{ reader: UsageReader; q: UsageQuery; scope: UsageScope }> {
+  const actor = acting(c);
+  const reader = await readerOf(service, db, actor);
+  const q = usageQueryOf(c.query);
+  return { reader, q, scope: scopeFor(reader, actor, q) };
+}
+
+/** The totals of the query's period folded by the grouping. */
 async function groupedUsage(db: Database, scope: UsageScope, dir: UsageDirectory, q: UsageQuery, grouping: UsageGrouping): Promise<GroupedUsage> {
   const { period, totals, days } = await usageTotals(db, scope, q);
   return { grouping, period, ...foldTotals(totals, grouping, dir), days: foldDays(days, grouping, dir) };
@@ -139,10 +147,7 @@ function usagePageRoutes(router: Router<DashboardState>, deps: UsageDeps): void 
   });
   const csv = async (ctx: Context): Promise<void> => {
     const c = ctx as Ctx;
-    const actor = acting(c);
-    const reader = await readerOf(service, db, actor);
-    const q = usageQueryOf(c.query);
-    const scope = scopeFor(reader, actor, q);
+    const { reader, q, scope } = await scopedQuery(service, db, c);
     const day = new Date().toISOString().slice(0, 10);
     c.type = 'text/csv; charset=utf-8';
     if (q.group !== undefined) {
@@ -198,15 +203,9 @@ function refundPageRoutes(router: Router<DashboardState>, deps: UsageDeps): void
 /** JSON: usage records, daily spend, refund tickets. */
 function usageApiRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
   const { service, db, tickets } = deps;
-  const scoped = async (c: Ctx): Promise<{ reader: UsageReader; q: UsageQuery; scope: UsageScope }> => {
-    const actor = acting(c);
-    const reader = await readerOf(service, db, actor);
-    const q = usageQueryOf(c.query);
-    return { reader, q, scope: scopeFor(reader, actor, q) };
-  };
   router.get('/api/usage', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
-    const { q, scope } = await scoped(c);
+    const { q, scope } = await scopedQuery(service, db, c);
     const page = await usagePage(db, scope, q, 100);
     c.body = { usage: page.records.map(apiUsage), next_cursor: page.nextCursor ?? null };
   });
@@ -216,7 +215,7 @@ function usageApiRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
   });
   router.get('/api/usage/totals', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
-    const { reader, q, scope } = await scoped(c);
+    const { reader, q, scope } = await scopedQuery(service, db, c);
     const g = await groupedUsage(db, scope, reader.dir, q, q.group ?? 'member');
     c.body = {
       group: g.grouping,
