@@ -11,7 +11,7 @@ import { parse } from 'yaml';
 import { createRedisBackend, DEFAULT_KEY_MARKER } from '../src/billing/backends.js';
 import { recordedBackend } from '../src/record/recorded-backend.js';
 import { redisKeys } from '../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../src/record/redis-journal-stream.js';
 import { buildSnapshot } from '../src/catalog/build-snapshot.js';
 import type { CatalogSnapshot, CatalogSource } from '../src/catalog/snapshot.js';
 import type { ModelCatalogSpec, ModelSpec } from '../src/catalog/types.js';

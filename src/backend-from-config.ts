@@ -3,7 +3,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { createMemoryBackend, createRedisBackend, DEFAULT_REDIS_NAMESPACE, type HotBackend } from './billing/backends.js';
 import { redisKeys } from './billing/redis-keys.js';
-import { RedisJournalStream } from './billing/redis-journal-stream.js';
+import { RedisJournalStream } from './record/redis-journal-stream.js';
 import { LedgerHealth } from './billing/ledger-health.js';
 import type { RedisClient } from './billing/redis-client.js';
 import { redisTarget, type RedisTarget } from './billing/redis-target.js';

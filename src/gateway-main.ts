@@ -1,7 +1,7 @@
 // The production entry point (the container's `gateway` command): catalog from ModelCatalog objects
 // when TOLLGATE_CATALOG_SOURCE=kubernetes (else the file), ledger in Redis (or memory without
 // REDIS_URL, for trials), tracing from the standard OTEL_* variables.
-import { AccountService } from './accounts/service.js';
+import { AccountService } from './account-service/account-service.js';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig } from './backend-from-config.js';
 import { createEnvSecretResolver } from './catalog/env-secrets.js';

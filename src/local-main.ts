@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { startAdminServer } from './admin/server.js';
 import { backendFromConfig, type OwnedBackend } from './backend-from-config.js';
 import type { Account } from './accounts/account-store.js';
-import { AccountService } from './accounts/service.js';
+import { AccountService } from './account-service/account-service.js';
 import type { Database } from './record/database.js';
 import { formatUsd } from './billing/money.js';
 import { usdPerMillionToMicros } from './catalog/price.js';

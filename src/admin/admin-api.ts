@@ -10,7 +10,7 @@ import Router from '@koa/router';
 import type { Account, ApiKeyRecord, KeyChange, ScopeBudgets } from '../accounts/account-store.js';
 import { MAX_RATE_LIMIT, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import { formatUsd, usdTextToMicros } from '../billing/money.js';
-import { CreditRefused, type AccountService, type CreditRefusal } from '../accounts/service.js';
+import { CreditRefused, type AccountService, type CreditRefusal } from '../account-service/account-service.js';
 import { TeamChangeRefused, type BudgetChange, type Team, type TeamRefusal, type TeamStore } from '../accounts/teams.js';
 import type { Micros } from '../catalog/snapshot.js';
 import type { TopUpService } from '../top-ups/service.js';

@@ -2,8 +2,8 @@
 // share state, because the reserve step reads key caps and revocation written by the account store.
 import type { RedisClient } from './redis-client.js';
 import type { AccountStore, RestorableAccountStore } from '../accounts/account-store.js';
-import { MemoryAccountStore } from '../accounts/memory-account-store.js';
-import { RedisAccountStore } from '../accounts/redis-account-store.js';
+import { MemoryAccountStore } from './memory-account-store.js';
+import { RedisAccountStore } from './redis-account-store.js';
 import { DEFAULT_MARKER_TTL_SECONDS, DEFAULT_USAGE_MAX_RECORDS } from './ledger-common.js';
 import type { Ledger } from './ledger.js';
 import { MemoryLedger } from './memory-ledger.js';

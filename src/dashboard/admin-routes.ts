@@ -2,7 +2,7 @@
 // tickets, key revocation on a holder's behalf, top-ups with their timelines, reconciliation.
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { CreditRefused, type AccountService, type CreditRefusal } from '../accounts/service.js';
+import { CreditRefused, type AccountService, type CreditRefusal } from '../account-service/account-service.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 import { parseUsdCents, centsToMicros } from '../top-ups/quote.js';
 import type { TopUpService } from '../top-ups/service.js';

@@ -4,7 +4,7 @@
 // provisioning.ts's. Attempts are throttled before any argon2 work (throttle.ts).
 import { randomBytes } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { Database, Queryable } from '../record/database.js';
 import { DashboardError } from './errors.js';
 import { enqueueEmail } from './outbox.js';

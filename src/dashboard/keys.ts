@@ -3,7 +3,7 @@
 // member may not see answers as one that does not exist. Secrets are shown once, at creation.
 import type { ApiKeyRecord, KeyCaps, KeyChange, KeyRequestCeiling } from '../accounts/account-store.js';
 import type { RateLimits } from '../accounts/rate-limits.js';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { Database } from '../record/database.js';
 import { allowed, requirePermission, type Actor } from './actor.js';
 import { DashboardError } from './errors.js';

@@ -4,7 +4,7 @@
 // lock and checks the owners left. Removing a member revokes the keys they made (their usage stays on
 // record). Deleting it needs a balance of zero with nothing held: it revokes every key and removes every
 // member; the account, its statement and usage stay on record.
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import { formatUsd } from '../billing/money.js';
 import type { Database, Queryable } from '../record/database.js';
 import { requirePermission, type Actor } from './actor.js';

@@ -2,7 +2,7 @@
 // sign-up is closed, and the admin named in the configuration (the bootstrap at start). The operator's
 // word confirms the address; any change of a user's password, role or account ends their sessions.
 import { hash, verify } from '@node-rs/argon2';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { Database } from '../record/database.js';
 import { DashboardError } from './errors.js';
 import { ensureOwner, findUser, insertUser, MAX_PASSWORD, MIN_PASSWORD, normalizeEmail, userOf, USER_COLUMNS, type Role, type User, type UserRow } from './users.js';

@@ -3,7 +3,7 @@
 // admin approves (the cost is credited back through the ledger's idempotent refund, of record first) or
 // declines, and the holder follows the ticket's status.
 import { randomBytes } from 'node:crypto';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import { formatUsd } from '../billing/money.js';
 import type { Database } from '../record/database.js';
 import { findUsage } from '../record/usage-query.js';

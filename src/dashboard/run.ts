@@ -1,7 +1,7 @@
 // Starting the dashboard with what it serves: the service over the record, the admin bootstrap, the
 // mail outbox and the periodic jobs (alerts, session purge). Top-ups are started by the process entry
 // point (top-ups/run.ts) and handed in: the dashboard serves their pages and their webhook routes.
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { CatalogSnapshot } from '../catalog/snapshot.js';
 import type { Database, Queryable } from '../record/database.js';
 import type { RunningTopUps } from '../top-ups/run.js';

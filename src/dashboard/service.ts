@@ -2,7 +2,7 @@
 // root made: identity (sign-up, sign-in, confirmation, reset), sessions, two-factor settings, the
 // operator's provisioning, keys, organizations with their members, and invitations. Pages and the JSON
 // API both call these parts, so a rule (membership, ownership, caps, secrets shown once) is written once.
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import type { Database } from '../record/database.js';
 import { statementPage, type StatementPage } from '../record/statement.js';
 import { UsageQueryError } from '../record/usage-query.js';

@@ -4,7 +4,7 @@
 // hot path's (what the budgets are weighed against now). The rules of the data (names, budgets, members
 // of the account) are the account service's (accounts/teams.ts).
 import type { KeySpend } from '../billing/ledger.js';
-import type { AccountService } from '../accounts/service.js';
+import type { AccountService } from '../account-service/account-service.js';
 import { TeamChangeRefused, type BudgetChange, type Team, type TeamChange, type TeamStore } from '../accounts/teams.js';
 import type { ScopeBudgets } from '../accounts/account-store.js';
 import type { Database } from '../record/database.js';

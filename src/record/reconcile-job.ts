@@ -1,6 +1,6 @@
 // Where reconciliation gets its figures in a running process, and the periodic job that runs it.
 import type { Backend } from '../billing/backends.js';
-import type { RedisJournalStream } from '../billing/redis-journal-stream.js';
+import type { RedisJournalStream } from './redis-journal-stream.js';
 import type { Database } from './database.js';
 import type { JournalEntry } from './journal.js';
 import type { JournalWriter } from './journal-writer.js';

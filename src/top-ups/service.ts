@@ -16,7 +16,7 @@
 // the credit is given back), and a dispute's outcome is final whichever event comes first.
 import { randomBytes } from 'node:crypto';
 import type { Database, Queryable } from '../record/database.js';
-import type { AccountService, CommittedMovement, PaymentMovement } from '../accounts/service.js';
+import type { AccountService, CommittedMovement, PaymentMovement } from '../account-service/account-service.js';
 import type { PaymentFact, PaymentProvider, ProviderEvent, ProviderName } from './provider.js';
 import { WebhookRejected } from './provider.js';
 import { turnOffAfterUnpaid, type NotifyHolders } from './auto-top-up-off.js';

@@ -3,7 +3,7 @@
 // as the gateway sees it, refunds, usage and audit; bad input is a 400 with a JSON error, unknown ids
 // a 404, never a 500. Also the CLI over the same server. With the record (PostgreSQL), usage,
 // statements and daily spend come from it: more than 10,000 records paged through completely.
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';

@@ -4,7 +4,7 @@
 // export the CSV and check its total against the statement, file a refund ticket that an admin approves
 // (the balance rises by exactly the request's cost), revoke the key and see the 401. Photographs the
 // main pages, desktop and narrow (files rewritten only with TOLLGATE_SCREENSHOTS=1).
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import type { Browser, Page } from 'playwright-core';

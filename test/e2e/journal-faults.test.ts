@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { openPostgres, type Database } from '../../src/record/database.js';
 import { migrate } from '../../src/record/migrate.js';
 import { reconcile } from '../../src/record/reconcile.js';

@@ -17,7 +17,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { costMicros } from '../../src/billing/money.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { usdPerMillionToMicros } from '../../src/catalog/price.js';
 import { openPostgres, type Database } from '../../src/record/database.js';
 import { reconcile } from '../../src/record/reconcile.js';

@@ -19,7 +19,7 @@ import { createRedisBackend } from '../../src/billing/backends.js';
 import type { KeySpend } from '../../src/billing/ledger.js';
 import { formatUsdAmount } from '../../src/billing/money.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { readConfig } from '../../src/config.js';
 import { isLimitReason, LIMITS } from '../../src/limits/limits.js';
 import { reconcile } from '../../src/record/reconcile.js';

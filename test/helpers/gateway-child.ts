@@ -12,7 +12,7 @@ import { parse } from 'yaml';
 import { connectLedgerRedis } from '../../src/backend-from-config.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { buildSnapshot } from '../../src/catalog/build-snapshot.js';
 import type { CatalogSource } from '../../src/catalog/snapshot.js';
 import type { ModelCatalogSpec } from '../../src/catalog/types.js';

@@ -18,7 +18,7 @@ import type { Tracing } from '../../src/telemetry/tracing.js';
 import type { Database } from '../../src/record/database.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { recordedBackend, type RecordedBackendOptions } from '../../src/record/recorded-backend.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
 import type { UpstreamFormatName } from '../../src/formats/index.js';
 

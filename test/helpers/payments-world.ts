@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import { until } from '../e2e/e2e-support.js';
 import type { Redis } from 'ioredis';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';

@@ -4,7 +4,7 @@
 // statement's usage entries, a refund ticket approved by an admin credits back exactly the request's
 // cost once, support and the holder are mailed through the outbox (delivered to a loopback SMTP
 // server), alerts mail once per crossing, and a holder reaches nothing of another account on any route.
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { SMTPServer } from 'smtp-server';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

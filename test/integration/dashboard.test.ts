@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { readDashboardConfig } from '../../src/dashboard/config.js';
 import { runDashboard } from '../../src/dashboard/run.js';
 import { totpCode } from '../../src/dashboard/totp.js';

@@ -4,14 +4,14 @@
 // Whatever the interleaving, once the journal has caught up every applied settlement is in PostgreSQL
 // exactly once, the Redis streams are empty, and the totals the triggers keep agree with the rows and
 // with Redis to the micro-dollar.
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { startAdminServer } from '../../src/admin/server.js';
 import { createMemoryBackend, createRedisBackend, type Backend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { openPglite, type Database, type Transaction } from '../../src/record/database.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { JournaledLedger } from '../../src/record/journaled-ledger.js';

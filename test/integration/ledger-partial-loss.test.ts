@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { JournaledLedger } from '../../src/record/journaled-ledger.js';
 import { reconcile } from '../../src/record/reconcile.js';

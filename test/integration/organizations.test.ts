@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { guardedRoutes } from '../../src/dashboard/app.js';
 import { can, MEMBER_ROLES, type MemberRole } from '../../src/dashboard/roles.js';
 import { guardOf, type RouteGuard } from '../../src/dashboard/route-guards.js';

@@ -5,7 +5,7 @@
 // top-ups wiring, the real dashboard over HTTP, a real PostgreSQL record and a real Redis hot path.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';

@@ -11,7 +11,7 @@ import { TeamChangeRefused } from '../../src/accounts/teams.js';
 import { createRedisBackend } from '../../src/billing/backends.js';
 import type { ReservationRequest } from '../../src/billing/ledger.js';
 import { redisKeys } from '../../src/billing/redis-keys.js';
-import { RedisJournalStream } from '../../src/billing/redis-journal-stream.js';
+import { RedisJournalStream } from '../../src/record/redis-journal-stream.js';
 import { JournalWriter } from '../../src/record/journal-writer.js';
 import { JournaledLedger } from '../../src/record/journaled-ledger.js';
 import { reconcile } from '../../src/record/reconcile.js';

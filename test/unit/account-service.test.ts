@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AccountService, CreditRefused } from '../../src/accounts/service.js';
+import { AccountService, CreditRefused } from '../../src/account-service/account-service.js';
 import { createMemoryBackend } from '../../src/billing/backends.js';
 import { usdTextToMicros } from '../../src/billing/money.js';
 

@@ -1,16 +1,16 @@
 // Accounts and keys in Redis. A key's record is a hash under its account's hash tag, so the reserve
 // script reads revocation and caps in the same atomic step as the balance.
-import type { RedisClient } from '../billing/redis-client.js';
+import type { RedisClient } from './redis-client.js';
 import { randomUUID } from 'node:crypto';
-import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions, type ScopeRecord } from './account-store.js';
-import { generateApiKey, hashApiKey } from './api-key.js';
-import { newAccountId } from './ids.js';
-import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from './validation.js';
-import type { RedisKeys } from '../billing/redis-keys.js';
-import { ScriptRunner } from '../billing/scripts.js';
-import { BUDGET_FIELDS, KEY_CAP_FIELDS, SCOPED } from '../billing/buckets.js';
-import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from './rate-limits.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type KeySetting, type NewKeyOptions, type ScopeRecord } from '../accounts/account-store.js';
+import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
+import { newAccountId } from '../accounts/ids.js';
+import { newKeyRecord } from '../accounts/key-record.js';
+import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from '../accounts/validation.js';
+import type { RedisKeys } from './redis-keys.js';
+import { ScriptRunner } from './scripts.js';
+import { BUDGET_FIELDS, KEY_CAP_FIELDS, SCOPED } from './buckets.js';
+import { ACCOUNT_LIMIT_FIELDS, KEY_LIMIT_FIELDS, checkRateLimits, limitFieldPairs, limitsFromHash, type RateLimits } from '../accounts/rate-limits.js';
 
 export interface RedisAccountStoreOptions {
   redis: RedisClient;

@@ -1,15 +1,15 @@
 // The Redis half of the journal: each account's stream (appended by the settle script under the
 // account's hash tag, so it works on a Redis Cluster) is read by sweeps and trimmed only of entries
 // PostgreSQL has committed.
-import { cacheWrites } from './money.js';
-import { decodeRequestDetail } from './request-detail.js';
-import type { RedisClient } from './redis-client.js';
-import type { JournalEntry } from '../record/journal.js';
-import type { JournalStream } from '../record/journal-writer.js';
-import type { RequestStatus } from './ledger.js';
-import type { RedisKeys } from './redis-keys.js';
-import { ScriptRunner } from './scripts.js';
-import { SCOPED } from './buckets.js';
+import { cacheWrites } from '../billing/money.js';
+import { decodeRequestDetail } from '../billing/request-detail.js';
+import type { RedisClient } from '../billing/redis-client.js';
+import type { JournalEntry } from './journal.js';
+import type { JournalStream } from './journal-writer.js';
+import type { RequestStatus } from '../billing/ledger.js';
+import type { RedisKeys } from '../billing/redis-keys.js';
+import { ScriptRunner } from '../billing/scripts.js';
+import { SCOPED } from '../billing/buckets.js';
 
 function entryOf(accountId: string, id: string, fields: readonly string[]): JournalEntry {
   const f: Record<string, string> = {};

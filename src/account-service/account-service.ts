@@ -8,9 +8,9 @@ import { CreditConflictError } from '../billing/ledger-common.js';
 import type { AccountBalance, BudgetScope, KeySpend, Ledger, RefundOutcome } from '../billing/ledger.js';
 import type { Queryable } from '../record/database.js';
 import { MovementConflict, recordMovement, type MoneyMovement, type RecordedMovement } from '../record/money-movement.js';
-import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, NewKeyOptions } from './account-store.js';
-import { RATE_LIMIT_FIELDS, type RateLimitField, type RateLimits } from './rate-limits.js';
-import { hasTeams, type TeamStore } from './teams.js';
+import type { Account, AccountStore, ApiKeyRecord, CreatedKey, KeyCaps, KeyChange, NewKeyOptions } from '../accounts/account-store.js';
+import { RATE_LIMIT_FIELDS, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
+import { hasTeams, type TeamStore } from '../accounts/teams.js';
 
 /** Why a credit was refused; each app words it for its own reader. */
 export type CreditRefusal = 'not_positive' | 'no_idempotency_key' | 'too_large' | 'key_reused';

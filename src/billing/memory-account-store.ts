@@ -1,12 +1,12 @@
 // Accounts and keys in process memory (local runs and tests). Same rules as the Redis store.
-import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions, type ScopeRecord } from './account-store.js';
-import { generateApiKey, hashApiKey } from './api-key.js';
-import { newAccountId } from './ids.js';
-import { newKeyRecord } from './key-record.js';
-import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from './validation.js';
-import { newMemoryAccount, type MemoryState } from '../billing/memory-state.js';
-import { SCOPED } from '../billing/buckets.js';
-import { checkRateLimits, compactRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from './rate-limits.js';
+import { KEY_AMOUNT_SETTINGS, type Account, type BudgetScope, type RestorableAccountStore, type ApiKeyRecord, type CreatedKey, type HotKeyLookup, type KeyCaps, type KeyChange, type KeyPointer, type NewKeyOptions, type ScopeRecord } from '../accounts/account-store.js';
+import { generateApiKey, hashApiKey } from '../accounts/api-key.js';
+import { newAccountId } from '../accounts/ids.js';
+import { newKeyRecord } from '../accounts/key-record.js';
+import { checkCaps, checkImportedSecret, checkKeyChange, checkScopeBudgets } from '../accounts/validation.js';
+import { newMemoryAccount, type MemoryState } from './memory-state.js';
+import { SCOPED } from './buckets.js';
+import { checkRateLimits, compactRateLimits, RATE_LIMIT_FIELDS, type RateLimits } from '../accounts/rate-limits.js';
 
 const copy = (r: ApiKeyRecord): ApiKeyRecord => ({ ...r, ...(r.rateLimits === undefined ? {} : { rateLimits: { ...r.rateLimits } }) });
 const copyAccount = (a: Account): Account => ({ ...a, ...(a.rateLimits === undefined ? {} : { rateLimits: { ...a.rateLimits } }) });
