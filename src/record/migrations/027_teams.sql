@@ -59,9 +59,8 @@ CREATE INDEX member_budgets_hot_pending ON member_budgets (account_id, user_id) 
 ALTER TABLE api_keys ADD COLUMN team_id text REFERENCES teams (id);
 CREATE INDEX api_keys_by_team ON api_keys (team_id) WHERE team_id IS NOT NULL;
 
--- No foreign key: the journal's COPY stays one statement whatever happens to the team. (On a new
--- database 025, which indexes it, has added it already.)
-ALTER TABLE usage_records ADD COLUMN IF NOT EXISTS team_id text;
+-- No foreign key: the journal's COPY stays one statement whatever happens to the team.
+ALTER TABLE usage_records ADD COLUMN team_id text;
 
 CREATE FUNCTION usage_records_team_spend_stmt() RETURNS trigger AS $$
 DECLARE

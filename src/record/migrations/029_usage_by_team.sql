@@ -3,8 +3,4 @@
 -- this index, not a filtered scan of the whole account's range. Only requests charged to a team have
 -- an entry, so the journal writes nothing more for the usage of keys outside teams; a team's records
 -- arrive in time order, so each new entry goes at the end of its run (as in 014).
---
--- The column is 027's (the team a request is charged to). This file sorts before 027, so on a new
--- database it adds the column first and 027 finds it there; where 027 has run, it is already there.
-ALTER TABLE usage_records ADD COLUMN IF NOT EXISTS team_id text;
-CREATE INDEX IF NOT EXISTS usage_records_by_team ON usage_records (team_id, finished_at, request_id) WHERE team_id IS NOT NULL;
+CREATE INDEX usage_records_by_team ON usage_records (team_id, finished_at, request_id) WHERE team_id IS NOT NULL;
