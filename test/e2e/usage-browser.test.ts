@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { formatUsd } from '../../src/billing/money.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';

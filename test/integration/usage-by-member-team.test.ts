@@ -6,7 +6,7 @@
 // cannot filter to another member's (403); a filter that cannot be used is a 400 in words, never a 500.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccountService } from '../../src/accounts/service.js';
+import { AccountService } from '../../src/account-service/account-service.js';
 import { formatUsdAmount } from '../../src/billing/money.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
