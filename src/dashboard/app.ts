@@ -19,6 +19,7 @@ import { answerErrors, changeActor, loadSessionAndBody, notFound, refuseCrossSit
 import { recoveryRoutes, signInRoutes } from './open-routes.js';
 import { organizationRoutes } from './org-routes.js';
 import { teamRoutes } from './team-routes.js';
+import { ssoRoutes } from './sso-routes.js';
 import { RefundTickets } from './refund-tickets.js';
 import type { DashboardService } from './service.js';
 import { send, sessionCookie, who, type DashboardState } from './state.js';
@@ -122,6 +123,7 @@ export function createDashboardApp(opts: DashboardAppOptions): Koa<DashboardStat
   const open = new Router<DashboardState>();
   signInRoutes(open, { service, cookie, linkBase });
   recoveryRoutes(open, { service, cookie, linkBase });
+  ssoRoutes(open, { service, cookie });
   const guarded = guardedRoutes(opts, { cookie, linkBase });
   app.use(open.routes());
   app.use(open.allowedMethods());

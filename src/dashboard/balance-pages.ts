@@ -155,7 +155,7 @@ ${
 }
 ${data.auto === undefined || !manage ? '' : autoTopUpSection(session, data.auto, data.autoNote, data.autoError)}
 <h2>Top-ups</h2>${topUpRows(data.topUps, data.labelOf)}
-<h2>Statement</h2>${statementRows(data.statement)}`,
+<h2>Statement</h2><p class="note">Usage is posted here in batches of many requests; who spent it, per member or per team, is on the Usage page: <a href="/usage?group=member">spend per member</a> · <a href="/usage?group=team">spend per team</a>.</p>${statementRows(data.statement)}`,
   );
 }
 

@@ -1,4 +1,6 @@
 // Dashboard settings, read from the environment once at start.
+import { readSsoConfig, type SsoConfig } from './sso-config.js';
+
 export interface DashboardConfig {
   port: number;
   host: string;
@@ -26,6 +28,8 @@ export interface DashboardConfig {
   alertIntervalMs: number;
   /** Client addresses from X-Forwarded-For (behind an ingress). */
   trustProxy: boolean;
+  /** Single sign-on through the company's OpenID provider (DASHBOARD_SSO_*, sso-config.ts); absent: off. */
+  sso?: SsoConfig;
 }
 
 function bool(v: string | undefined, dflt: boolean): boolean {
@@ -62,13 +66,15 @@ function publicUrl(v: string): string {
 }
 
 export function readDashboardConfig(env: Record<string, string | undefined> = process.env): DashboardConfig {
+  const publicOrigin = env.DASHBOARD_PUBLIC_URL === undefined || env.DASHBOARD_PUBLIC_URL === '' ? undefined : publicUrl(env.DASHBOARD_PUBLIC_URL);
+  const sso = readSsoConfig(env, publicOrigin);
   return {
     port: int(env.DASHBOARD_PORT, 'DASHBOARD_PORT', 8082),
     host: env.HOST ?? '127.0.0.1',
     signUp: bool(env.DASHBOARD_SIGNUP, true),
     secureCookie: bool(env.DASHBOARD_SECURE_COOKIE, true),
     sessionTtlMs: int(env.DASHBOARD_SESSION_TTL_HOURS, 'DASHBOARD_SESSION_TTL_HOURS', 168) * 3_600_000,
-    ...(env.DASHBOARD_PUBLIC_URL === undefined || env.DASHBOARD_PUBLIC_URL === '' ? {} : { publicUrl: publicUrl(env.DASHBOARD_PUBLIC_URL) }),
+    ...(publicOrigin === undefined ? {} : { publicUrl: publicOrigin }),
     supportEmail: env.DASHBOARD_SUPPORT_EMAIL || 'support@tollgate.local',
     ...(env.SMTP_URL === undefined || env.SMTP_URL === '' ? {} : { smtpUrl: env.SMTP_URL }),
     mailFrom: env.MAIL_FROM || 'Tollgate <no-reply@tollgate.local>',
@@ -78,5 +84,6 @@ export function readDashboardConfig(env: Record<string, string | undefined> = pr
     adminRequireTotp: named('DASHBOARD_ADMIN_REQUIRE_TOTP', env.DASHBOARD_ADMIN_REQUIRE_TOTP, false),
     trustProxy: bool(env.DASHBOARD_TRUST_PROXY, false),
     alertIntervalMs: int(env.DASHBOARD_ALERT_INTERVAL_SECONDS, 'DASHBOARD_ALERT_INTERVAL_SECONDS', 60) * 1000,
+    ...(sso === undefined ? {} : { sso }),
   };
 }

@@ -9,7 +9,7 @@ import type { Database, Queryable } from '../record/database.js';
 import { DashboardError } from './errors.js';
 import { enqueueEmail } from './outbox.js';
 import { sha256, type Session, type Sessions } from './sessions.js';
-import { recordAccessEvent, recordSignIn, type SignInFailure } from './sign-in-events.js';
+import { recordAccessEvent, recordSignIn, type SignInEvents, type SignInFailure } from './sign-in-events.js';
 import { defaultThrottles, THROTTLED_MESSAGE, type AttemptThrottle, type Throttles } from './throttle.js';
 import { consumeSecondFactor, secondFactorGiven } from './two-factor.js';
 import { checkPassword, findUser, insertUser, MAX_PASSWORD, normalizeEmail, userOf, type User, type UserRow } from './users.js';
@@ -34,6 +34,10 @@ export interface IdentityOptions {
   sessions: Sessions;
   /** Attempt budgets of sign-in, sign-up and password reset (defaults: throttle.ts). */
   throttles?: Partial<Throttles>;
+  /** Why an address may not use a password (its domain signs in only through SSO), else undefined. */
+  passwordRefusal?: (email: string) => string | undefined;
+  /** Where each sign-in's outcome goes (sign-in-events.ts). */
+  events?: SignInEvents;
 }
 
 export class Identity {
@@ -60,6 +64,12 @@ export class Identity {
     if (wait > 0) throw new DashboardError(429, THROTTLED_MESSAGE(wait), wait);
   }
 
+  /** Refuses a password for an address whose domain signs in only through SSO (sign-in, sign-up, reset). */
+  private refusePassword(email: string): void {
+    const refusal = this.opts.passwordRefusal?.(email);
+    if (refusal !== undefined) throw new DashboardError(403, refusal);
+  }
+
   /** Keys and top-ups need a confirmed address. */
   static requireConfirmed(user: User): void {
     if (!user.emailVerified) {
@@ -76,6 +86,7 @@ export class Identity {
   async signUp(emailIn: unknown, passwordIn: unknown, address: string, linkBase: string, opts: { invited?: boolean } = {}): Promise<{ user: User; sessionId: string; session: Session }> {
     if (!this.opts.signUp && opts.invited !== true) throw new DashboardError(403, 'Sign-up is closed on this Tollgate; ask the operator for an account.');
     const email = normalizeEmail(emailIn);
+    this.refusePassword(email);
     const password = checkPassword(passwordIn);
     Identity.attempt(this.throttles.signUp, email, address);
     if ((await findUser(this.opts.db, email)) !== undefined) throw new DashboardError(409, 'An account with this e-mail already exists; sign in instead.');
@@ -92,8 +103,31 @@ export class Identity {
     return { user, sessionId, session };
   }
 
+  /** A password sign-in; its outcome, either way, is a sign-in event. */
   async signIn(emailIn: unknown, password: unknown, address: string, previousSessionId?: string, codeIn?: unknown): Promise<{ sessionId: string; session: Session }> {
     const email = typeof emailIn === 'string' ? emailIn.trim().toLowerCase() : '';
+    const event = { method: 'password' as const, address, ...(email === '' ? {} : { email }) };
+    try {
+      const opened = await this.passwordSignIn(email, password, address, previousSessionId, codeIn);
+      this.opts.events?.({ outcome: 'success', ...event, userId: opened.session.user.id });
+      return opened;
+    } catch (err) {
+      this.opts.events?.({ outcome: 'failure', ...event, reason: err instanceof Error ? err.message : String(err) });
+      throw err;
+    }
+  }
+
+  private async passwordSignIn(email: string, password: unknown, address: string, previousSessionId: string | undefined, codeIn: unknown): Promise<{ sessionId: string; session: Session }> {
+    if (email !== '') {
+      try {
+        this.refusePassword(email);
+      } catch (err) {
+        // A password for an address of an SSO-only domain: on record, without the password.
+        const known = await findUser(this.opts.db, email);
+        await recordSignIn(this.opts.db, { succeeded: false, method: 'password', reason: 'sso_only', ...(known === undefined ? {} : { user: { id: known.id, email: known.email, accountId: known.account_id } }) });
+        throw err;
+      }
+    }
     // Counted before argon2 runs: guesses sent at once each take their own attempt.
     Identity.attempt(this.throttles.signIn, email, address);
     const row = email === '' ? undefined : await findUser(this.opts.db, email);
@@ -188,6 +222,7 @@ export class Identity {
    */
   async requestPasswordReset(emailIn: unknown, linkBase: string, address: string): Promise<void> {
     const email = normalizeEmail(emailIn);
+    this.refusePassword(email);
     Identity.attempt(this.throttles.resetRequest, email, address);
     const user = await findUser(this.opts.db, email);
     // Asked for an address with no account: on record too (without the address typed), so a run of them shows.
@@ -228,6 +263,8 @@ export class Identity {
       const userId = used.rows[0]?.user_id;
       if (userId === undefined) throw new DashboardError(400, 'This reset link has expired or was used already; ask for a new one.');
       const user = (await tx.query<{ email: string; totp_secret: string | null; totp_enabled_at: Date | null }>('SELECT email, totp_secret, totp_enabled_at FROM dashboard_users WHERE id = $1 FOR UPDATE', [userId])).rows[0];
+      // A link mailed before the domain went SSO-only: the refusal rolls back, so it stays unused.
+      if (user !== undefined) this.refusePassword(user.email);
       if (user?.totp_enabled_at !== null && user?.totp_enabled_at !== undefined && user.totp_secret !== null) {
         const lost = ` Lost both? Ask the operator of this Tollgate to turn two-factor sign-in off for ${user.email}.`;
         if (secondFactorGiven(secondFactor) === undefined) throw new DashboardError(400, `This account has two-factor sign-in. ${SECOND_FACTOR_NEEDED}${lost}`);
@@ -243,7 +280,7 @@ export class Identity {
   /** Removes expired sessions, reset and confirmation tokens and key reveals (a periodic job). */
   async purgeExpired(): Promise<number> {
     let n = 0;
-    for (const table of ['dashboard_sessions', 'password_resets', 'email_verifications', 'key_reveals']) {
+    for (const table of ['dashboard_sessions', 'password_resets', 'email_verifications', 'key_reveals', 'sso_logins']) {
       n += (await this.opts.db.query(`DELETE FROM ${table} WHERE expires_at <= now()`)).rowCount;
     }
     return n;

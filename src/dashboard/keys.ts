@@ -96,10 +96,10 @@ export class KeyService {
   }
 
   /** The keys whose usage the actor sees (every key of the account with usage.all, else their own), and whether that is all. */
-  async usageKeys(actor: Actor): Promise<{ keys: Array<{ id: string; name: string }>; all: boolean }> {
+  async usageKeys(actor: Actor): Promise<{ keys: Array<{ id: string; name: string; ownerId?: string; teamId?: string }>; all: boolean }> {
     const all = allowed(actor, 'usage.all');
     const keys = (await this.opts.accounts.listKeys(actor.member.accountId)).filter((k) => all || k.ownerId === actor.user.id);
-    return { keys: keys.map((k) => ({ id: k.id, name: k.name })), all };
+    return { keys: keys.map((k) => ({ id: k.id, name: k.name, ...(k.ownerId === undefined ? {} : { ownerId: k.ownerId }), ...(k.teamId === undefined ? {} : { teamId: k.teamId }) })), all };
   }
 
   /** The key if the actor may manage it; otherwise the same 404 as a key that does not exist. */

@@ -35,9 +35,9 @@ export function signInRoutes(open: Router<DashboardState>, deps: OpenDeps): void
   const { service, cookie, linkBase } = deps;
   const { identity } = service;
   open.get('/', (ctx) => ctx.redirect(ctx.state.session === undefined ? '/sign-in' : homeOf(ctx.state.session)));
-  open.get('/sign-in', (ctx) => send(ctx, signInPage(identity.signUpOpen)));
+  open.get('/sign-in', (ctx) => send(ctx, signInPage(identity.signUpOpen, undefined, '', undefined, service.sso?.button)));
   open.get('/sign-up', (ctx) => {
-    if (!identity.signUpOpen) return send(ctx, signInPage(false, 'Sign-up is closed on this Tollgate; ask the operator for an account.'), 403);
+    if (!identity.signUpOpen) return send(ctx, signInPage(false, 'Sign-up is closed on this Tollgate; ask the operator for an account.', '', undefined, service.sso?.button), 403);
     send(ctx, signUpPage());
   });
   /** A refused sign-in or sign-up re-renders its form (the invitation's, when it came from one). */
@@ -50,7 +50,7 @@ export function signInRoutes(open: Router<DashboardState>, deps: OpenDeps): void
       const offer = await service.invitations.offer(invitation);
       return send(ctx, invitationPage({ token: invitation, offer, error: err.message, form }), err.status);
     }
-    send(ctx, form === 'sign-in' ? signInPage(identity.signUpOpen, err.message, email) : signUpPage(err.message, email), err.status);
+    send(ctx, form === 'sign-in' ? signInPage(identity.signUpOpen, err.message, email, undefined, service.sso?.button) : signUpPage(err.message, email), err.status);
   };
   open.post('/sign-in', async (ctx) => {
     const b = ctx.state.body ?? {};
@@ -138,7 +138,7 @@ export function recoveryRoutes(open: Router<DashboardState>, { service, linkBase
     const token = ctx.params.token ?? '';
     try {
       await identity.resetPassword(token, ctx.state.body?.password, ctx.ip, ctx.state.body?.code);
-      send(ctx, signInPage(identity.signUpOpen, undefined, '', 'Your password is set. Sign in with it; every other session was signed out.'));
+      send(ctx, signInPage(identity.signUpOpen, undefined, '', 'Your password is set. Sign in with it; every other session was signed out.', service.sso?.button));
     } catch (err) {
       if (!(err instanceof DashboardError)) throw err;
       if (err.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(err.retryAfterSeconds));

@@ -39,6 +39,7 @@ ul.team-members{padding-left:1.2rem;margin:.3rem 0}ul.team-members li{margin:.3r
 ol.codes{columns:2 11rem;column-gap:2.5rem;max-width:26rem;margin:.8rem 0;padding-left:2.2rem;font:1rem/1.9 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:nowrap}.secret.words{word-break:normal}.warn{background:#fff4e5;padding:.6rem .8rem;border-left:4px solid #d97706;border-radius:4px}
 dl.quote{display:grid;grid-template-columns:auto auto;gap:.2rem 1rem;max-width:20rem}dl.quote dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
 form.switcher{display:flex;gap:.35rem;align-items:center;margin:0}form.switcher select{background:#1f2937;color:#f9fafb;border-color:#4b5563;max-width:16rem;padding:.2rem .4rem;font-size:.9rem}
+a.sso{display:inline-block;padding:.5rem 1.1rem;border-radius:6px;background:var(--accent);color:var(--accent-ink);text-decoration:none;font-weight:600}
 header a.new-org{font-size:.85rem;color:#9ca3af}.role{display:inline-block;font-size:.75rem;padding:.05rem .45rem;border-radius:999px;background:#eef2ff;color:#3730a3;text-transform:capitalize;white-space:nowrap}
 .role.owner{background:#fef3c7;color:#92400e}.role.billing{background:#ecfdf5;color:#065f46}.role.member{background:#f3f4f6;color:#374151}
 .danger{border-color:#b91c1c;background:#b91c1c}.card.danger-zone{border-color:#f3c4c4}.card>h2:first-child{margin-top:.1rem}.row{display:flex;gap:.5rem;flex-wrap:wrap;align-items:end}.row label{margin:0}
@@ -98,11 +99,14 @@ export function layout(title: string, session: Session | undefined, body: Html):
 
 export const errorBox = (error?: string): Html | string => (error === undefined ? '' : html`<p class="error" role="alert">${error}</p>`);
 
-export function signInPage(signUpOpen: boolean, error?: string, email = '', notice?: string): Html {
+/** `sso`: the company's provider, when SSO is configured (its button comes first). */
+export function signInPage(signUpOpen: boolean, error?: string, email = '', notice?: string, sso?: { name: string; href: string }): Html {
   return layout(
     'Sign in',
     undefined,
-    html`<h1>Sign in</h1>${notice === undefined ? '' : html`<p class="ok" role="status">${notice}</p>`}${errorBox(error)}<form method="post" action="/sign-in">
+    html`<h1>Sign in</h1>${notice === undefined ? '' : html`<p class="ok" role="status">${notice}</p>`}${errorBox(error)}${
+      sso === undefined ? '' : html`<p><a class="sso" href="${sso.href}">Sign in with ${sso.name}</a></p><p class="note">Or with your e-mail and password:</p>`
+    }<form method="post" action="/sign-in">
 <label>E-mail <input type="email" name="email" autocomplete="username" required value="${email}"></label>
 <label>Password <input type="password" name="password" autocomplete="current-password" required></label>
 <label>Authenticator code or a recovery code (only if you turned on two-factor sign-in) <input name="code" autocomplete="one-time-code" autocapitalize="off" spellcheck="false" maxlength="24"></label>

@@ -12,6 +12,7 @@ import { DashboardService } from './service.js';
 import { checkAlerts } from './alerts.js';
 import { memberEmailsWith } from './memberships.js';
 import { enqueueEmail, logMailer, smtpMailer, startOutboxWorker, type OutboxWorker } from './outbox.js';
+import { logSignIns } from './sign-in-events.js';
 import type { ReconciliationReport } from '../record/reconcile.js';
 
 export interface RunningDashboard {
@@ -51,8 +52,12 @@ export async function runDashboard(opts: RunDashboardOptions): Promise<RunningDa
     signUp: config.signUp,
     sessionTtlMs: config.sessionTtlMs,
     adminRequiresTotp: config.adminRequireTotp,
+    signInEvents: logSignIns(opts.log ?? ((l) => process.stderr.write(`${l}\n`))),
+    ...(config.sso === undefined ? {} : { sso: { config: config.sso, secureCookie: config.secureCookie } }),
     ...(opts.log === undefined ? {} : { log: opts.log }),
   });
+  // The provider's discovery, early: a wrong issuer shows in the log at start, not at the first sign-in.
+  service.sso?.provider.warmUp().catch((err: unknown) => opts.onError?.('single sign-on discovery', err));
   const admin = config.admin;
   if (admin !== undefined) {
     // The audit log names the start-up as the author of the operators' account and the admin it sets up.

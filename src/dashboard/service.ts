@@ -14,6 +14,9 @@ import { KeyService } from './keys.js';
 import { Organizations } from './organizations.js';
 import { Provisioning } from './provisioning.js';
 import { Sessions } from './sessions.js';
+import type { SignInEvents } from './sign-in-events.js';
+import { SingleSignOn } from './sso.js';
+import type { SsoConfig } from './sso-config.js';
 import { TeamsService } from './teams.js';
 import type { Throttles } from './throttle.js';
 import { TwoFactorSettings } from './two-factor-settings.js';
@@ -30,6 +33,10 @@ export interface DashboardServiceOptions {
   adminRequiresTotp?: boolean;
   /** Structured log lines of what must be on record (an admin clearing a user's two-factor sign-in); default stderr. */
   log?: (line: string) => void;
+  /** Single sign-on through the company's OpenID provider (sso-config.ts); absent: passwords only. */
+  sso?: { config: SsoConfig; secureCookie: boolean };
+  /** Where every sign-in's outcome goes, password or SSO (the audit log's hook); default: nowhere. */
+  signInEvents?: SignInEvents;
 }
 
 export class DashboardService {
@@ -43,19 +50,31 @@ export class DashboardService {
   readonly organizations: Organizations;
   readonly invitations: Invitations;
   readonly teams: TeamsService;
+  /** Absent when SSO is not configured. */
+  readonly sso?: SingleSignOn;
 
   constructor(private readonly opts: DashboardServiceOptions) {
     const { db, accounts } = opts;
     this.db = db;
     this.accounts = accounts;
     this.sessions = new Sessions({ db, ttlMs: opts.sessionTtlMs });
-    this.identity = new Identity({ db, accounts, signUp: opts.signUp, sessions: this.sessions, ...(opts.throttles === undefined ? {} : { throttles: opts.throttles }) });
+    const events: SignInEvents = opts.signInEvents ?? (() => undefined);
+    this.identity = new Identity({
+      db,
+      accounts,
+      signUp: opts.signUp,
+      sessions: this.sessions,
+      events,
+      passwordRefusal: (email) => this.sso?.passwordRefusal(email),
+      ...(opts.throttles === undefined ? {} : { throttles: opts.throttles }),
+    });
     this.twoFactor = new TwoFactorSettings({ db, identity: this.identity, ...(opts.log === undefined ? {} : { log: opts.log }) });
     this.provisioning = new Provisioning({ db, accounts });
     this.teams = new TeamsService({ db, accounts });
     this.keys = new KeyService({ db, accounts, teams: this.teams });
     this.organizations = new Organizations({ db, accounts, keys: this.keys });
     this.invitations = new Invitations({ db });
+    if (opts.sso !== undefined) this.sso = new SingleSignOn({ db, accounts, keys: this.keys, sessions: this.sessions, config: opts.sso.config, secureCookie: opts.sso.secureCookie, events });
   }
 
   get adminRequiresTotp(): boolean {

@@ -5,6 +5,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Database } from '../record/database.js';
 import { membershipsOf, type Membership } from './memberships.js';
+import type { SignInMethod } from './sign-in-events.js';
 import { userOf, type User, type UserRow } from './users.js';
 
 export interface Session {
@@ -24,17 +25,18 @@ export const sha256 = (s: string): string => createHash('sha256').update(s).dige
 export class Sessions {
   constructor(private readonly opts: { db: Database; ttlMs: number }) {}
 
-  /** A new session of the user, acting on their personal account. */
-  async open(user: User, secondFactor: boolean): Promise<{ sessionId: string; session: Session }> {
+  /** A new session of the user, acting on their personal account; an SSO one lives the (shorter) SSO life. */
+  async open(user: User, secondFactor: boolean, how: { method?: SignInMethod; ttlMs?: number } = {}): Promise<{ sessionId: string; session: Session }> {
     const sessionId = randomBytes(32).toString('base64url');
     const csrfToken = randomBytes(32).toString('base64url');
-    const expiresAt = new Date(Date.now() + this.opts.ttlMs);
-    await this.opts.db.query('INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at, second_factor) VALUES ($1, $2, $3, $4, $5)', [
+    const expiresAt = new Date(Date.now() + (how.ttlMs ?? this.opts.ttlMs));
+    await this.opts.db.query('INSERT INTO dashboard_sessions (id_hash, user_id, csrf_token, expires_at, second_factor, method) VALUES ($1, $2, $3, $4, $5, $6)', [
       sha256(sessionId),
       user.id,
       csrfToken,
       expiresAt,
       secondFactor,
+      how.method ?? 'password',
     ]);
     const memberships = await membershipsOf(this.opts.db, user.id);
     return { sessionId, session: { user, csrfToken, expiresAt, secondFactor, memberships, ...actingMember(memberships, undefined, user) } };

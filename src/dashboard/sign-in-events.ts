@@ -7,12 +7,12 @@ import { asActor, currentActor } from '../record/change-actor.js';
 import type { Queryable } from '../record/database.js';
 
 /** How someone signed in (or tried to). */
-export type SignInMethod = 'password' | 'oidc';
+export type SignInMethod = 'password' | 'sso';
 /** The second factor given with a password. */
 export type SecondFactorMethod = 'totp' | 'recovery_code';
 
 /** Why a sign-in was refused, in the log's words. */
-export type SignInFailure = 'unknown_address' | 'wrong_password' | 'second_factor_missing' | 'second_factor_wrong' | 'refused_by_provider';
+export type SignInFailure = 'unknown_address' | 'wrong_password' | 'second_factor_missing' | 'second_factor_wrong' | 'refused_by_provider' | 'sso_refused' | 'sso_only';
 
 /** The person a sign-in was for, once known. */
 export interface SignInUser {
@@ -24,7 +24,7 @@ export interface SignInUser {
 
 export type SignInOutcome =
   | { succeeded: true; user: SignInUser; method: SignInMethod; secondFactor?: SecondFactorMethod }
-  | { succeeded: false; user?: SignInUser; method: SignInMethod; secondFactor?: SecondFactorMethod; reason: SignInFailure };
+  | { succeeded: false; user?: SignInUser; method: SignInMethod; secondFactor?: SecondFactorMethod; reason: SignInFailure; /** The refusal in words (an SSO one's check). */ why?: string };
 
 /**
  * One entry per sign-in, succeeded or failed. The user who signed in is named as the actor (the
@@ -36,7 +36,7 @@ export async function recordSignIn(q: Queryable, outcome: SignInOutcome): Promis
   const detail = {
     method: outcome.method,
     ...(outcome.secondFactor === undefined ? {} : { second_factor: outcome.secondFactor }),
-    ...(outcome.succeeded ? {} : { reason: outcome.reason }),
+    ...(outcome.succeeded ? {} : { reason: outcome.reason, ...(outcome.why === undefined ? {} : { why: outcome.why }) }),
   };
   const write = (): Promise<void> =>
     recordAuditEvent(q, {
@@ -53,4 +53,30 @@ export type AccessEvent = 'sign_out' | 'sign_out.everywhere' | 'password_reset.r
 
 export async function recordAccessEvent(q: Queryable, action: AccessEvent, user: SignInUser | undefined, detail?: Record<string, string | number | boolean | null>): Promise<void> {
   await recordAuditEvent(q, { action, ...(user === undefined ? {} : { accountId: user.accountId, target: user.id }), ...(detail === undefined ? {} : { detail }) });
+}
+
+// Beside the audit log's entry, every sign-in is also a structured log line (SignInEvents, which the
+// dashboard service is given), for the operator's log pipeline: who, how, from where, the reason in words.
+
+export interface SignInEvent {
+  outcome: 'success' | 'failure';
+  method: SignInMethod;
+  /** The address given or asserted (absent when none was). */
+  email?: string;
+  /** The dashboard user, when known. */
+  userId?: string;
+  /** SSO: the provider's issuer and the person's subject there. */
+  sso?: { issuer: string; subject?: string };
+  /** Client address and user agent. */
+  address: string;
+  userAgent?: string;
+  /** Why it was refused, in words (failures only). */
+  reason?: string;
+}
+
+export type SignInEvents = (event: SignInEvent) => void;
+
+/** The default: one JSON line per sign-in to `log`. */
+export function logSignIns(log: (line: string) => void): SignInEvents {
+  return (e) => log(JSON.stringify({ level: e.outcome === 'success' ? 'info' : 'warn', event: 'dashboard_sign_in', ...e }));
 }

@@ -8,6 +8,8 @@ import { errorBox, layout, mayDo, usd } from './pages.js';
 import type { RefundTicket } from './refund-tickets.js';
 import type { Session } from './sessions.js';
 import type { UsageQuery } from './usage-view.js';
+import { groupColours, spendChart } from './usage-chart.js';
+import { USAGE_GROUPINGS, type GroupedUsage, type UsageDirectory } from './usage-groups.js';
 
 const when = (ms: number | Date): string => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 
@@ -61,15 +63,58 @@ function tokensCell(r: RecordedUsage): Html {
   return classes.length === 0 ? html`${u.input} / ${u.output}` : html`${u.input} / ${u.output}<br><small class="cache">${classes.join(' · ')}</small>`;
 }
 
+const GROUPING_WORDS = { member: 'Member', team: 'Team' } as const;
+
+/** The query string of the filters (not the grouping, the request id or the cursor), with changes. */
+function filterParams(q: UsageQuery, change: Record<string, string | undefined> = {}): URLSearchParams {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries({ key: q.keyId, member: q.memberId, team: q.teamId, model: q.model, status: q.status, from: q.from, to: q.to, ...change })) if (v !== undefined) params.set(k, v);
+  return params;
+}
+
+/**
+ * The totals per member or per team: the chart of spend per day, then a table whose rows link to the
+ * requests of that member (or team) and carry the chart's colours, with a total row.
+ */
+function groupedSection(g: GroupedUsage, q: UsageQuery): Html {
+  const colours = groupColours(g);
+  const word = GROUPING_WORDS[g.grouping];
+  const filterKey = g.grouping === 'member' ? 'member' : 'team';
+  const csv = filterParams(q, { group: g.grouping, from: g.period.from, to: g.period.to });
+  const share = (cost: number): string => (g.total.cost === 0 ? '0' : ((cost * 100) / g.total.cost).toFixed(1));
+  const rows = g.groups.map((x) => {
+    const name = x.id === null ? html`${x.label}` : html`<a href="/usage?${filterParams(q, { [filterKey]: x.id, from: g.period.from, to: g.period.to }).toString()}">${x.label}</a>`;
+    return html`<tr data-group="${x.id ?? ''}"><td data-label="${word}"><span aria-hidden="true" style="display:inline-block;width:.7rem;height:.7rem;border-radius:2px;margin-right:.4rem;background:${colours.get(x.id) ?? '#cbd5e1'}"></span>${name}</td>
+<td data-label="Requests" class="num">${x.requests}</td><td data-label="Tokens in / out" class="num">${x.inputTokens} / ${x.outputTokens}</td>
+<td data-label="Cost" class="num">${usd(x.cost)}${x.refunded > 0 ? html`<br><small class="note">${usd(x.refunded)} refunded</small>` : ''}</td>
+<td data-label="Share" class="num"><meter class="bar" min="0" max="100" value="${share(x.cost)}" title="${share(x.cost)}% of the spend"></meter> ${share(x.cost)}%</td></tr>`;
+  });
+  return html`<section id="usage-by-${g.grouping}"><h2>Spend per ${g.grouping}, ${g.period.from} to ${g.period.to}</h2>${spendChart(g)}
+${
+  g.groups.length === 0
+    ? html`<p class="note">No requests in this period.</p>`
+    : html`<table class="stack" id="usage-groups"><thead><tr><th>${word}</th><th class="num">Requests</th><th class="num">Tokens in / out</th><th class="num">Cost</th><th class="num">Share</th></tr></thead><tbody>${rows}
+<tr class="total"><td data-label="${word}"><strong>Total</strong></td><td data-label="Requests" class="num"><strong>${g.total.requests}</strong></td><td data-label="Tokens in / out" class="num">${g.total.inputTokens} / ${g.total.outputTokens}</td><td data-label="Cost" class="num"><strong>${usd(g.total.cost)}</strong></td><td></td></tr></tbody></table>`
+}<p><a href="/usage.csv?${csv.toString()}">Export these totals as CSV</a></p></section>`;
+}
+
+/** Links to the totals per member and per team (the current one marked). */
+function groupingLinks(q: UsageQuery): Html {
+  return html`<p class="grouping">Spend per: ${USAGE_GROUPINGS.map((g) =>
+    g === q.group ? html`<strong aria-current="page">${g}</strong> ` : html`<a href="/usage?${filterParams(q, { group: g }).toString()}">${g}</a> `,
+  )}${q.group === undefined ? '' : html`· <a href="/usage?${filterParams(q).toString()}">requests only</a>`}</p>`;
+}
+
 export function usagePageHtml(
   session: Session,
-  data: { records: RecordedUsage[]; nextCursor?: string; query: UsageQuery; keys: Array<{ id: string; name: string }>; days: DailyKeySpend[]; error?: string },
+  data: { records: RecordedUsage[]; nextCursor?: string; query: UsageQuery; keys: Array<{ id: string; name: string }>; days: DailyKeySpend[]; dir: UsageDirectory; grouped?: GroupedUsage; error?: string },
 ): Html {
   const q = data.query;
   const keyNames = new Map(data.keys.map((k) => [k.id, k.name]));
   const refunds = mayDo(session, 'refunds.request');
-  const params = new URLSearchParams();
-  for (const [k, v] of Object.entries({ key: q.keyId, model: q.model, status: q.status, from: q.from, to: q.to })) if (v !== undefined) params.set(k, v);
+  const seesAll = mayDo(session, 'usage.all');
+  const params = filterParams(q);
+  const teams = data.dir.pickableTeams.map((id) => ({ id, name: data.dir.teams.get(id)?.name ?? id, deleted: data.dir.teams.get(id)?.deleted === true }));
   const rows = data.records.map(
     (r) => html`<tr><td>${when(r.finishedAt)}</td><td><code class="rid">${r.requestId}</code></td><td>${keyNames.get(r.keyId) ?? r.keyId}</td><td>${r.model}</td>
 <td class="num">${tokensCell(r)}</td><td class="num">${usd(r.cost)}</td><td>${statusCell(r)}</td><td>${finishCell(r)}</td>
@@ -78,15 +123,19 @@ export function usagePageHtml(
   return layout(
     'Usage',
     session,
-    html`<h1>Usage</h1>${mayDo(session, 'usage.all') ? '' : html`<p class="note">The requests made with your own keys.</p>`}${errorBox(data.error)}
+    html`<h1>Usage</h1>${seesAll ? '' : html`<p class="note">The requests made with your own keys.</p>`}${errorBox(data.error)}
 <form method="get" action="/usage" class="card filters" role="search">
 <label>Request id <input name="request_id" value="${q.requestId ?? ''}" placeholder="req_…"></label>
 <label>Key <select name="key"><option value="">All keys</option>${data.keys.map((k) => html`<option value="${k.id}"${k.id === q.keyId ? html` selected` : ''}>${k.name}</option>`)}</select></label>
+${seesAll ? html`<label>Member <select name="member"><option value="">All members</option>${[...data.dir.members].map(([id, email]) => html`<option value="${id}"${id === q.memberId ? html` selected` : ''}>${email}</option>`)}</select></label>` : ''}
+${teams.length === 0 ? '' : html`<label>Team <select name="team"><option value="">All teams</option>${teams.map((t) => html`<option value="${t.id}"${t.id === q.teamId ? html` selected` : ''}>${t.name}${t.deleted ? ' (deleted)' : ''}</option>`)}</select></label>`}
 <label>Model <input name="model" value="${q.model ?? ''}"></label>
 <label>Status <select name="status"><option value="">Any</option>${REQUEST_STATUSES.map((s) => html`<option value="${s}"${s === q.status ? html` selected` : ''}>${s.replace(/_/g, ' ')}</option>`)}</select></label>
 <label>From <input type="date" name="from" value="${q.from ?? ''}"></label><label>To <input type="date" name="to" value="${q.to ?? ''}"></label>
+<label>Spend per <select name="group"><option value="">—</option>${USAGE_GROUPINGS.map((g) => html`<option value="${g}"${g === q.group ? html` selected` : ''}>${g}</option>`)}</select></label>
 <button>Show</button> <a href="/usage.csv?${params.toString()}">Export CSV</a></form>
-${
+${groupingLinks(q)}${data.grouped === undefined ? '' : groupedSection(data.grouped, q)}
+<h2>Requests</h2>${
   data.records.length === 0
     ? html`<p class="note">No requests match. Requests appear here a moment after they finish.</p>`
     : html`<table><thead><tr><th>Finished (UTC)</th><th>Request id</th><th>Key</th><th>Model</th><th class="num">Tokens in / out</th><th class="num">Cost</th><th>Status</th><th>Finish</th><th></th></tr></thead><tbody>${rows}</tbody></table>`

@@ -12,7 +12,9 @@ import { need } from './route-guards.js';
 import type { DashboardService } from './service.js';
 import type { Session } from './sessions.js';
 import { refundRequestPage, refundsPage, usagePageHtml } from './usage-pages.js';
-import { dailySpend, usageCsvStream, usagePage, usageQueryOf, type UsageScope } from './usage-view.js';
+import { dailySpend, groupedCsv, usageCsvStream, usagePage, usageQueryOf, usageTotals, type UsageQuery, type UsageScope } from './usage-view.js';
+import { checkGroupFilters, foldDays, foldTotals, memberKeys, usageDirectory, type GroupedUsage, type UsageDirectory, type UsageGrouping, type UsageKey } from './usage-groups.js';
+import type { UsageTotals } from '../record/usage-totals.js';
 import { acting } from './state.js';
 
 type Ctx = Context & { state: DashboardState; params: Record<string, string> };
@@ -21,6 +23,7 @@ export function apiUsage(r: RecordedUsage): Record<string, unknown> {
   return {
     request_id: r.requestId,
     key_id: r.keyId,
+    team_id: r.teamId ?? null,
     model: r.model,
     upstream: r.upstream,
     status: r.status,
@@ -63,11 +66,51 @@ type UsageDeps = { service: DashboardService; db: Database; tickets: RefundTicke
 
 const who = (ctx: Ctx): Session => ctx.state.session as Session;
 
-/** The keys whose usage the actor sees, and the scope of the usage queries: all of the account's (usage.all) or their own keys'. */
-async function scopeOf(service: DashboardService, actor: Actor): Promise<{ keys: Array<{ id: string; name: string }>; scope: UsageScope }> {
-  const { keys, all } = await service.keys.usageKeys(actor);
-  return { keys, scope: { accountId: actor.member.accountId, ...(all ? {} : { keyIds: keys.map((k) => k.id) }) } };
+/** What a reader of usage may see: the keys (all of the account's with usage.all, else their own), the scope of the queries, and the names behind the ids. */
+interface UsageReader {
+  keys: UsageKey[];
+  scope: UsageScope;
+  dir: UsageDirectory;
 }
+
+async function readerOf(service: DashboardService, db: Database, actor: Actor): Promise<UsageReader> {
+  const { keys, all } = await service.keys.usageKeys(actor);
+  const scope = { accountId: actor.member.accountId, ...(all ? {} : { keyIds: keys.map((k) => k.id) }) };
+  return { keys, scope, dir: await usageDirectory(db, actor, keys) };
+}
+
+/** The scope narrowed to the query's member (their keys), once the member and team filters are checked. */
+function scopeFor(reader: UsageReader, actor: Actor, q: UsageQuery): UsageScope {
+  checkGroupFilters(actor, reader.dir, q);
+  if (q.memberId === undefined) return reader.scope;
+  return { ...reader.scope, keyIds: memberKeys(reader.dir, reader.keys, reader.scope.keyIds, q.memberId) };
+}
+
+/** The request's filters, checked, and the scope they leave the reader. */
+async function scopedQuery(service: DashboardService, db: Database, c: Ctx): Promise<{ reader: UsageReader; q: UsageQuery; scope: UsageScope }> {
+  const actor = acting(c);
+  const reader = await readerOf(service, db, actor);
+  const q = usageQueryOf(c.query);
+  return { reader, q, scope: scopeFor(reader, actor, q) };
+}
+
+/** The totals of the query's period folded by the grouping. */
+async function groupedUsage(db: Database, scope: UsageScope, dir: UsageDirectory, q: UsageQuery, grouping: UsageGrouping): Promise<GroupedUsage> {
+  const { period, totals, days } = await usageTotals(db, scope, q);
+  return { grouping, period, ...foldTotals(totals, grouping, dir), days: foldDays(days, grouping, dir) };
+}
+
+const apiTotals = (t: UsageTotals): Record<string, number> => ({
+  requests: t.requests,
+  cost_micro_usd: t.cost,
+  refunded_micro_usd: t.refunded,
+  input_tokens: t.inputTokens,
+  output_tokens: t.outputTokens,
+  cached_input_tokens: t.cachedInputTokens,
+  cache_write_5m_tokens: t.cacheWrite5mTokens,
+  cache_write_1h_tokens: t.cacheWrite1hTokens,
+  reasoning_tokens: t.reasoningTokens,
+});
 
 /** The usage and refund pages and their JSON twins. */
 export function usageRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
@@ -81,27 +124,41 @@ function usagePageRoutes(router: Router<DashboardState>, deps: UsageDeps): void 
   const { service, db, send } = deps;
   const renderUsage = async (c: Ctx, status = 200, error?: string): Promise<void> => {
     const s = who(c);
+    const actor = acting(c);
+    const reader = await readerOf(service, db, actor);
     const query = error === undefined ? usageQueryOf(c.query) : {};
-    const { keys, scope } = await scopeOf(service, acting(c));
-    const [page, days] = await Promise.all([usagePage(db, scope, query), dailySpend(db, scope)]);
-    send(c, usagePageHtml(s, { ...page, query, keys, days, ...(error === undefined ? {} : { error }) }), status);
+    const scope = scopeFor(reader, actor, query);
+    const [page, days, grouped] = await Promise.all([
+      usagePage(db, scope, query),
+      dailySpend(db, scope),
+      query.group === undefined ? undefined : groupedUsage(db, scope, reader.dir, query, query.group),
+    ]);
+    send(c, usagePageHtml(s, { ...page, query, keys: reader.keys, days, dir: reader.dir, ...(grouped === undefined ? {} : { grouped }), ...(error === undefined ? {} : { error }) }), status);
   };
   router.get('/usage', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
     try {
       await renderUsage(c);
     } catch (err) {
-      if (!(err instanceof DashboardError) || err.status !== 400) throw err;
-      await renderUsage(c, 400, err.message);
+      // A filter that cannot be used (400), or another member's usage (403): said on the page, unfiltered.
+      if (!(err instanceof DashboardError) || (err.status !== 400 && err.status !== 403)) throw err;
+      await renderUsage(c, err.status, err.message);
     }
   });
   const csv = async (ctx: Context): Promise<void> => {
     const c = ctx as Ctx;
-    const { keys, scope } = await scopeOf(service, acting(c));
-    const names = new Map(keys.map((k) => [k.id, k.name]));
-    const body = await usageCsvStream(db, scope.accountId, usageQueryOf(c.query), names, scope.keyIds);
+    const { reader, q, scope } = await scopedQuery(service, db, c);
+    const day = new Date().toISOString().slice(0, 10);
     c.type = 'text/csv; charset=utf-8';
-    c.set('Content-Disposition', `attachment; filename="tollgate-usage-${new Date().toISOString().slice(0, 10)}.csv"`);
+    if (q.group !== undefined) {
+      const g = await groupedUsage(db, scope, reader.dir, q, q.group);
+      c.set('Content-Disposition', `attachment; filename="tollgate-usage-by-${q.group}-${g.period.from}-${g.period.to}.csv"`);
+      c.body = groupedCsv(q.group, g.period, g.groups, g.total);
+      return;
+    }
+    const names = new Map(reader.keys.map((k) => [k.id, k.name]));
+    const body = await usageCsvStream(db, scope.accountId, q, names, scope.keyIds, reader.dir);
+    c.set('Content-Disposition', `attachment; filename="tollgate-usage-${day}.csv"`);
     c.body = body;
   };
   router.get('/usage.csv', need('usage.own'), csv);
@@ -148,12 +205,26 @@ function usageApiRoutes(router: Router<DashboardState>, deps: UsageDeps): void {
   const { service, db, tickets } = deps;
   router.get('/api/usage', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
-    const page = await usagePage(db, (await scopeOf(service, acting(c))).scope, usageQueryOf(c.query), 100);
+    const { q, scope } = await scopedQuery(service, db, c);
+    const page = await usagePage(db, scope, q, 100);
     c.body = { usage: page.records.map(apiUsage), next_cursor: page.nextCursor ?? null };
   });
   router.get('/api/usage/daily', need('usage.own'), async (ctx) => {
     const c = ctx as Ctx;
-    c.body = { days: (await dailySpend(db, (await scopeOf(service, acting(c))).scope)).map((d) => ({ key_id: d.keyId, day: d.day, spent_micro_usd: d.spent, requests: d.requests })) };
+    c.body = { days: (await dailySpend(db, (await readerOf(service, db, acting(c))).scope)).map((d) => ({ key_id: d.keyId, day: d.day, spent_micro_usd: d.spent, requests: d.requests })) };
+  });
+  router.get('/api/usage/totals', need('usage.own'), async (ctx) => {
+    const c = ctx as Ctx;
+    const { reader, q, scope } = await scopedQuery(service, db, c);
+    const g = await groupedUsage(db, scope, reader.dir, q, q.group ?? 'member');
+    c.body = {
+      group: g.grouping,
+      from: g.period.from,
+      to: g.period.to,
+      groups: g.groups.map((x) => ({ id: x.id, name: x.label, ...apiTotals(x) })),
+      total: apiTotals(g.total),
+      days: g.days.map((d) => ({ day: d.day, id: d.id, spent_micro_usd: d.spent })),
+    };
   });
   router.get('/api/refund-tickets', need('refunds.request'), async (ctx) => {
     const c = ctx as Ctx;

@@ -17,6 +17,8 @@ export interface UsageFilter {
   keyIds?: readonly string[];
   model?: string;
   status?: RequestStatus;
+  /** Only requests charged to this team (usage_records.team_id: the key's team when it was reserved). */
+  teamId?: string;
   /** Finished at or after (inclusive). */
   from?: Date;
   /** Finished before (exclusive). */
@@ -121,6 +123,7 @@ interface UsageRow {
   started_us: string;
   finished_us: string;
   refunded_us: string | null;
+  team_id: string | null;
 }
 
 const usToMs = (us: string): number => Math.floor(Number(us) / 1000);
@@ -156,6 +159,7 @@ function toRecord(r: UsageRow): RecordedUsage {
     finishedAt,
     refunded: r.refunded_us !== null,
     refundedAt: r.refunded_us === null ? null : usToMs(r.refunded_us),
+    ...(r.team_id === null ? {} : { teamId: r.team_id }),
   };
 }
 
@@ -165,25 +169,32 @@ const fromMicros = (param: string): string => `(timestamptz 'epoch' + ${param}::
 
 const USAGE_COLUMNS = `request_id, account_id, key_id, model, upstream, input_tokens, output_tokens, cached_input_tokens,
   cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, cost, reserved, status, http_status, finish_reason, refusal_reason, model_refused, ttft_ms, billing_month,
-  ${micros('started_at')} AS started_us, ${micros('finished_at')} AS finished_us, ${micros('refunded_at')} AS refunded_us`;
+  ${micros('started_at')} AS started_us, ${micros('finished_at')} AS finished_us, ${micros('refunded_at')} AS refunded_us, team_id`;
 
-/** One page of an account's usage, newest first. */
-export async function listUsagePage(db: Queryable, req: UsagePageRequest): Promise<UsagePage> {
-  const limit = checkPageSize(req.limit);
-  if (req.status !== undefined && !REQUEST_STATUSES.includes(req.status)) throw new UsageQueryError(`status must be one of ${REQUEST_STATUSES.join(', ')}`);
-  const params: SqlValue[] = [req.accountId];
+/** The WHERE clause of a filter (account first) and its parameters; more can be pushed after them. */
+export function usageWhere(filter: UsageFilter): { where: string[]; params: SqlValue[] } {
+  if (filter.status !== undefined && !REQUEST_STATUSES.includes(filter.status)) throw new UsageQueryError(`status must be one of ${REQUEST_STATUSES.join(', ')}`);
+  const params: SqlValue[] = [filter.accountId];
   const where = ['account_id = $1'];
   const add = (sql: (p: string) => string, value: SqlValue): void => {
     params.push(value);
     where.push(sql(`$${params.length}`));
   };
   // With a key the key's index leads (it holds only that key's rows); the account test keeps it scoped.
-  if (req.keyId !== undefined) add((p) => `key_id = ${p}`, req.keyId);
-  if (req.keyIds !== undefined) add((p) => `key_id = ANY(${p})`, req.keyIds);
-  if (req.model !== undefined) add((p) => `model = ${p}`, req.model);
-  if (req.status !== undefined) add((p) => `status = ${p}`, req.status);
-  if (req.from !== undefined) add((p) => `finished_at >= ${p}`, req.from);
-  if (req.to !== undefined) add((p) => `finished_at < ${p}`, req.to);
+  if (filter.keyId !== undefined) add((p) => `key_id = ${p}`, filter.keyId);
+  if (filter.keyIds !== undefined) add((p) => `key_id = ANY(${p})`, filter.keyIds);
+  if (filter.teamId !== undefined) add((p) => `team_id = ${p}`, filter.teamId);
+  if (filter.model !== undefined) add((p) => `model = ${p}`, filter.model);
+  if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);
+  if (filter.from !== undefined) add((p) => `finished_at >= ${p}`, filter.from);
+  if (filter.to !== undefined) add((p) => `finished_at < ${p}`, filter.to);
+  return { where, params };
+}
+
+/** One page of an account's usage, newest first. */
+export async function listUsagePage(db: Queryable, req: UsagePageRequest): Promise<UsagePage> {
+  const limit = checkPageSize(req.limit);
+  const { where, params } = usageWhere(req);
   if (req.cursor !== undefined) {
     const at = decodeCursor(req.cursor);
     params.push(at.micros, at.requestId);

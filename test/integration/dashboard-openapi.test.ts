@@ -145,6 +145,11 @@ describe('the dashboard API matches docs/dashboard-openapi.yaml', () => {
     expect((await h.api('GET', '/api/usage?status=nope')).status).toBe(400);
     await h.api('GET', '/api/usage.csv');
     await h.api('GET', '/api/usage/daily');
+    const me = ((await h.api('GET', '/api/session')).json() as { user: { id: string } }).user.id;
+    const byMember = (await h.api('GET', `/api/usage/totals?group=member&member=${me}`)).json() as { groups: Array<{ id: string | null; requests: number }> };
+    expect(byMember.groups.map((g) => g.requests).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    await h.api('GET', '/api/usage/totals?group=team');
+    expect((await h.api('GET', '/api/usage/totals?group=nobody')).status).toBe(400);
     await h.api('GET', '/api/models');
     await h.api('GET', '/api/balance');
     await h.api('GET', '/api/statement?limit=5');

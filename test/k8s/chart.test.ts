@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CHART, PRODUCTION_VALUES, find, helm, render, valuesFile, type KubeDoc } from './harness/helm.js';
 import { batchCases, chartSchema, schemaCases, storedCases, validValues } from './harness/schema-cases.js';
 import { ROOT, TOOLS_TIMEOUT_MS, ensureTools } from './harness/tools.js';
+import { readDashboardConfig } from '../../src/dashboard/config.js';
 
 const defaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
 
@@ -204,6 +205,32 @@ describe('the chart through helm', () => {
   it('dashboard.admin.requireTotp defaults to false on the gateway', async () => {
     const docs = await render([valuesFile({ ...MINIMAL, database: { existingSecret: 'db' }, dashboard: { enabled: true, publicUrl: 'https://d.example.com' } })]);
     expect(env(container(find(docs, 'Deployment', 'tollgate-gateway'), 'gateway'), 'DASHBOARD_ADMIN_REQUIRE_TOTP')?.value).toBe('false');
+  });
+
+  it('dashboard.sso renders the settings the dashboard reads at start, the client secret from its Secret', async () => {
+    const sso = {
+      enabled: true,
+      issuer: 'https://login.example.com/realms/acme',
+      clientId: 'tollgate',
+      existingSecret: 'tollgate-sso',
+      name: 'Acme Login',
+      domains: ['example.com', 'example.co.uk'],
+      ssoOnly: true,
+      mappings: [
+        { domain: 'example.com', organization: 'Example', role: 'member' },
+        { group: 'tollgate-admins', organization: 'Example', role: 'admin' },
+      ],
+    };
+    const docs = await render([valuesFile({ ...MINIMAL, database: { existingSecret: 'db' }, dashboard: { enabled: true, publicUrl: 'https://d.example.com', sso } })]);
+    const g = container(find(docs, 'Deployment', 'tollgate-gateway'), 'gateway');
+    expect(env(g, 'DASHBOARD_SSO_CLIENT_SECRET')?.valueFrom?.secretKeyRef).toEqual({ name: 'tollgate-sso', key: 'clientSecret' });
+    const plain = Object.fromEntries((g.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+    const read = readDashboardConfig({ ...plain, DASHBOARD_SSO_CLIENT_SECRET: 'from the Secret' }).sso;
+    expect(read).toMatchObject({ clientId: 'tollgate', name: 'Acme Login', domains: ['example.com', 'example.co.uk'], ssoOnly: true, rules: sso.mappings, sessionTtlMs: 8 * 3_600_000 });
+    expect(read?.redirectUrl.href).toBe('https://d.example.com/sso/callback');
+    // Off by default: no SSO variable at all.
+    const off = await render([valuesFile({ ...MINIMAL, database: { existingSecret: 'db' }, dashboard: { enabled: true, publicUrl: 'https://d.example.com' } })]);
+    expect((container(find(off, 'Deployment', 'tollgate-gateway'), 'gateway').env ?? []).filter((e) => e.name.startsWith('DASHBOARD_SSO_'))).toEqual([]);
   });
 
   it('the example catalog renders the five models of examples/catalog.yaml', async () => {

@@ -182,3 +182,9 @@ CREATE TRIGGER audit_refund_tickets AFTER INSERT OR UPDATE OR DELETE ON refund_t
 CREATE TRIGGER audit_money_movements AFTER INSERT ON ledger_entries
   FOR EACH ROW WHEN (NEW.kind <> 'usage')
   EXECUTE FUNCTION audit_row_change('id', 'record_tx', 'applied_at');
+-- Single sign-on's links (028): who the provider vouched for, and the organizations its mapping made.
+-- The time of the last sign-in moves at every sign-in (its event is the entry).
+CREATE TRIGGER audit_sso_identities AFTER INSERT OR UPDATE OR DELETE ON sso_identities
+  FOR EACH ROW EXECUTE FUNCTION audit_row_change('issuer,subject', 'last_sign_in_at');
+CREATE TRIGGER audit_sso_organizations AFTER INSERT OR UPDATE OR DELETE ON sso_organizations
+  FOR EACH ROW EXECUTE FUNCTION audit_row_change('name');

@@ -70,6 +70,8 @@ export type Path = (string | number)[];
 const SEEDS: Record<string, unknown[]> = {
   imagePullSecrets: [{ name: 'regcred' }],
   'gateway.extraEnv': [{ name: 'EXTRA', value: '1' }],
+  'dashboard.sso.domains': ['example.com'],
+  'dashboard.sso.mappings': [{ group: 'tollgate-admins', organization: 'Example', role: 'admin' }],
 };
 
 function typeOf(value: unknown): string[] {
