@@ -4,13 +4,13 @@
 // controls, creates a key and sees only their own; the account switcher moves between accounts. The
 // pages fit a 390 px phone without sideways scrolling. Photographs the Members, settings and invitation
 // pages, desktop and narrow (files rewritten only with TOLLGATE_SCREENSHOTS=1).
-import { writeFileSync } from 'node:fs';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountService } from '../../src/account-service/account-service.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { Screenshots } from '../helpers/screenshots.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -21,7 +21,7 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
   let harness: Harness;
   let dash: { url: string; close(): Promise<void> };
   let browser: Browser;
-  const shots: Array<[string, Buffer]> = [];
+  const shots = new Screenshots();
 
   beforeAll(async () => {
     harness = await startHarness({ record: tdb.db });
@@ -31,22 +31,11 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
   }, 60_000);
 
   afterAll(async () => {
-    if (process.env.TOLLGATE_SCREENSHOTS === '1') for (const [name, png] of shots) writeFileSync(new URL(`../../docs/screenshots/${name}.png`, import.meta.url), png);
+    shots.save();
     await browser?.close();
     await dash?.close();
     await harness?.close();
   });
-
-  /** The page fits a 390 px phone: nothing wider than the screen; desktop and narrow photographs. */
-  async function photographNarrow(page: Page, name: string): Promise<void> {
-    const desktop = await page.screenshot({ fullPage: true });
-    await page.setViewportSize({ width: 390, height: 800 });
-    const width = await page.evaluate<number>('document.documentElement.scrollWidth');
-    expect(width, `${name} at 390 px`).toBeLessThanOrEqual(390);
-    const narrow = await page.screenshot({ fullPage: true });
-    await page.setViewportSize({ width: 1100, height: 760 });
-    shots.push([`dashboard-${name}`, desktop], [`dashboard-${name}-narrow`, narrow]);
-  }
 
   async function invitationLink(email: string): Promise<string> {
     const mail = await tdb.db.query<{ body: string }>("SELECT body FROM email_outbox WHERE recipient = $1 AND subject LIKE 'You are invited%' ORDER BY id DESC LIMIT 1", [email]);
@@ -80,7 +69,7 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
     await owner.getByRole('button', { name: 'Send invitation' }).click();
     await owner.waitForURL(`${dash.url}/members?invited=1`);
     expect(await owner.getByRole('row').filter({ hasText: 'platform-member@example.com' }).count()).toBe(1);
-    await photographNarrow(owner, 'members');
+    await shots.narrow(owner, 'members');
     await owner.getByRole('link', { name: 'Keys' }).click();
     await owner.getByLabel('Name').fill('owner key');
     await owner.getByRole('button', { name: 'Create key' }).click();
@@ -91,7 +80,7 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
     const member = await memberContext.newPage();
     await member.goto(await invitationLink('platform-member@example.com'));
     expect(await member.getByRole('heading', { name: 'Join Platform Team' }).count()).toBe(1);
-    await photographNarrow(member, 'invitation');
+    await shots.narrow(member, 'invitation');
     await member.locator('#invitation-sign-up').getByLabel(/Choose a password/).fill('a member password');
     await member.getByRole('button', { name: 'Create account and join' }).click();
     await member.waitForURL(`${dash.url}/members?joined=1`);
@@ -109,7 +98,7 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
     expect((await member.locator('#new-key').textContent()) ?? '').toMatch(/^sk-tg-/);
     expect(await member.getByRole('row').filter({ hasText: 'member key' }).count()).toBe(1);
     expect(await member.content()).not.toContain('owner key');
-    await photographNarrow(member, 'keys-member');
+    await shots.narrow(member, 'keys-member');
 
     // The owner sees both keys, and who made each.
     await owner.goto(`${dash.url}/keys`);
@@ -117,7 +106,7 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
     expect(await owner.getByRole('row').filter({ hasText: 'owner key' }).count()).toBe(1);
     await owner.goto(`${dash.url}/organization`);
     expect(await owner.getByRole('heading', { name: 'Transfer ownership' }).count()).toBe(1);
-    await photographNarrow(owner, 'organization');
+    await shots.narrow(owner, 'organization');
 
     // The switcher: the member's personal account has none of the organization's keys.
     // Already on /keys, so waitForURL alone would not wait: the new document's load event does.

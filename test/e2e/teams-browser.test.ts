@@ -5,14 +5,14 @@
 // refused at their own budget, then (raised) served, then refused at the team's budget, each 402 naming
 // the budget in words; the owner sees the spend per member and per team. The pages fit a 390 px phone.
 // Photographs the Teams and Members pages (files rewritten only with TOLLGATE_SCREENSHOTS=1).
-import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountService } from '../../src/account-service/account-service.js';
 import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { Screenshots } from '../helpers/screenshots.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -25,7 +25,7 @@ describe.skipIf(browserMissing)('teams and budgets in a browser', () => {
   let accounts: AccountService;
   let dash: { url: string; close(): Promise<void> };
   let browser: Browser;
-  const shots: Array<[string, Buffer]> = [];
+  const shots = new Screenshots();
 
   beforeAll(async () => {
     harness = await startHarness({ record: tdb.db });
@@ -35,22 +35,11 @@ describe.skipIf(browserMissing)('teams and budgets in a browser', () => {
   }, 60_000);
 
   afterAll(async () => {
-    if (process.env.TOLLGATE_SCREENSHOTS === '1') for (const [name, png] of shots) writeFileSync(new URL(`../../docs/screenshots/${name}.png`, import.meta.url), png);
+    shots.save();
     await browser?.close();
     await dash?.close();
     await harness?.close();
   });
-
-  /** The page fits a 390 px phone: nothing wider than the screen; desktop and narrow photographs. */
-  async function photographNarrow(page: Page, name: string): Promise<void> {
-    const desktop = await page.screenshot({ fullPage: true });
-    await page.setViewportSize({ width: 390, height: 800 });
-    const width = await page.evaluate<number>('document.documentElement.scrollWidth');
-    expect(width, `${name} at 390 px`).toBeLessThanOrEqual(390);
-    const narrow = await page.screenshot({ fullPage: true });
-    await page.setViewportSize({ width: 1100, height: 760 });
-    shots.push([`dashboard-${name}`, desktop], [`dashboard-${name}-narrow`, narrow]);
-  }
 
   /** A call through the openai SDK: its answer, or the error it raised. */
   async function ask(openai: OpenAI): Promise<{ served: true } | { served: false; status: number | undefined; message: string }> {
@@ -151,11 +140,11 @@ describe.skipIf(browserMissing)('teams and budgets in a browser', () => {
     const shown = `$${(spent.monthSpent / 1_000_000).toFixed(6)}`;
     await owner.goto(`${dash.url}/teams`);
     expect(await owner.locator('section.card').filter({ hasText: 'search' }).first().textContent()).toContain(`${shown} of $0.000000`);
-    await photographNarrow(owner, 'teams');
+    await shots.narrow(owner, 'teams');
     await owner.goto(`${dash.url}/members`);
     expect(await owner.locator('#member-budgets tr').filter({ hasText: 'acme-dev@example.com' }).textContent()).toContain(`${shown} of $20.000000`);
     expect(await owner.locator('#member-budgets tr').filter({ hasText: 'acme-owner@example.com' }).textContent()).toContain('$0.000000 no budget');
-    await photographNarrow(owner, 'members-budgets');
+    await shots.narrow(owner, 'members-budgets');
     await ownerContext.close();
     await memberContext.close();
   }, 90_000);

@@ -6,7 +6,6 @@
 // their own usage: no member filter, and another member's usage asked for by address bar is refused on
 // the page. The page fits a 390 px phone. Photographs the Usage page grouped per member and per team
 // (files rewritten only with TOLLGATE_SCREENSHOTS=1).
-import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { AttemptThrottle } from '../../src/dashboard/throttle.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { Screenshots } from '../helpers/screenshots.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -30,7 +30,7 @@ describe.skipIf(browserMissing)('usage per member and per team in a browser', ()
   let accounts: AccountService;
   let dash: { url: string; close(): Promise<void> };
   let browser: Browser;
-  const shots: Array<[string, Buffer]> = [];
+  const shots = new Screenshots();
 
   beforeAll(async () => {
     harness = await startHarness({ record: tdb.db });
@@ -41,22 +41,11 @@ describe.skipIf(browserMissing)('usage per member and per team in a browser', ()
   }, 60_000);
 
   afterAll(async () => {
-    if (process.env.TOLLGATE_SCREENSHOTS === '1') for (const [name, png] of shots) writeFileSync(new URL(`../../docs/screenshots/${name}.png`, import.meta.url), png);
+    shots.save();
     await browser?.close();
     await dash?.close();
     await harness?.close();
   });
-
-  /** The page fits a 390 px phone: nothing wider than the screen; desktop and narrow photographs. */
-  async function photographNarrow(page: Page, name: string): Promise<void> {
-    const desktop = await page.screenshot({ fullPage: true });
-    await page.setViewportSize({ width: 390, height: 800 });
-    const width = await page.evaluate<number>('document.documentElement.scrollWidth');
-    expect(width, `${name} at 390 px`).toBeLessThanOrEqual(390);
-    const narrow = await page.screenshot({ fullPage: true });
-    await page.setViewportSize({ width: 1100, height: 760 });
-    shots.push([`dashboard-${name}`, desktop], [`dashboard-${name}-narrow`, narrow]);
-  }
 
   /** Acme: an owner, alice (team search) and bob (team ads), each member with a key in their team, and money. */
   async function acme() {
@@ -151,7 +140,7 @@ describe.skipIf(browserMissing)('usage per member and per team in a browser', ()
     expect(await rows.nth(1).textContent()).toContain(bob.email);
     expect(await rows.nth(1).locator('td[data-label="Cost"]').textContent()).toBe(usd(bobSpent.cost));
     expect(await rows.nth(2).locator('td[data-label="Cost"]').textContent()).toBe(usd(aliceSpent.cost + bobSpent.cost));
-    await photographNarrow(page, 'usage-by-member');
+    await shots.narrow(page, 'usage-by-member');
 
     // Per team, then one team's requests from its row.
     await page.getByRole('link', { name: 'team', exact: true }).click();
@@ -160,7 +149,7 @@ describe.skipIf(browserMissing)('usage per member and per team in a browser', ()
     expect((await teamRows.locator('td:first-child').allTextContents()).map((t) => t.trim())).toEqual(['search', 'ads', 'Total']);
     expect(await teamRows.nth(1).locator('td[data-label="Cost"]').textContent()).toBe(usd(bobSpent.cost));
     expect(await page.locator('#spend-by-team rect[data-group="' + ads + '"]').count()).toBe(1);
-    await photographNarrow(page, 'usage-by-team');
+    await shots.narrow(page, 'usage-by-team');
     await teamRows.nth(1).getByRole('link', { name: 'ads' }).click();
     await page.waitForURL(new RegExp(`team=${ads}`));
     const listed = await page.locator('code.rid').allTextContents();
