@@ -1,11 +1,11 @@
 // CPU profile of the gateway under load:
-// `npm run bench:profile [-- --format anthropic --seconds 10 --tracing off|sampled-0|sampled-100 --journal on]`.
+// `npm run bench:profile [-- --format anthropic --seconds 10 --tracing off|sampled-0|sampled-100 --journal on --agent]`.
 // Starts Redis, the instant simulator and Tollgate (with --cpu-prof) as in the benchmark, drives it with
 // autocannon at 50 connections, and prints the functions with the most self time. The .cpuprofile file
 // is left in bench/results/ for a flame graph (Chrome DevTools or speedscope can open it).
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { startRedisServer } from '../test/helpers/redis-server.js';
-import { requestShape, throughput, type BenchFormat } from './load.js';
+import { agentShape, requestShape, throughput, type BenchFormat } from './load.js';
 import { createBenchDatabase } from './record-db.js';
 import { builtEntry, SOURCE_ENTRY, startTarget } from './targets.js';
 import { siteOf, type CpuProfile } from './cpu-profile.js';
@@ -24,6 +24,8 @@ const record = flag('journal', 'off') === 'on' ? await createBenchDatabase() : u
 // `--build <checkout>`: the gateway from that checkout's .bench-build/ (bench/build.ts), as the bench runs
 // it, instead of the sources under tsx (whose loader shows in the profile).
 const built = flag('build', '');
+// `--agent`: the agent-shaped body of the format (bench/load.ts: 100 KB OpenAI, 300 KB Anthropic) instead of a small one.
+const agent = args.includes('--agent');
 const entry = built === '' ? SOURCE_ENTRY : builtEntry(`${built}/.bench-build/bench/serve.js`);
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
@@ -37,10 +39,11 @@ const gw = await startTarget({ role: 'gateway', redisUrl: redis.url, upstream: s
   `--cpu-prof-dir=${dir}`,
 ], entry);
 // A short warm-up so JIT tiers settle before the profiled window dominates.
-await throughput(gw.url, requestShape(format, gw.key), 50, 2);
+const shape = agent ? agentShape(format, gw.key) : requestShape(format, gw.key);
+await throughput(gw.url, shape, 50, 2);
 // Samples before this point are start-up and warm-up (module loading, the tokenizer table), not requests.
 const loadFromMs = Date.now() - startedAt;
-const result = await throughput(gw.url, requestShape(format, gw.key), 50, seconds);
+const result = await throughput(gw.url, shape, 50, seconds);
 await gw.stop();
 await sim.stop();
 await redis.stop();
