@@ -9,40 +9,28 @@
 -- Returns {reaped count, earliest remaining deadline or -1, micro-USD released}.
 local now = tonumber(ARGV[1])
 local prefix = tagPrefix(KEYS[1])
-local view = viewOf(prefix)
 local count = 0
 local released = 0
--- First the holds that are due, and the fields of every bucket they drew from (read together, once).
-local due = {}
 for i = 0, tonumber(ARGV[3]) - 1 do
   local holdKey, reapedKey = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
   local rid, keyId, described = ARGV[4 + 3 * i], ARGV[5 + 3 * i], ARGV[6 + 3 * i]
   local h = redis.call('HMGET', holdKey, 'amount', 'keyId', 'month', 'deadline', 'b')
   -- Re-checked here: the hold may have been settled since the caller listed it.
   if h[1] and h[2] == keyId and tonumber(h[4]) <= now then
-    local description = h[5] or described
-    local buckets = cjson.decode(description)
-    for _, b in ipairs(buckets) do needBucket(view, b, h[3], false, false) end
-    due[#due + 1] = {holdKey = holdKey, reapedKey = reapedKey, rid = rid, h = h, description = description, buckets = buckets}
+    local held = tonumber(h[1])
+    local buckets = h[5] or described
+    releaseHeld(prefix, cjson.decode(buckets), h[3], held)
+    redis.call('HSET', reapedKey, 'amount', h[1], 'keyId', h[2], 'month', h[3], 'b', buckets)
+    redis.call('EXPIRE', reapedKey, ARGV[2])
+    redis.call('DEL', holdKey)
+    redis.call('ZREM', KEYS[2], rid)
+    count = count + 1
+    released = released + held
   elseif not h[1] then
     redis.call('ZREM', KEYS[2], rid)
   end
 end
-if #due > 0 then need(view, 'account', 'seq') end
-fetch(view)
-for _, d in ipairs(due) do
-  local h = d.h
-  local held = tonumber(h[1])
-  releaseHeld(view, d.buckets, h[3], held)
-  redis.call('HSET', d.reapedKey, 'amount', h[1], 'keyId', h[2], 'month', h[3], 'b', d.description)
-  redis.call('EXPIRE', d.reapedKey, ARGV[2])
-  redis.call('DEL', d.holdKey)
-  redis.call('ZREM', KEYS[2], d.rid)
-  count = count + 1
-  released = released + held
-end
-if count > 0 then add(view, 'account', 'seq', 1) end
-flush(view)
+if count > 0 then redis.call('HINCRBY', KEYS[1], 'seq', 1) end
 local nextDue = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local nextDeadline = -1
 if nextDue[2] then nextDeadline = tonumber(nextDue[2]) end

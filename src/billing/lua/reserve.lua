@@ -28,21 +28,8 @@ local amount = tonumber(ARGV[1])
 local now = nowMs(ARGV[5])
 local deadline = now + tonumber(ARGV[2])
 local month = utcMonth(now)
-local prefix = tagPrefix(KEYS[1])
-local accountAt = 'account'
-local keyAt = string.sub(KEYS[5], #prefix + 1)
-local buckets = cjson.decode(ARGV[10])
 
--- Every hash field this call may read, read at once: one HMGET per hash (the account, the key, its
--- team's and member's), whichever bucket or check asks for it.
-local view = viewOf(prefix)
-for _, f in ipairs({'gen', 'rebuildUntil', 'seq', 'scopes'}) do need(view, accountAt, f) end
-need(view, keyAt, 'id')
-need(view, keyAt, 'revokedAt')
-for _, b in ipairs(buckets) do needBucket(view, b, month, true, true) end
-fetch(view)
-
-local a = {get(view, accountAt, 'gen'), get(view, accountAt, 'rebuildUntil'), get(view, accountAt, 'seq'), get(view, accountAt, 'scopes')}
+local a = redis.call('HMGET', KEYS[1], 'gen', 'rebuildUntil', 'seq', 'scopes')
 if ARGV[6] == '1' then
   if not a[1] then return {-1} end
   -- Behind what this gateway was answered with (writes were lost), or seeded before the seed counted
@@ -59,14 +46,27 @@ local gen = a[1] or ''
 -- A retried reserve of a request already held is admitted once.
 if redis.call('EXISTS', KEYS[2]) == 1 then return {1, gen, num(a[3]), 0} end
 
-local keyId = get(view, keyAt, 'id')
-if not keyId then return {0, 'unknown_key', amount, 0, 0} end
-if get(view, keyAt, 'revokedAt') then return {0, 'key_revoked', amount, 0, 0} end
+local k = redis.call('HMGET', KEYS[5], 'id', 'revokedAt')
+if not k[1] then return {0, 'unknown_key', amount, 0, 0} end
+if k[2] then return {0, 'key_revoked', amount, 0, 0} end
 
+local prefix = tagPrefix(KEYS[1])
+local buckets = cjson.decode(ARGV[10])
 local windowMs = tonumber(ARGV[9]) or 60000
 local win = math.floor(now / windowMs)
 local resetMs = (win + 1) * windowMs - now
-local needOf = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_requests = 1}
+local need = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_requests = 1}
+
+-- A bucket's hash fields, read with its own limit when that is kept in the same hash (one call).
+local function readWith(b, ...)
+  local own = b.limit and b.limit[1]
+  if own and own[1] == b.at then
+    local v = redis.call('HMGET', b.h, own[2], ...)
+    return tonumber(v[1]) or limitOf(prefix, b, 2), v[2], v[3]
+  end
+  local v = redis.call('HMGET', b.h, ...)
+  return limitOf(prefix, b), v[1], v[2]
+end
 
 -- Each bucket as it stands: its limit (nil: none) and what is counted against it. Requests and tokens
 -- count in fixed windows of Redis's clock (every gateway shares them); requests in flight are a sorted
@@ -75,30 +75,35 @@ local needOf = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_
 local readings = {}
 local counted = {}
 for i, b in ipairs(buckets) do
+  -- The full name, once: the draws below use it too.
+  local at = prefix .. b.at
+  b.h = at
   local limit, used
   if b.kind == 'balance' then
-    limit, used = num(get(view, b.at, b.funds)), num(get(view, b.at, b.held))
+    local v = redis.call('HMGET', at, b.funds, b.held)
+    limit, used = num(v[1]), num(v[2])
   elseif b.kind == 'cap' then
-    limit = limitOf(view, b)
-    used = num(get(view, b.at, fieldFor(b, b.spent, month))) + num(get(view, b.at, fieldFor(b, b.held, month)))
+    local spent, held
+    limit, spent, held = readWith(b, fieldFor(b, b.spent, month), fieldFor(b, b.held, month))
+    used = num(spent) + num(held)
   elseif b.kind == 'window' then
-    limit = limitOf(view, b)
+    local w, n
+    limit, w, n = readWith(b, b.window, b.count)
     used = 0
-    if tonumber(get(view, b.at, b.window)) == win then used = num(get(view, b.at, b.count)) end
-    b.group = b.at .. '\0' .. b.window
+    if tonumber(w) == win then used = num(n) end
+    b.group = at .. '\0' .. b.window
     if limit then counted[b.group] = true end
   elseif b.kind == 'in_flight' then
-    limit = limitOf(view, b)
+    limit = limitOf(prefix, b)
     used = 0
     if limit then
-      local at = prefix .. b.at
       redis.call('ZREMRANGEBYSCORE', at, '-inf', s(now))
       used = redis.call('ZCARD', at)
     end
   else
     return redis.error_reply('unknown bucket kind ' .. tostring(b.kind))
   end
-  if needOf[b.unit] == nil then return redis.error_reply('unknown bucket unit ' .. tostring(b.unit)) end
+  if need[b.unit] == nil then return redis.error_reply('unknown bucket unit ' .. tostring(b.unit)) end
   readings[i] = {limit = limit, used = used}
 end
 
@@ -134,47 +139,42 @@ local overall = 9007199254740991
 if binding.money then overall = leftOf(readings[binding.money]) end
 for _, unit in ipairs(units) do
   local j = binding[unit]
-  if j and needOf[unit] > leftOf(readings[j]) then
-    local r = withFigures({0, buckets[j].reason, needOf[unit], leftOf(readings[j]), overall, resetMs})
+  if j and need[unit] > leftOf(readings[j]) then
+    local r = withFigures({0, buckets[j].reason, need[unit], leftOf(readings[j]), overall, resetMs})
     -- What the refusal names: the scope whose limit binds (its hash's `name`) and the account.
     local name = ''
-    if buckets[j].kind ~= 'in_flight' then name = get(view, buckets[j].at, 'name') or '' end
+    if buckets[j].kind ~= 'in_flight' then name = redis.call('HGET', buckets[j].h, 'name') or '' end
     r[#r + 1] = name
-    r[#r + 1] = get(view, accountAt, 'name') or ''
+    r[#r + 1] = redis.call('HGET', KEYS[1], 'name') or ''
     return r
   end
 end
 
--- Admitted: the request draws from every bucket. The hold remembers its buckets (as described, with its
--- month), so the settlement and the reaper release exactly what it took; `inflight` that it took a place
--- in flight (a hold without it, taken before holds said so, may have: its settlement frees one anyway).
-local remembered = {'amount', s(amount), 'keyId', keyId, 'month', month, 'deadline', s(deadline), 'b', ARGV[10], 'inflight', '0'}
+-- Admitted: the request draws from every bucket.
+local remembered = {'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline), 'b', ARGV[10]}
 for i, b in ipairs(buckets) do
-  local r = readings[i]
+  local at, r = b.h, readings[i]
   if b.kind == 'balance' then
-    add(view, b.at, b.held, amount)
+    redis.call('HINCRBY', at, b.held, s(amount))
     r.used = r.used + amount
   elseif b.kind == 'cap' then
-    add(view, b.at, fieldFor(b, b.held, month), amount)
+    redis.call('HINCRBY', at, fieldFor(b, b.held, month), s(amount))
     r.used = r.used + amount
   elseif b.kind == 'window' then
     if counted[b.group] then
-      r.used = r.used + needOf[b.unit]
-      put(view, b.at, b.window, s(win))
-      put(view, b.at, b.count, s(r.used))
+      r.used = r.used + need[b.unit]
+      redis.call('HSET', at, b.window, s(win), b.count, s(r.used))
       -- What the window counted, so the settlement gives back the unused part in the same window.
       if b.giveBack and r.limit then
         remembered[#remembered + 1] = 'win:' .. i
         remembered[#remembered + 1] = s(win)
         remembered[#remembered + 1] = 'cnt:' .. i
-        remembered[#remembered + 1] = s(needOf[b.unit])
+        remembered[#remembered + 1] = s(need[b.unit])
       end
     end
   elseif b.kind == 'in_flight' and r.limit then
-    local at = prefix .. b.at
     redis.call('ZADD', at, s(deadline), ARGV[3])
     r.used = r.used + 1
-    remembered[12] = '1'
     -- Gone by itself once its last hold's deadline passes, as the holds are (relative to `now`, which
     -- tests may set: an absolute time would be read against Redis's own clock).
     local last = redis.call('ZRANGE', at, -1, -1, 'WITHSCORES')
@@ -182,11 +182,11 @@ for i, b in ipairs(buckets) do
   end
 end
 
-local seq = add(view, accountAt, 'seq', 1)
-flush(view)
+-- The hold remembers its buckets (as described, with its month), so the settlement and the reaper
+-- release exactly what it took.
 redis.call('HSET', KEYS[2], unpack(remembered))
 redis.call('ZADD', KEYS[3], s(deadline), ARGV[3])
 local announce = 0
 if redis.call('ZCARD', KEYS[4]) == 0 then announce = 1 end
 redis.call('ZADD', KEYS[4], 'LT', s(deadline), ARGV[4])
-return withFigures({1, gen, seq, announce, resetMs})
+return withFigures({1, gen, redis.call('HINCRBY', KEYS[1], 'seq', 1), announce, resetMs})

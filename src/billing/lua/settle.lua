@@ -25,68 +25,56 @@
 
 local cost = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[4]) == 1 then return {0, 0, 1, 0} end
-local prefix = tagPrefix(KEYS[1])
-local accountAt = 'account'
--- The account's and buckets' hash fields, read once per hash and written once (buckets.lua).
-local view = viewOf(prefix)
--- The key's buckets as the gateway describes them now (ARGV 24): what a hold lost with a wipe, or one
--- that does not remember its own, drew from. Decoded only when needed: a hold remembers its own.
-local function described() return cjson.decode(ARGV[24]) end
-local hold = {}
-local fields = redis.call('HGETALL', KEYS[2])
-for i = 1, #fields, 2 do hold[fields[i]] = fields[i + 1] end
-local buckets
-if hold.amount then
-  -- The buckets the hold drew from, as it remembers them: their fields are read with the account's.
-  if hold.b then buckets = cjson.decode(hold.b) else buckets = described() end
-  for _, b in ipairs(buckets) do needBucket(view, b, hold.month, false, b.giveBack) end
-end
-need(view, accountAt, 'gen')
-need(view, accountAt, 'seq')
-if ARGV[18] == '1' then need(view, accountAt, 'usageArchived') end
-fetch(view)
-
 local gen = ''
 if ARGV[15] == '1' then
-  gen = get(view, accountAt, 'gen')
+  local g = redis.call('HMGET', KEYS[1], 'gen', 'seq')
+  gen = g[1]
   if not gen then return {-1} end
-  if num(get(view, accountAt, 'seq')) < num(ARGV[19]) then
+  if num(g[2]) < num(ARGV[19]) then
     redis.call('HDEL', KEYS[1], 'gen')
     return {-1}
   end
 end
 
 local charge, released, late, month, reserved
+local prefix = tagPrefix(KEYS[1])
+-- The key's buckets as the gateway describes them now (ARGV 24): what a hold lost with a wipe, or one
+-- that does not remember its own, drew from. Decoded only when needed: a hold remembers its own.
+local function described() return cjson.decode(ARGV[24]) end
 -- The request is no longer in flight, whatever became of its hold.
-local function leaveFlight(list)
-  for _, b in ipairs(list) do
+local function leaveFlight(buckets)
+  for _, b in ipairs(buckets) do
     if b.kind == 'in_flight' then redis.call('ZREM', prefix .. b.at, ARGV[2]) end
   end
 end
-if hold.amount then
-  if hold.keyId ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
-  -- A hold that says it took no place in flight has none to free (one taken before holds said so may).
-  if hold.inflight ~= '0' then leaveFlight(buckets) end
-  local held = num(hold.amount)
+local h = redis.call('HMGET', KEYS[2], 'amount', 'keyId', 'month', 'b')
+if h[1] then
+  if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
+  -- The buckets the hold drew from, as it remembers them.
+  local buckets
+  if h[4] then buckets = cjson.decode(h[4]) else buckets = described() end
+  leaveFlight(buckets)
+  local held = num(h[1])
   reserved = held
-  month = hold.month
+  month = h[3]
   charge = cost
   if charge > held then charge = held end
   released = held - charge
   late = 0
-  releaseHeld(view, buckets, month, held)
-  chargeInto(view, buckets, month, charge)
+  releaseHeld(prefix, buckets, month, held)
+  chargeInto(prefix, buckets, month, charge)
   for i, b in ipairs(buckets) do
+    local at = prefix .. b.at
     if b.kind == 'window' and b.giveBack then
       -- The window counted the worst case: what the request did not use goes back, if the window is
       -- still the one it was counted in.
-      local w = hold['win:' .. i]
-      if w then
-        local unused = num(hold['cnt:' .. i]) - num(ARGV[21])
-        if unused > 0 and get(view, b.at, b.window) == w then
-          local left = num(get(view, b.at, b.count)) - unused
+      local w = redis.call('HMGET', KEYS[2], 'win:' .. i, 'cnt:' .. i)
+      if w[1] then
+        local unused = num(w[2]) - num(ARGV[21])
+        if unused > 0 and redis.call('HGET', at, b.window) == w[1] then
+          local left = num(redis.call('HGET', at, b.count)) - unused
           if left < 0 then left = 0 end
-          put(view, b.at, b.count, s(left))
+          redis.call('HSET', at, b.count, s(left))
         end
       end
     end
@@ -116,7 +104,7 @@ else
     end
   end
   if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
-  buckets = current
+  local buckets = current
   if r[4] then buckets = cjson.decode(r[4]) end
   month = r[3]
   reserved = num(r[1])
@@ -127,23 +115,22 @@ else
   charge = cost
   if num(r[1]) < charge then charge = num(r[1]) end
   for _, b in ipairs(buckets) do
-    local room = roomOf(view, b, month)
+    local room = roomOf(prefix, b, month)
     if room and room < charge then charge = room end
   end
   if charge < 0 then charge = 0 end
-  chargeInto(view, buckets, month, charge)
+  chargeInto(prefix, buckets, month, charge)
   redis.call('DEL', KEYS[5])
 end
 
-local seq = add(view, accountAt, 'seq', 1)
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HSET', KEYS[4], 'charged', s(charge), 'keyId', ARGV[3])
 redis.call('EXPIRE', KEYS[4], ARGV[12])
 if ARGV[18] == '1' then
   -- Journaled, usage history lives in PostgreSQL: the journal stream is this Redis's only copy of the
   -- settlement, held until PostgreSQL commits it, and the books count the charge as archived at once. A
   -- second copy in the usage stream would double the append and hold a history nobody reads here.
-  add(view, accountAt, 'usageArchived', charge)
-  flush(view)
+  redis.call('HINCRBY', KEYS[1], 'usageArchived', s(charge))
   -- Appended in this same script, so a settlement Redis applied is never without its entry.
   local jid = redis.call('XADD', KEYS[7], '*', 'rid', ARGV[2], 'key', ARGV[3], 'model', ARGV[4],
     'in', ARGV[5], 'out', ARGV[6], 'cin', ARGV[7], 'rsn', ARGV[8], 'cost', s(charge), 'res', s(reserved),
@@ -164,7 +151,6 @@ if len > tonumber(ARGV[14]) then
   local archived = usageCost(redis.call('XRANGE', KEYS[6], '-', '+', 'COUNT', s(excess)))
   -- Exact trim: removes precisely the entries just summed (the oldest `excess`).
   redis.call('XTRIM', KEYS[6], 'MAXLEN', ARGV[13])
-  add(view, accountAt, 'usageArchived', archived)
+  redis.call('HINCRBY', KEYS[1], 'usageArchived', s(archived))
 end
-flush(view)
 return {charge, released, 0, late}
