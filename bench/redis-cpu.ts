@@ -21,12 +21,13 @@ const pairs = Number(process.argv[2] ?? 3000);
 const rounds = Number(process.argv[3] ?? 5);
 const concurrency = 16;
 
-async function cpuAndCalls(r: Redis): Promise<{ cpu: number; calls: number }> {
+async function cpuAndCalls(r: Redis): Promise<{ cpu: number; user: number; calls: number }> {
   const info = await r.info('all');
-  const cpu = Number(/^used_cpu_user:([\d.]+)/m.exec(info)?.[1]) + Number(/^used_cpu_sys:([\d.]+)/m.exec(info)?.[1]);
+  const user = Number(/^used_cpu_user:([\d.]+)/m.exec(info)?.[1]);
+  const cpu = user + Number(/^used_cpu_sys:([\d.]+)/m.exec(info)?.[1]);
   let calls = 0;
   for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (m[1] !== 'info') calls += Number(m[2]);
-  return { cpu, calls };
+  return { cpu, user, calls };
 }
 
 async function setUp(v: Variant, c: Case, redis: Redis, tag: string) {
@@ -73,10 +74,11 @@ async function main(): Promise<void> {
   if (!oldSrc) throw new Error('OLD_SRC: a copy of the older tree');
   const oldMod = (await import(`${oldSrc}/src/billing/backends.ts`)) as { createRedisBackend: Create };
   const newMod = (await import('../src/billing/backends.js')) as { createRedisBackend: Create };
+  // ONLY=old or ONLY=new runs one of them (to profile it alone).
   const variants: Variant[] = [
     { name: 'old', create: oldMod.createRedisBackend },
     { name: 'new', create: newMod.createRedisBackend },
-  ];
+  ].filter((v) => process.env.ONLY === undefined || v.name === process.env.ONLY);
   const cases: Case[] = [
     { name: 'key, no team', team: false },
     { name: 'key in a team, member budget', team: true },
@@ -89,6 +91,7 @@ async function main(): Promise<void> {
       for (const d of drivers) await run(d.pair, 300); // warm up: scripts cached, hashes made
       const cpu: number[][] = variants.map(() => []);
       const calls: number[][] = variants.map(() => []);
+      const user: number[][] = variants.map(() => []);
       for (let r = 0; r < rounds; r++) {
         for (const [i, d] of drivers.entries()) {
           const before = await cpuAndCalls(counter);
@@ -96,13 +99,14 @@ async function main(): Promise<void> {
           const after = await cpuAndCalls(counter);
           // The counter's own INFO is left out of the calls; its CPU is a few µs over thousands of pairs.
           cpu[i]?.push(((after.cpu - before.cpu) * 1e6) / pairs);
+          user[i]?.push(((after.user - before.user) * 1e6) / pairs);
           calls[i]?.push((after.calls - before.calls) / pairs);
         }
       }
       for (const [i, v] of variants.entries()) {
         const xs = cpu[i] ?? [];
         console.log(
-          `${c.name.padEnd(30)} ${v.name}: ${median(xs).toFixed(1)} µs/pair (min ${Math.min(...xs).toFixed(1)}, max ${Math.max(...xs).toFixed(1)}), ${median(calls[i] ?? []).toFixed(2)} commands/pair; rounds ${xs.map((x) => x.toFixed(0)).join(' ')}`,
+          `${c.name.padEnd(30)} ${v.name}: ${median(xs).toFixed(1)} µs/pair (min ${Math.min(...xs).toFixed(1)}, max ${Math.max(...xs).toFixed(1)}; user ${median(user[i] ?? []).toFixed(1)}), ${median(calls[i] ?? []).toFixed(2)} commands/pair; rounds ${xs.map((x) => x.toFixed(0)).join(' ')}`,
         );
       }
     }
