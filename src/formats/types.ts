@@ -11,6 +11,7 @@ import type {
   StreamDecoder,
   StreamEncoder,
 } from '../representation/index.js';
+import type { ImageSize } from '../wire/image-tokens.js';
 
 /** An error as the gateway reports it, before a format gives it its body shape. */
 export interface ErrorFields {
@@ -113,6 +114,17 @@ export interface PdfBilling {
   textBilled: boolean;
 }
 
+/** How an upstream of a format bills an image's vision tokens, for the worst case. */
+export interface ImageBilling {
+  /** The most tokens one image of this size can cost at any upstream of this format. */
+  tokens(size: ImageSize): number;
+  /**
+   * The most an image whose size cannot be read can cost; undefined when nothing bounds it (a format
+   * that bills by tiles with no largest image), and then such an image is refused before anything is reserved.
+   */
+  unknownSizeTokens: number | undefined;
+}
+
 /** What the worst case needs of an upstream body besides its bytes. */
 export interface BodyShape {
   /** Messages, a separate system prompt counted as one. */
@@ -158,6 +170,8 @@ export interface UpstreamFormat {
   collectGenerated(reply: JsonObject, into: GeneratedPieces): void;
   /** How its servers bill a PDF (pages, text), for the worst case. */
   pdf: PdfBilling;
+  /** How its servers bill an image, for the worst case. */
+  image: ImageBilling;
   /** Messages, images, documents and added prompt tokens of a request body of this format, for the worst case. */
   bodyShape(request: JsonObject): BodyShape;
 }

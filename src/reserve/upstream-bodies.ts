@@ -25,7 +25,9 @@ export interface UpstreamBodies {
  * counted as images (their tokens come from the model's tiling, not their bytes), and the payloads of
  * PDFs a format bills by the page alone (Gemini). A PDF's pages are counted as the format bills them,
  * besides its bytes where its text is billed too, and so are the prompt tokens the upstream adds (its
- * tool-use prompt). Only the positions where an upstream reads an image or a PDF are looked at: one
+ * tool-use prompt). An image's tokens are its format's bound for its size (UpstreamFormat.image); one
+ * whose size cannot be read where the format has no bound for that throws a TranslationError (400).
+ * Only the positions where an upstream reads an image or a PDF are looked at: one
  * anywhere else (inside a tool argument, say) is text to the model, and its bytes stay counted.
  */
 export function measureUpstreamBody(request: JsonObject, sent: string | Buffer, format: UpstreamFormatName, maxOutputTokens: number | undefined): RequestFootprint {
@@ -65,14 +67,17 @@ export function buildUpstreamBodies(model: CatalogModel, maxOutputTokens: number
   let largest = -1;
   for (const upstream of model.upstreams) {
     let request: UpstreamBody;
+    let fp: RequestFootprint;
     try {
       request = build(upstream, outputLimit);
+      // A body the reservation cannot bound (an image of unknown size where its format has no bound for
+      // one) is refused like one its format cannot express.
+      fp = measureUpstreamBody(request.json, request.sent, upstream.format, maxOutputTokens);
     } catch (err) {
       failed.set(upstream, err);
       continue;
     }
     built.set(upstream, request.sent);
-    const fp = measureUpstreamBody(request.json, request.sent, upstream.format, maxOutputTokens);
     const bound = inputTokenBound(fp, model);
     if (bound > largest) {
       largest = bound;

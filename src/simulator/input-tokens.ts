@@ -1,7 +1,9 @@
 // Honest input-token counts. Per the gateway's reservation bound (UTF-8 bytes of text, tool definitions and
 // tool arguments, +16 per message, +1,600 per image), every term here must stay at or below its counterpart:
-// a token is at least one byte, 4 <= 16 per message, 85 <= 1,600 per image.
+// a token is at least one byte, 4 <= 16 per message, 85 <= 1,600 per image. A Gemini image is counted
+// as Gemini 2.x counts it, by its size (geminiImageTokens), which the gateway's bound for that format must cover.
 import { countTokens } from './tokenizer.js';
+import { imageDimensions } from '../wire/image-tokens.js';
 import { isRecord } from '../wire/json-shape.js';
 
 export const TOKENS_PER_MESSAGE = 4;
@@ -86,14 +88,25 @@ export function anthropicInputTokens(body: Json): number {
   return n;
 }
 
-/** Gemini parts: text, inline images, function calls and responses (their JSON). */
+/**
+ * A Gemini image as Gemini 2.x counts it (the "token counting" docs): 258 tokens when neither side passes
+ * 384 px, else 258 for each 768 × 768 px tile that covers it. Written apart from the gateway's bound on
+ * purpose: that bound must cover this count, not share its code.
+ */
+export function geminiImageTokens(base64: string): number {
+  const size = imageDimensions({ data: base64 });
+  if (size === undefined || (size.width <= 384 && size.height <= 384)) return 258;
+  return 258 * Math.ceil(size.width / 768) * Math.ceil(size.height / 768);
+}
+
+/** Gemini parts: text, inline images (by their size), function calls and responses (their JSON). */
 function geminiParts(content: unknown): number {
   const parts = isRecord(content) && Array.isArray(content.parts) ? content.parts : [];
   let n = 0;
   for (const p of parts) {
     if (!isRecord(p)) continue;
     if (typeof p.text === 'string') n += countTokens(p.text);
-    else if (isRecord(p.inlineData)) n += str(p.inlineData.mimeType).startsWith('image/') ? TOKENS_PER_IMAGE : countTokens(str(p.inlineData.data));
+    else if (isRecord(p.inlineData)) n += str(p.inlineData.mimeType).startsWith('image/') ? geminiImageTokens(str(p.inlineData.data)) : countTokens(str(p.inlineData.data));
     else if (isRecord(p.functionCall)) n += countTokens(JSON.stringify(p.functionCall.args ?? {}));
     else if (isRecord(p.functionResponse)) n += countTokens(JSON.stringify(p.functionResponse.response ?? {}));
   }

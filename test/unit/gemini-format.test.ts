@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { upstreamFormat } from '../../src/formats/index.js';
 import { translateRequest, translateResponse, createStreamTranslator, TranslationError, type StreamTranslationContext } from '../../src/translate/translation.js';
+import { pngBase64 } from '../helpers/png.js';
 
 const gemini = upstreamFormat('gemini');
 const ctx: StreamTranslationContext = { upstreamModel: 'gemini-x', clientModel: 'client', supportsReasoning: true, defaultMaxOutputTokens: 4096, requestId: 'req_g', includeUsage: true, inputTokenEstimate: 3 };
@@ -94,10 +95,13 @@ describe('the request a Gemini upstream gets', () => {
   });
 
   it('counts a body for the worst case: its contents and system instruction, its inline images', () => {
-    const shape = gemini.bodyShape({ systemInstruction: { parts: [{ text: 's' }] }, contents: [{ role: 'user', parts: [{ text: 'a' }, { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } }, { inlineData: { mimeType: 'application/pdf', data: 'JVBERi0=' } }] }] });
+    const image = pngBase64(2, 2);
+    const shape = gemini.bodyShape({ systemInstruction: { parts: [{ text: 's' }] }, contents: [{ role: 'user', parts: [{ text: 'a' }, { inlineData: { mimeType: 'image/png', data: image } }, { inlineData: { mimeType: 'application/pdf', data: 'JVBERi0=' } }] }] });
     expect(shape.messages).toBe(2);
     expect(shape.images).toHaveLength(1);
-    expect(shape.images[0]!.payloadBytes).toBe(JSON.stringify('iVBORw0KGgo=').length);
+    expect(shape.images[0]!.payloadBytes).toBe(JSON.stringify(image).length);
+    // One tile on Gemini 2.x (258), Gemini 3's default 1,120: the larger.
+    expect(shape.images[0]!.tokens).toBe(1120);
   });
 });
 

@@ -1,7 +1,7 @@
 // An Anthropic-format upstream: its base URL is the bare origin (https://api.anthropic.com), the key
 // goes in x-api-key, and every call names an API version; a client speaking Anthropic keeps its own
 // version and beta flags, anyone else gets the version the translators are written against.
-import { chatBodyShape } from '../chat-images.js';
+import { chatBodyShape, FAMILIES_IMAGE_BILLING } from '../chat-images.js';
 import { MAX_IMAGE_TOKENS } from '../../wire/image-tokens.js';
 import { isRecord } from '../../representation/index.js';
 import { nestedErrorMessage, type UpstreamFormat } from '../types.js';
@@ -53,9 +53,10 @@ export const anthropicMessagesUpstream: UpstreamFormat = {
   collectGenerated: collectAnthropicContent,
   // A PDF is its extracted text and an image of each page; at most 600 pages a request (1M-context models).
   pdf: { tokensPerPage: MAX_IMAGE_TOKENS, maxPages: 600, textBilled: true },
+  image: FAMILIES_IMAGE_BILLING,
   bodyShape(request) {
     // A top-level system prompt counts as one more message.
-    const shape = chatBodyShape(request, request.system !== undefined && request.system !== null ? 1 : 0, this.pdf);
+    const shape = chatBodyShape(request, request.system !== undefined && request.system !== null ? 1 : 0, this.pdf, this.image);
     return { ...shape, addedTokens: toolPromptTokens(request.tools) };
   },
 };

@@ -3,14 +3,14 @@
 // endpoint (streamGenerateContent, as server-sent events with alt=sse), and the key goes in
 // x-goog-api-key (its servers take it as ?key= too). Its errors read {"error": {"code", "message", "status"}}.
 import { isRecord, type JsonObject } from '../../representation/index.js';
-import { imagePayloadTokens } from '../../wire/image-tokens.js';
 import { jsonBytes } from '../../wire/json-shape.js';
-import { pdfFootprint } from '../chat-images.js';
+import { imageReservationTokens, pdfFootprint } from '../chat-images.js';
 import { nestedErrorMessage, type DocumentFootprint, type ImageFootprint, type PdfBilling, type UpstreamFormat } from '../types.js';
 import { collectGeminiContent } from './generated.js';
 import { encodeGeminiRequest } from './request.js';
 import { decodeGeminiResponse } from './response.js';
 import { GeminiStreamDecoder } from './stream-decoder.js';
+import { GEMINI_IMAGE_BILLING } from './image-billing.js';
 
 /**
  * Gemini bills a PDF by the page, its text not besides: 258 tokens a page on Gemini 2.x, 560 on Gemini 3
@@ -29,7 +29,7 @@ function media(request: JsonObject): { images: ImageFootprint[]; documents: Docu
     for (const p of c.parts) {
       const inline = isRecord(p) ? p.inlineData : undefined;
       if (!isRecord(inline) || typeof inline.data !== 'string' || typeof inline.mimeType !== 'string') continue;
-      if (inline.mimeType.startsWith('image/')) images.push({ tokens: imagePayloadTokens({ data: inline.data }), payloadBytes: jsonBytes(inline.data) });
+      if (inline.mimeType.startsWith('image/')) images.push({ tokens: imageReservationTokens({ data: inline.data }, GEMINI_IMAGE_BILLING), payloadBytes: jsonBytes(inline.data) });
       else if (inline.mimeType === 'application/pdf') documents.push(pdfFootprint(inline.data, PDF));
     }
   }
@@ -53,6 +53,7 @@ export const geminiUpstream: UpstreamFormat = {
   streamDecoder: () => new GeminiStreamDecoder(),
   collectGenerated: collectGeminiContent,
   pdf: PDF,
+  image: GEMINI_IMAGE_BILLING,
   bodyShape: (request) => ({
     messages: (Array.isArray(request.contents) ? request.contents.length : 0) + (request.systemInstruction === undefined ? 0 : 1),
     ...media(request),

@@ -1,6 +1,6 @@
 // An OpenAI-format upstream: its base URL already ends in /v1 (https://api.openai.com/v1), the key is
 // a Bearer token, no version header is needed, and usage arrives in a stream only when asked for.
-import { chatBodyShape } from '../chat-images.js';
+import { chatBodyShape, FAMILIES_IMAGE_BILLING } from '../chat-images.js';
 import { MAX_IMAGE_TOKENS } from '../../wire/image-tokens.js';
 import { nestedErrorMessage, type UpstreamFormat } from '../types.js';
 import { collectOpenAIChoice } from './generated.js';
@@ -38,7 +38,8 @@ export const openaiChatUpstream: UpstreamFormat = {
   // OpenAI reads a PDF as its extracted text and an image of each page (at most 100 pages a request);
   // other servers of this format read it no dearer.
   pdf: { tokensPerPage: MAX_IMAGE_TOKENS, maxPages: 100, textBilled: true },
+  image: FAMILIES_IMAGE_BILLING,
   bodyShape(request) {
-    return chatBodyShape(request, 0, this.pdf);
+    return chatBodyShape(request, 0, this.pdf, this.image);
   },
 };
