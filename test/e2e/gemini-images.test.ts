@@ -123,3 +123,24 @@ describe('a 4K image to a Gemini upstream', () => {
     }
   });
 });
+
+describe('an image whose size cannot be read, to a Gemini upstream', () => {
+  it('is refused with a 400 in the client format saying why, and nothing reaches the upstream or is charged', async () => {
+    const m0 = await mark(served);
+    const corrupt = Buffer.from('not an image, only bytes that claim to be one').toString('base64');
+    const { openai, anthropic } = clients(served);
+    const chat = await openai.chat.completions
+      .create({ model: MODEL, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${corrupt}` } }] }] })
+      .then(() => undefined, (e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect(chat?.status).toBe(400);
+    expect(chat?.message).toMatch(/width and height could not be read/);
+    const messages = await anthropic.messages
+      .create({ model: MODEL, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: corrupt } }] }] })
+      .then(() => undefined, (e: unknown) => e as InstanceType<typeof Anthropic.APIError>);
+    expect(messages?.status).toBe(400);
+    expect(JSON.stringify(messages?.error)).toContain('"type":"invalid_request_error"');
+    expect(served.simulator.requests.length).toBe(m0.simIndex);
+    await served.settled();
+    expect(await served.backend.ledger.listUsage(served.accountId, { limit: 10_000 })).toHaveLength(m0.usageCount);
+  });
+});
