@@ -6,8 +6,10 @@
 // bytes. What the client sends is not all the model sees: the chat template wraps each message in
 // role and separator tokens (a handful per message; 16 is above every template we know), the whole
 // prompt gets begin/assistant-start tokens (16 again), and each image becomes vision tokens whose count
-// follows from its decoded size by the largest of the families' formulas, never more than 1,600 (the
-// largest tiling of the models we route to), and 1,600 when its size cannot be read (image-tokens.ts); a
+// follows from its decoded size by the bound its upstream format declares (UpstreamFormat.image): for
+// Anthropic and OpenAI formats the largest of the families' formulas, never more than 1,600, and 1,600
+// when its size cannot be read (image-tokens.ts); for Gemini its 768 px tiles of 258 tokens or Gemini 3's
+// 1,120, uncapped, and an image of unreadable size refused (formats/gemini/image-billing.ts); a
 // PDF an upstream bills by the page costs its pages at the format's tokens a page (the format's most pages
 // when they cannot be read), and an upstream's own additions to the prompt (Anthropic's tool-use prompt)
 // count too. Nothing can exceed the context window either: the upstream refuses longer prompts, so the
@@ -25,7 +27,7 @@ import { MAX_IMAGE_TOKENS } from '../wire/image-tokens.js';
 
 /** Chat-template tokens allowed per message (role markers, separators). */
 export const TOKENS_PER_MESSAGE_ALLOWANCE = 16;
-/** Vision tokens allowed per image whose size is not known. */
+/** Vision tokens allowed per image not measured against its upstream's bound (a footprint without imageTokens). */
 export const TOKENS_PER_IMAGE_ALLOWANCE = MAX_IMAGE_TOKENS;
 /** Tokens allowed once per request (begin-of-text, assistant start). */
 export const TOKENS_PER_REQUEST_ALLOWANCE = 16;

@@ -2,9 +2,10 @@
 // its size, not its bytes: Anthropic scales it to fit 1568 px on the long edge (about 1.15 megapixels)
 // and counts width × height / 750; OpenAI-style tiling fits it in 2048 px, brings the short side to 768
 // and counts 85 + 170 per 512 px tile; other OpenAI-compatible vision models (Qwen, GLM) count patches
-// of about 28 × 28 px. Since an upstream of either format may be any of these families, the bound is
-// the largest of the formulas, never more than the 1,600 tokens the largest tiling of the models we
-// route to reaches. An image whose size cannot be read (a remote URL, a format we do not parse, a
+// of about 28 × 28 px. Since an OpenAI- or Anthropic-format upstream may be any of these families, the
+// bound for those formats is the largest of the formulas, never more than the 1,600 tokens the largest
+// tiling of those models reaches (a Gemini upstream tiles past that: its own bound is in
+// formats/gemini/image-billing.ts, and each format declares which it uses). An image whose size cannot be read (a remote URL, a format we do not parse, a
 // corrupt header) is taken at that maximum, so the reservation stays a true upper bound.
 //
 // The header is read with `image-size` (PNG, JPEG, GIF, WebP and more) from the start of the decoded
@@ -12,7 +13,7 @@
 // followed by the whole payload.
 import { imageSize } from 'image-size';
 
-/** The most vision tokens one image can cost at any upstream we route to. */
+/** The most vision tokens one image can cost at an OpenAI- or Anthropic-format upstream. */
 export const MAX_IMAGE_TOKENS = 1600;
 /** OpenAI's detail "low": one 512 px tile's worth, whatever the size. */
 const LOW_DETAIL_TOKENS = 85;
