@@ -1,7 +1,6 @@
 // Images are reserved from their decoded size (issue 29, item 6), not at a flat 1,600 tokens: the
 // headers of real PNG, JPEG, GIF and WebP files made here are read, each family's formula applied and
 // the largest taken, never above 1,600; an image whose size cannot be read is reserved at 1,600.
-import { deflateSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { measureUpstreamBody } from '../../src/reserve/upstream-bodies.js';
@@ -10,35 +9,7 @@ import { imageDimensions, imageTokenBound, imageTokenEstimate, MAX_IMAGE_TOKENS 
 import { openaiPromptParts } from '../../src/wire/openai/prompt-parts.js';
 import { countPromptTokens } from '../../src/wire/token-count.js';
 import type { CatalogModel } from '../../src/catalog/snapshot.js';
-
-function crc32(buf: Buffer): number {
-  let c = ~0;
-  for (const b of buf) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
-  }
-  return ~c >>> 0;
-}
-
-function pngChunk(type: string, data: Buffer): Buffer {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body));
-  return Buffer.concat([len, body, crc]);
-}
-
-/** A real (grey, 8-bit) PNG of the given size. */
-function png(width: number, height: number): Buffer {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8;
-  ihdr[9] = 0;
-  const raw = Buffer.alloc((width + 1) * height);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr), pngChunk('IDAT', deflateSync(raw)), pngChunk('IEND', Buffer.alloc(0))]);
-}
+import { png } from '../helpers/png.js';
 
 /** A JPEG's header (SOI, an APP1 of `metadataBytes` as large EXIF blocks are, then SOF0 with the size). */
 function jpeg(width: number, height: number, metadataBytes = 16): Buffer {
