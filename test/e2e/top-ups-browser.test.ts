@@ -96,6 +96,58 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
     }
   }, 90_000);
 
+  it('a billing member of an organization, invited by mail, tops up the organization and sees no keys', async () => {
+    // The owner makes the organization and invites a billing member from the Members page.
+    const owner = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    await owner.goto(`${w.url}/sign-up`);
+    await owner.getByLabel('E-mail').fill('acme-owner@example.com');
+    await owner.getByLabel(/Password/).fill('an owner password');
+    await owner.getByRole('button', { name: 'Create account' }).click();
+    await owner.waitForURL(`${w.url}/keys`);
+    await owner.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'acme-owner@example.com')}`);
+    await owner.getByRole('link', { name: '+ Organization' }).click();
+    await owner.getByLabel('Name').fill('Acme Billing');
+    await owner.getByRole('button', { name: 'Create organization' }).click();
+    await owner.waitForURL(`${w.url}/members?created=1`);
+    await owner.getByLabel('E-mail').fill('acme-billing@example.com');
+    await owner.locator('#invite select[name=role]').selectOption('billing');
+    await owner.getByRole('button', { name: 'Send invitation' }).click();
+    await owner.waitForURL(`${w.url}/members?invited=1`);
+    const org = (await w.db.query<{ account_id: string }>("SELECT account_id FROM organizations WHERE name = 'Acme Billing'")).rows[0]?.account_id ?? '';
+    expect(org).not.toBe('');
+
+    // The billing member follows the mailed link, signs up through it, and lands acting for the organization.
+    const mail = await w.db.query<{ body: string }>("SELECT body FROM email_outbox WHERE recipient = $1 AND subject LIKE 'You are invited%' ORDER BY id DESC LIMIT 1", ['acme-billing@example.com']);
+    const link = /https?:\/\/[^/\s]+(\/invitations\/[A-Za-z0-9_-]{40,})/.exec(mail.rows[0]?.body ?? '')?.[1];
+    expect(link, 'the invitation mailed to the billing member').toBeDefined();
+    const billing = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    await billing.goto(`${w.url}${link ?? ''}`);
+    await billing.locator('#invitation-sign-up').getByLabel(/Choose a password/).fill('a billing password');
+    await billing.getByRole('button', { name: 'Create account and join' }).click();
+    await billing.waitForURL(/\/(members|balance)\?joined=1/);
+    expect(await billing.locator('#account-switch option:checked').textContent()).toBe('Acme Billing · billing');
+    // No keys for a billing member: no Keys link, and the page itself refused.
+    expect(await billing.getByRole('link', { name: 'Keys', exact: true }).count()).toBe(0);
+    expect((await billing.goto(`${w.url}/keys`))?.status()).toBe(403);
+
+    // The top-up: the organization's balance rises by exactly the credit; the member's own does not.
+    expect(await quote(billing, '10.00')).toEqual({ credit: '$10.00', fee: '$0.65', total: '$10.65' });
+    await billing.getByRole('button', { name: 'Pay $10.65 by card' }).click();
+    await billing.waitForURL(new RegExp(`^${w.stripe.url}/pay/`));
+    await billing.getByRole('button', { name: 'Pay 10.65 USD' }).click();
+    await billing.waitForURL(new RegExp(`^${w.url}/balance\\?top_up=`));
+    expect(await billing.getByRole('status').textContent()).toContain('$10.00 was added to your balance');
+    expect(await billing.locator('#balance').textContent()).toBe('$10.000000');
+    expect((await w.backend.ledger.balance(org)).balance).toBe(10_000_000);
+    const own = (await w.db.query<{ account_id: string }>("SELECT account_id FROM dashboard_users WHERE email = 'acme-billing@example.com'")).rows[0]?.account_id ?? '';
+    expect(own).not.toBe(org);
+    expect((await w.backend.ledger.balance(own)).balance).toBe(0);
+    // The owner sees the same balance and the billing member's top-up on the statement.
+    await owner.goto(`${w.url}/balance`);
+    expect(await owner.locator('#balance').textContent()).toBe('$10.000000');
+    expect(await owner.getByRole('cell', { name: 'Top-up' }).count()).toBe(1);
+  }, 90_000);
+
   it('automatic top-up: save a card on the provider\'s page, set a threshold, spend past it, and the balance is recharged', async () => {
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     await page.goto(`${w.url}/sign-up`);
