@@ -8,13 +8,12 @@
 import OpenAI from 'openai';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccountService } from '../../src/account-service/account-service.js';
-import { startDashboard } from '../../src/dashboard/server.js';
-import { DashboardService } from '../../src/dashboard/service.js';
+import type { AccountService } from '../../src/account-service/account-service.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
 import { Screenshots } from '../helpers/screenshots.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
-import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import type { Harness } from '../helpers/gateway-harness.js';
+import { startGatewayDashboard, type GatewayDashboard } from '../helpers/gateway-dashboard.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const tdb = useTestDatabase('teamsb');
@@ -24,21 +23,20 @@ describe.skipIf(browserMissing)('teams and budgets in a browser', () => {
   let harness: Harness;
   let accounts: AccountService;
   let dash: { url: string; close(): Promise<void> };
+  let world: GatewayDashboard | undefined;
   let browser: Browser;
   const shots = new Screenshots();
 
   beforeAll(async () => {
-    harness = await startHarness({ record: tdb.db });
-    accounts = new AccountService({ accounts: harness.backend.accounts, ledger: harness.backend.ledger, onRevoke: () => harness.gateway.authenticator.forget() });
-    dash = await startDashboard({ service: new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000 }), secureCookie: false }, 0, '127.0.0.1');
+    world = await startGatewayDashboard(tdb.db, {});
+    ({ harness, accounts, dash } = world);
     browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {
     shots.save();
     await browser?.close();
-    await dash?.close();
-    await harness?.close();
+    await world?.close();
   });
 
   /** A call through the openai SDK: its answer, or the error it raised. */

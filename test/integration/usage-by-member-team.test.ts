@@ -6,15 +6,12 @@
 // cannot filter to another member's (403); a filter that cannot be used is a 400 in words, never a 500.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AccountService } from '../../src/account-service/account-service.js';
+import type { AccountService } from '../../src/account-service/account-service.js';
 import { formatUsdAmount } from '../../src/billing/money.js';
-import { startDashboard } from '../../src/dashboard/server.js';
-import { DashboardService } from '../../src/dashboard/service.js';
-import { AttemptThrottle } from '../../src/dashboard/throttle.js';
-import type { RecordedLedger } from '../../src/record/recorded-ledger.js';
 import { until } from '../e2e/e2e-support.js';
 import { DashboardClient } from '../helpers/dashboard-client.js';
-import { startHarness, type Harness } from '../helpers/gateway-harness.js';
+import type { Harness } from '../helpers/gateway-harness.js';
+import { startGatewayDashboard, type GatewayDashboard } from '../helpers/gateway-dashboard.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
 const tdb = useTestDatabase('usagegroups');
@@ -25,18 +22,15 @@ let accounts: AccountService;
 let dash: { url: string; close(): Promise<void> };
 const base = (): string => dash.url;
 
+let world: GatewayDashboard | undefined;
+
 beforeAll(async () => {
-  harness = await startHarness({ record: tdb.db, ledger: 'redis' });
-  const ledger = harness.backend.ledger as RecordedLedger;
-  accounts = new AccountService({ accounts: harness.backend.accounts, ledger, onRevoke: () => harness.gateway.authenticator.forget(), applyCommitted: (m, r) => ledger.applyCommitted(m, r) });
-  const wide = (): AttemptThrottle => new AttemptThrottle({ perAccount: 50, perAddress: 1000, windowMs: 60_000 });
-  const service = new DashboardService({ db: tdb.db, accounts, signUp: true, sessionTtlMs: 3_600_000, throttles: { signUp: wide(), signIn: wide() } });
-  dash = await startDashboard({ service, secureCookie: false }, 0, '127.0.0.1');
+  world = await startGatewayDashboard(tdb.db, { ledger: 'redis', applyCommitted: true, wideThrottles: true });
+  ({ harness, accounts, dash } = world);
 });
 
 afterAll(async () => {
-  await dash?.close();
-  await harness?.close();
+  await world?.close();
 });
 
 interface Person {
