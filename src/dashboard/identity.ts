@@ -118,19 +118,16 @@ export class Identity {
   }
 
   private async passwordSignIn(email: string, password: unknown, address: string, previousSessionId: string | undefined, codeIn: unknown): Promise<{ sessionId: string; session: Session }> {
-    if (email !== '') {
-      try {
-        this.refusePassword(email);
-      } catch (err) {
-        // A password for an address of an SSO-only domain: on record, without the password.
-        const known = await findUser(this.opts.db, email);
-        await recordSignIn(this.opts.db, { succeeded: false, method: 'password', reason: 'sso_only', ...(known === undefined ? {} : { user: { id: known.id, email: known.email, accountId: known.account_id } }) });
-        throw err;
-      }
-    }
-    // Counted before argon2 runs: guesses sent at once each take their own attempt.
+    // Counted before argon2 runs: guesses sent at once each take their own attempt. Before the SSO-only
+    // refusal too, whose entry in the audit log a flood of attempts must not multiply.
     Identity.attempt(this.throttles.signIn, email, address);
     const row = email === '' ? undefined : await findUser(this.opts.db, email);
+    const ssoOnly = email === '' ? undefined : this.opts.passwordRefusal?.(email);
+    if (ssoOnly !== undefined) {
+      // A password for an address of an SSO-only domain: on record, without the password.
+      await recordSignIn(this.opts.db, { succeeded: false, method: 'password', reason: 'sso_only', ...(row === undefined ? {} : { user: { id: row.id, email: row.email, accountId: row.account_id } }) });
+      throw new DashboardError(403, ssoOnly);
+    }
     const pw = typeof password === 'string' && password.length <= MAX_PASSWORD ? password : '';
     const ok = await verify(row?.password_hash ?? (await this.decoy), pw);
     const tried = row === undefined ? undefined : { id: row.id, email: row.email, accountId: row.account_id };

@@ -18,6 +18,7 @@ import { DashboardService } from '../../src/dashboard/service.js';
 import type { SignInEvent } from '../../src/dashboard/sign-in-events.js';
 import { readSsoConfig, type SsoConfig } from '../../src/dashboard/sso-config.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
+import { DashboardClient } from '../helpers/dashboard-client.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { startTestIssuer, type TestIssuer } from '../helpers/oidc-issuer.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -276,6 +277,16 @@ describe.skipIf(browserMissing)('single sign-on in a browser against a real Open
     expect(await page.getByRole('alert').textContent()).toContain(where);
     expect(await page.getByRole('link', { name: `Sign in with ${PROVIDER}` }).count()).toBe(1);
     expect(await lastSignInEntry()).toMatchObject({ action: 'sign_in.failed', after: { method: 'password', reason: 'sso_only' } });
+    // Such attempts are throttled like any password's, before their entry is written: a flood of them
+    // adds at most the throttle's five entries to the audit log, and is answered 429 beyond.
+    const ssoOnlyEntries = async (): Promise<number> =>
+      (await tdb.db.query("SELECT 1 FROM audit_log WHERE action = 'sign_in.failed' AND after->>'reason' = 'sso_only'")).rowCount;
+    const before = await ssoOnlyEntries();
+    const flood = new DashboardClient(() => dash.url);
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i += 1) statuses.push((await flood.req('POST', '/sign-in', { email: 'flood@acme.test', password: 'a guess' }, { form: true })).status);
+    expect(statuses).toEqual([403, 403, 403, 403, 403, 429, 429, 429]);
+    expect((await ssoOnlyEntries()) - before).toBe(5);
 
     await page.goto(`${dash.url}/sign-up`);
     await page.getByLabel('E-mail').fill('newcomer@partner.test');
