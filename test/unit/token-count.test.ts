@@ -22,20 +22,26 @@ describe('token count', () => {
   });
 });
 
+const cpuMicros = (u: NodeJS.CpuUsage): number => u.user + u.system;
+
 describe('token count off the event loop', () => {
-  it('counts in another thread: a count finishes while this thread is busy', async () => {
-    // 50,000 distinct-ish CJK characters (one message): about 0.1 s to count, on top of the tables' load.
+  it('counts in another thread: this thread spends a small part of the CPU the count takes', async () => {
+    // 50,000 distinct-ish CJK characters (one message): about 0.1 s of CPU to count. Measured as this
+    // thread's CPU time, not wall time, so a busy shared machine cannot fail it (a wall-clock bound did).
     const cjk = Array.from({ length: 50_000 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join('');
+    await loadEncoder(); // the tables' load is not the count's CPU
+    const here = process.threadCpuUsage();
+    const exact = await countTokensHere([cjk], { budgetMs: 60_000 });
+    const cpuHere = cpuMicros(process.threadCpuUsage(here));
     const worker = new CountWorker(60_000);
-    const counted = worker.count([cjk], 60_000);
-    // This thread is held for a second: the worker starts, loads its tables and counts meanwhile.
-    const until = performance.now() + 1000;
-    while (performance.now() < until);
-    const waited = performance.now();
-    const n = await counted;
-    // Counted here (the old way), the count (and the tables' load) would both come after the hold.
-    expect(performance.now() - waited).toBeLessThan(40);
-    expect(n).toBe(await countTokensHere([cjk], { budgetMs: 60_000 }));
+    await worker.count(['warm'], undefined); // the thread's start is not the count's either
+    const there = process.threadCpuUsage();
+    const n = await worker.count([cjk], 60_000);
+    const cpuThere = cpuMicros(process.threadCpuUsage(there));
+    expect(n).toBe(exact);
+    // Counted here the whole count is this thread's; sent to the worker, only the message is.
+    expect(cpuHere).toBeGreaterThan(10_000);
+    expect(cpuThere).toBeLessThan(cpuHere / 4);
   });
 
   it('starts the worker on the first count and ends it, with its tables, after the idle time', async () => {
