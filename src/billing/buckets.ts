@@ -225,14 +225,51 @@ export function fieldFor(bucket: CapBucket, name: 'spent' | 'held', month: strin
   return bucket.per === 'month' ? `${bucket[name]}${month}` : bucket[name];
 }
 
-/** The description the Lua scripts read (lua/buckets.lua): JSON, without what only TypeScript needs. */
-export function bucketsJson(buckets: readonly Bucket[]): string {
-  return JSON.stringify(
-    buckets.map((b) => {
-      const { limit, ...rest } = b;
-      return { ...rest, limit: limit.map((s) => [s.at, s.field]) };
-    }),
-  );
+/**
+ * The description the Lua scripts read (lua/buckets.lua): each bucket as these slots, one string each,
+ * bucket after bucket. Positional rather than JSON, because Redis spends its CPU on the scripts: read by
+ * index, a description costs no decoding (cjson took 8–12 µs of a 80–107 µs reserve+settle pair).
+ * `field1`, `field2`: the balance's funds and held, a cap's spent and held, a window's window and count;
+ * `flag`: 'month' for a cap kept per UTC month, 'giveBack' for a window that gets back what a request
+ * did not use; the limit's sources (the first set one in force), '' where there is none.
+ */
+export const BUCKET_SLOTS = ['kind', 'unit', 'reason', 'at', 'field1', 'field2', 'flag', 'limitAt', 'limitField', 'defaultAt', 'defaultField'] as const;
+/** Between the slots of the copy a hold keeps (bucketsHeld): no name a bucket is kept under contains it. */
+export const HELD_SEPARATOR = '\n';
+
+function slotsOf(b: Bucket): [string, string, string] {
+  switch (b.kind) {
+    case 'balance':
+      return [b.funds, b.held, ''];
+    case 'cap':
+      return [b.spent, b.held, b.per ?? ''];
+    case 'window':
+      return [b.window, b.count, b.giveBack === true ? 'giveBack' : ''];
+    case 'in_flight':
+      return ['', '', ''];
+    default: {
+      const never: never = b;
+      throw new Error(`unknown bucket ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** The buckets as the scripts read them: BUCKET_SLOTS strings a bucket, in order. */
+export function bucketSlots(buckets: readonly Bucket[]): string[] {
+  const out: string[] = [];
+  for (const b of buckets) {
+    const [own, fallback, extra] = b.limit;
+    if (extra !== undefined) throw new Error(`${b.reason}: a bucket's description has room for two sources of its limit`);
+    // Only `at` comes from data (ids); a separator in it would shift the slots of the hold's copy.
+    if (b.at.includes(HELD_SEPARATOR)) throw new RangeError(`a bucket name holds a line break: ${JSON.stringify(b.at)}`);
+    out.push(b.kind, b.unit, b.reason, b.at, ...slotsOf(b), own?.at ?? '', own?.field ?? '', fallback?.at ?? '', fallback?.field ?? '');
+  }
+  return out;
+}
+
+/** The copy of the description a hold keeps, so its settlement and the reaper release what it took: the slots in one string. */
+export function bucketsHeld(slots: readonly string[]): string {
+  return slots.join(HELD_SEPARATOR);
 }
 
 /** Every hash a bucket names, for a script's declared keys. */
