@@ -37,7 +37,7 @@ import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
-import { bucketHashes, bucketsHeld, bucketSlots, bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath } from './buckets.js';
+import { bucketHashes, bucketsHeld, bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath } from './buckets.js';
 import { decodeReserveReply, decodeSettleReply } from './script-replies.js';
 
 export interface RedisLedgerOptions {
@@ -220,7 +220,6 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const a = req.accountId;
     const buckets = bucketsOf(requestPath(req));
     const keys = this.withBucketKeys(a, buckets, [this.k.account(a), this.k.hold(a, req.requestId), this.k.holds(a), this.k.reapIndex(a), this.k.key(a, req.keyId)]);
-    const slots = bucketSlots(buckets);
     const args = [
       String(req.amount),
       String(req.holdTtlMs),
@@ -231,8 +230,10 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(this.seeding ? (this.seen.get(a) ?? 0) : 0),
       String(req.rateLimitTokens ?? 0),
       String(req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS),
-      bucketsHeld(slots),
-      ...slots,
+      bucketsHeld(buckets),
+      req.keyId,
+      req.teamId ?? '',
+      req.memberId ?? '',
     ];
     const r = decodeReserveReply(await this.scripts.run<Array<number | string>>('reserve', keys, args), buckets);
     switch (r.kind) {
@@ -287,7 +288,6 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     const hold = this.holds.get(req.requestId);
     const seen = this.seeding ? Math.max(this.seen.get(a) ?? 0, hold?.seq ?? 0) : 0;
     const buckets = bucketsOf(requestPath(req));
-    const slots = bucketSlots(buckets);
     const reply = await this.settlements.run(
       slotOfTag(a),
       this.withBucketKeys(a, buckets, [
@@ -323,10 +323,9 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(rateLimitedTokens(req.usage)),
         String(req.usage.cacheWrite5m ?? 0),
         String(req.usage.cacheWrite1h ?? 0),
-        bucketsHeld(slots),
+        bucketsHeld(buckets),
         req.teamId ?? '',
         req.memberId ?? '',
-        ...slots,
       ],
     );
     const r = decodeSettleReply(reply);
@@ -433,7 +432,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         // What the hold drew from, if it does not remember it itself (one taken before holds did).
         const buckets = bucketsOf({ keyId });
         own.push(this.k.hold(a, rid), this.k.reaped(a, rid));
-        args.push(rid, keyId, bucketsHeld(bucketSlots(buckets)));
+        args.push(rid, keyId, bucketsHeld(buckets));
         described.push(...buckets);
       });
       const keys = this.withBucketKeys(a, described, own);

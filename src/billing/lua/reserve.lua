@@ -8,8 +8,9 @@
 --       6 '1' when the account's money comes from the record (it must be seeded first), 7 the highest
 --       `seq` of the account this gateway has been answered with (see common.lua), 8 the tokens the
 --       request counts against a token limit (its worst case: input bound + output limit), 9 the rate
---       limits' window (ms, 60000 for per-minute limits), 10 the buckets' description as the hold keeps it
---       (one string, see buckets.lua), 11.. the same description's slots, SLOTS a bucket
+--       limits' window (ms, 60000 for per-minute limits), 10 the request's buckets as the hold keeps them
+--       (names complete, one string: buckets.lua), 11 the key's id, 12 its team's and 13 its owner's ('' for
+--       none): the declared buckets on the request's path (DECLARED, buckets.lua) are what it draws from
 -- Returns (one decoder reads it: src/billing/script-replies.ts)
 --   {1, generation, seq, announce, resetMs, then per bucket: limit (-1: none), used}  admitted, where
 --     announce is 1 when this hold made its slot's reaper index non-empty (the gateway then names the slot
@@ -52,10 +53,8 @@ if not k[1] then return {0, 'unknown_key', amount, 0, 0} end
 if k[2] then return {0, 'key_revoked', amount, 0, 0} end
 
 local prefix = tagPrefix(KEYS[1])
--- The description's slots: bucket i's at offset 10 + (i - 1) * SLOTS.
-local nb = (#ARGV - 10) / SLOTS
-if nb ~= math.floor(nb) then return redis.error_reply('a description of ' .. (#ARGV - 10) .. ' slots') end
-local function offsetOf(i) return 10 + (i - 1) * SLOTS end
+local desc = declared(ARGV[11], ARGV[12], ARGV[13])
+local d, nb = desc.d, #desc.at
 local windowMs = tonumber(ARGV[9]) or 60000
 local win = math.floor(now / windowMs)
 local resetMs = (win + 1) * windowMs - now
@@ -63,12 +62,12 @@ local need = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_re
 
 -- A bucket's two hash fields, read with its own limit when that is kept in the same hash (one call).
 local function readWith(o, at, f1, f2)
-  if ARGV[o + LIMIT_AT] == ARGV[o + AT] then
-    local v = redis.call('HMGET', at, ARGV[o + LIMIT_FIELD], f1, f2)
-    return tonumber(v[1]) or limitOf(prefix, ARGV, o, 2), v[2], v[3]
+  if d[o + LIMIT_AT] == d[o + AT] and d[o + LIMIT_ID] == d[o + AT_ID] then
+    local v = redis.call('HMGET', at, d[o + LIMIT_FIELD], f1, f2)
+    return tonumber(v[1]) or limitOf(prefix, desc, o, 2), v[2], v[3]
   end
   local v = redis.call('HMGET', at, f1, f2)
-  return limitOf(prefix, ARGV, o), v[1], v[2]
+  return limitOf(prefix, desc, o), v[1], v[2]
 end
 
 -- Each bucket as it stands: its limit (nil: none) and what is counted against it. Requests and tokens
@@ -79,24 +78,24 @@ end
 local limits, used, hashes, groups = {}, {}, {}, {}
 local counted = {}
 for i = 1, nb do
-  local o = offsetOf(i)
-  local kind = ARGV[o + KIND]
-  local at = prefix .. ARGV[o + AT]
+  local o = desc.at[i]
+  local kind = d[o + KIND]
+  local at = nameOf(prefix, desc, o, AT)
   hashes[i] = at
   if kind == 'balance' then
-    local v = redis.call('HMGET', at, ARGV[o + FIELD1], ARGV[o + FIELD2])
+    local v = redis.call('HMGET', at, d[o + FIELD1], d[o + FIELD2])
     limits[i], used[i] = num(v[1]), num(v[2])
   elseif kind == 'cap' then
-    local limit, spent, held = readWith(o, at, fieldFor(ARGV, o, FIELD1, month), fieldFor(ARGV, o, FIELD2, month))
+    local limit, spent, held = readWith(o, at, fieldFor(d, o, FIELD1, month), fieldFor(d, o, FIELD2, month))
     limits[i], used[i] = limit, num(spent) + num(held)
   elseif kind == 'window' then
-    local limit, w, n = readWith(o, at, ARGV[o + FIELD1], ARGV[o + FIELD2])
+    local limit, w, n = readWith(o, at, d[o + FIELD1], d[o + FIELD2])
     limits[i], used[i] = limit, 0
     if tonumber(w) == win then used[i] = num(n) end
-    groups[i] = at .. '\0' .. ARGV[o + FIELD1]
+    groups[i] = at .. '\0' .. d[o + FIELD1]
     if limit then counted[groups[i]] = true end
   elseif kind == 'in_flight' then
-    local limit = limitOf(prefix, ARGV, o)
+    local limit = limitOf(prefix, desc, o)
     limits[i], used[i] = limit, 0
     if limit then
       redis.call('ZREMRANGEBYSCORE', at, '-inf', s(now))
@@ -105,7 +104,7 @@ for i = 1, nb do
   else
     return redis.error_reply('unknown bucket kind ' .. tostring(kind))
   end
-  if need[ARGV[o + UNIT]] == nil then return redis.error_reply('unknown bucket unit ' .. tostring(ARGV[o + UNIT])) end
+  if need[d[o + UNIT]] == nil then return redis.error_reply('unknown bucket unit ' .. tostring(d[o + UNIT])) end
 end
 
 local function leftOf(i)
@@ -127,7 +126,7 @@ end
 -- actually stops the request; it refuses when the request needs more than that.
 local binding, units = {}, {}
 for i = 1, nb do
-  local unit = ARGV[offsetOf(i) + UNIT]
+  local unit = d[desc.at[i] + UNIT]
   if not units[unit] then
     units[unit] = true
     units[#units + 1] = unit
@@ -142,10 +141,10 @@ if binding.money then overall = leftOf(binding.money) end
 for _, unit in ipairs(units) do
   local j = binding[unit]
   if j and need[unit] > leftOf(j) then
-    local r = withFigures({0, ARGV[offsetOf(j) + REASON], need[unit], leftOf(j), overall, resetMs})
+    local r = withFigures({0, d[desc.at[j] + REASON], need[unit], leftOf(j), overall, resetMs})
     -- What the refusal names: the scope whose limit binds (its hash's `name`) and the account.
     local name = ''
-    if ARGV[offsetOf(j) + KIND] ~= 'in_flight' then name = redis.call('HGET', hashes[j], 'name') or '' end
+    if d[desc.at[j] + KIND] ~= 'in_flight' then name = redis.call('HGET', hashes[j], 'name') or '' end
     r[#r + 1] = name
     r[#r + 1] = redis.call('HGET', KEYS[1], 'name') or ''
     return r
@@ -155,18 +154,18 @@ end
 -- Admitted: the request draws from every bucket.
 local remembered = {'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline), 'd', ARGV[10]}
 for i = 1, nb do
-  local o = offsetOf(i)
-  local kind, at = ARGV[o + KIND], hashes[i]
+  local o = desc.at[i]
+  local kind, at = d[o + KIND], hashes[i]
   if kind == 'balance' or kind == 'cap' then
-    redis.call('HINCRBY', at, fieldFor(ARGV, o, FIELD2, month), s(amount))
+    redis.call('HINCRBY', at, fieldFor(d, o, FIELD2, month), s(amount))
     used[i] = used[i] + amount
   elseif kind == 'window' then
     if counted[groups[i]] then
-      local n = need[ARGV[o + UNIT]]
+      local n = need[d[o + UNIT]]
       used[i] = used[i] + n
-      redis.call('HSET', at, ARGV[o + FIELD1], s(win), ARGV[o + FIELD2], s(used[i]))
+      redis.call('HSET', at, d[o + FIELD1], s(win), d[o + FIELD2], s(used[i]))
       -- What the window counted, so the settlement gives back the unused part in the same window.
-      if ARGV[o + FLAG] == 'giveBack' and limits[i] then
+      if d[o + FLAG] == 'giveBack' and limits[i] then
         remembered[#remembered + 1] = 'win:' .. i
         remembered[#remembered + 1] = s(win)
         remembered[#remembered + 1] = 'cnt:' .. i
