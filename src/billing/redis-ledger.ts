@@ -37,7 +37,7 @@ import { SettlementBatcher } from './settlement-batch.js';
 import { ScriptRunner } from './scripts.js';
 import { checkPositiveAmount, CreditConflictError, checkReservation, checkSettlement, trimThreshold, usageFromFields } from './ledger-common.js';
 import { DEFAULT_RATE_LIMIT_WINDOW_MS, rateLimitedTokens, rateLimitStateOf } from './rate-limit-state.js';
-import { bucketHashes, bucketsJson, bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath } from './buckets.js';
+import { bucketHashes, bucketsHeld, bucketsOf, fieldFor, KEY_SPEND_FIELDS, requestPath, SCOPED, type Bucket, type BucketPath } from './buckets.js';
 import { decodeReserveReply, decodeSettleReply } from './script-replies.js';
 
 export interface RedisLedgerOptions {
@@ -230,7 +230,10 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       String(this.seeding ? (this.seen.get(a) ?? 0) : 0),
       String(req.rateLimitTokens ?? 0),
       String(req.rateLimitWindowMs ?? DEFAULT_RATE_LIMIT_WINDOW_MS),
-      bucketsJson(buckets),
+      bucketsHeld(buckets),
+      req.keyId,
+      req.teamId ?? '',
+      req.memberId ?? '',
     ];
     const r = decodeReserveReply(await this.scripts.run<Array<number | string>>('reserve', keys, args), buckets);
     switch (r.kind) {
@@ -320,7 +323,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         String(rateLimitedTokens(req.usage)),
         String(req.usage.cacheWrite5m ?? 0),
         String(req.usage.cacheWrite1h ?? 0),
-        bucketsJson(buckets),
+        bucketsHeld(buckets),
         req.teamId ?? '',
         req.memberId ?? '',
       ],
@@ -429,7 +432,7 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
         // What the hold drew from, if it does not remember it itself (one taken before holds did).
         const buckets = bucketsOf({ keyId });
         own.push(this.k.hold(a, rid), this.k.reaped(a, rid));
-        args.push(rid, keyId, bucketsJson(buckets));
+        args.push(rid, keyId, bucketsHeld(buckets));
         described.push(...buckets);
       });
       const keys = this.withBucketKeys(a, described, own);

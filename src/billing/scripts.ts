@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
+import { declaredBucketsLua } from './buckets.js';
 import { primaries, type RedisClient } from './redis-client.js';
 
 export type ScriptName = 'reserve' | 'settle' | 'settle-batch' | 'reap' | 'credit' | 'refund' | 'audit' | 'seed-begin' | 'seed' | 'catch-up' | 'adjust' | 'key' | 'stale' | 'account' | 'key-directory' | 'scope';
@@ -24,8 +25,9 @@ function readLua(file: string): string {
 
 // Helpers shared by every script (s, num, usageCost); EVAL has no includes, so each source starts with them.
 const COMMON = readLua('common.lua');
-// What the scripts that walk a request's buckets share (their description, release and charge).
-const BUCKETS = readLua('buckets.lua');
+// What the scripts that walk a request's buckets share (their description, release and charge), after
+// every declared limit's bucket (DECLARED), written from the declaration in buckets.ts.
+const BUCKETS = `${declaredBucketsLua()}\n${readLua('buckets.lua')}`;
 const WALK_BUCKETS: ReadonlySet<ScriptName> = new Set(['reserve', 'settle', 'settle-batch', 'reap']);
 
 function load(name: ScriptName): LoadedScript {

@@ -35,6 +35,8 @@ export interface RedisServerOptions {
 
 export interface OwnRedisProcess extends RedisProcess {
   dir: string;
+  /** The server's process id (benches read its CPU time). */
+  pid: number;
   /** SIGKILL: no shutdown save, as a crash. */
   kill(): Promise<void>;
   /** SIGSTOP / SIGCONT: the server holds its connections but answers nothing. */
@@ -82,6 +84,7 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<O
     url: `redis://127.0.0.1:${port}`,
     port,
     dir,
+    pid: child.pid ?? -1,
     kill: () => exit('SIGKILL'),
     pause: () => child.kill('SIGSTOP'),
     resume: () => child.kill('SIGCONT'),

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { BudgetScope, KeyCaps, ScopeBudgets } from '../../src/accounts/account-store.js';
 import type { RateLimits } from '../../src/accounts/rate-limits.js';
 import { createMemoryBackend, createRedisBackend, type HotBackend } from '../../src/billing/backends.js';
+import { BUCKET_SLOTS, bucketsOf, HELD_SEPARATOR } from '../../src/billing/buckets.js';
 import type { ReservationOutcome } from '../../src/billing/ledger.js';
 import { isLimitReason, LIMIT_REASONS, LIMITS, rateLimitFamily, type LimitReason, type LimitSpec, type LimitUnit, type LimitWindow } from '../../src/limits/limits.js';
 import { useTestRedis } from '../helpers/test-redis.js';
@@ -316,11 +317,43 @@ describe('holds remember their buckets (redis ledger)', () => {
     const requestId = rid();
     expect(await reserve(k, 'tokens', 3_000, { requestId, ttl: 1_000 })).toMatchObject({ admitted: true });
     const hold = `${ns}:{${k.accountId}}:hold:${requestId}`;
-    const kept = JSON.parse((await testRedis.redis.hget(hold, 'b')) ?? '[]') as Array<{ reason: string; at: string }>;
-    expect(kept.map((b) => b.reason)).toEqual(LIMIT_REASONS);
-    expect(kept.every((b) => !b.at.includes('{'))).toBe(true);
+    const kept = (await testRedis.redis.hget(hold, 'd')) ?? '';
+    const slots = kept.split(HELD_SEPARATOR);
+    const width = BUCKET_SLOTS.length;
+    const slot = (name: (typeof BUCKET_SLOTS)[number]) => slots.filter((_, i) => i % width === BUCKET_SLOTS.indexOf(name));
+    expect(slot('reason')).toEqual(LIMIT_REASONS);
+    expect(slot('at').every((at) => !at.includes('{'))).toBe(true);
     await k.b.ledger.reap(T0 + 1_000);
-    expect(await testRedis.redis.hget(`${ns}:{${k.accountId}}:reaped:${requestId}`, 'b')).toBe(JSON.stringify(kept));
+    expect(await testRedis.redis.hget(`${ns}:{${k.accountId}}:reaped:${requestId}`, 'd')).toBe(kept);
+  });
+
+  it('a hold kept as JSON by the scripts before is settled and reaped from the buckets it names, not those described now', async () => {
+    const k = await keyWith(redisBackend, { team_monthly_budget_reached: 10_000, member_lifetime_budget_reached: 10_000, rate_limit_concurrency: 2 });
+    const ns = `${testRedis.namespace}-${fixtureNo}`;
+    const settled = rid();
+    const reaped = rid();
+    expect(await reserve(k, 'money', 3_000, { requestId: settled })).toMatchObject({ admitted: true });
+    expect(await reserve(k, 'money', 2_000, { requestId: reaped, ttl: 1_000 })).toMatchObject({ admitted: true });
+    // As the scripts before wrote a hold's buckets: JSON in `b`, its limit as [hash, field] pairs.
+    const json = JSON.stringify(
+      bucketsOf({ keyId: k.keyId, teamId: k.teamId, memberId: k.memberId }).map(({ limit, ...rest }) => ({ ...rest, limit: limit.map((source) => [source.at, source.field]) })),
+    );
+    for (const r of [settled, reaped]) {
+      const hold = `${ns}:{${k.accountId}}:hold:${r}`;
+      await testRedis.redis.hdel(hold, 'd');
+      await testRedis.redis.hset(hold, 'b', json);
+    }
+    // Settled and reaped as if the key had left its team and owner since: only the holds name them.
+    const moved = { ...k, teamId: undefined, memberId: undefined } as unknown as Key;
+    expect(await settle(moved, settled, 1_000, 10)).toMatchObject({ charged: 1_000, released: 2_000 });
+    expect(await k.b.ledger.reap(T0 + 1_000)).toEqual({ count: 1, released: 2_000 });
+    for (const scope of ['team', 'member'] as const) {
+      expect(await k.b.ledger.scopeSpend(k.accountId, scope, scopeIdOf(k, scope), T0)).toEqual({ lifetimeSpent: 1_000, lifetimeHeld: 0, monthSpent: 1_000, monthHeld: 0 });
+    }
+    expect(await settle(moved, reaped, 500, 10, T0 + 1_001)).toMatchObject({ charged: 500, late: true });
+    expect(await k.b.ledger.scopeSpend(k.accountId, 'team', k.teamId, T0)).toEqual({ lifetimeSpent: 1_500, lifetimeHeld: 0, monthSpent: 1_500, monthHeld: 0 });
+    expect(await k.b.ledger.balance(k.accountId)).toEqual({ balance: BIG - 1_500, held: 0 });
+    expect(await leftOf(k, 'rate_limit_concurrency', T0 + 1_002)).toBe(2);
   });
 
   it("a hold taken before holds kept their buckets is settled and reaped from its key's buckets", async () => {
@@ -331,7 +364,7 @@ describe('holds remember their buckets (redis ledger)', () => {
     expect(await reserve(k, 'money', 3_000, { requestId: settled })).toMatchObject({ admitted: true });
     expect(await reserve(k, 'money', 2_000, { requestId: reaped, ttl: 1_000 })).toMatchObject({ admitted: true });
     // As the version before wrote them: amount, keyId, month, deadline, no description.
-    for (const r of [settled, reaped]) await testRedis.redis.hdel(`${ns}:{${k.accountId}}:hold:${r}`, 'b');
+    for (const r of [settled, reaped]) await testRedis.redis.hdel(`${ns}:{${k.accountId}}:hold:${r}`, 'd');
     expect(await spend(k)).toEqual({ lifetimeSpent: 0, lifetimeHeld: 5_000, monthSpent: 0, monthHeld: 5_000 });
     expect(await settle(k, settled, 1_000, 10)).toMatchObject({ charged: 1_000, released: 2_000 });
     expect(await k.b.ledger.reap(T0 + 1_000)).toEqual({ count: 1, released: 2_000 });

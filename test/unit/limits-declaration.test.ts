@@ -2,8 +2,9 @@
 // itself in every place that names refusals (metrics, dashboard, client wording), the buckets the
 // ledgers draw from follow it in order and never leave the account's hash tag, and the reserve script's
 // reply is read by name, refusing a reason nobody declared.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { bucketHashes, bucketsJson, bucketsOf } from '../../src/billing/buckets.js';
+import { bucketHashes, bucketsHeld, bucketsOf, BUCKET_SLOTS, declaredBucketsLua, HELD_SEPARATOR } from '../../src/billing/buckets.js';
 import { decodeReserveReply } from '../../src/billing/script-replies.js';
 import { admit } from '../../src/limits/admission.js';
 import { KEY_REFUSALS, LIMIT_REASONS, LIMITS, REFUSAL_REASONS, refusalMetricLabel, type LimitSpec } from '../../src/limits/limits.js';
@@ -46,9 +47,45 @@ describe('the limits declaration', () => {
     for (const name of bucketHashes(buckets)) expect(name).toMatch(/^(account|team:team_1|member:user_1|key:key_1|inflight:key_1)$/);
     // A key in no team, made by the operator (no owner): no team or member bucket on its path.
     expect(bucketsOf({ keyId: 'key_1' }).map((b) => b.reason)).toEqual(LIMIT_REASONS.filter((r) => LIMITS[r].scope === 'account' || LIMITS[r].scope === 'key'));
-    const json = JSON.parse(bucketsJson(buckets)) as Array<{ reason: string; limit: string[][] }>;
-    expect(json.map((b) => b.reason)).toEqual(LIMIT_REASONS);
-    for (const b of json) for (const source of b.limit) expect(source).toHaveLength(2);
+    const slots = bucketsHeld(buckets).split(HELD_SEPARATOR);
+    expect(slots).toHaveLength(BUCKET_SLOTS.length * buckets.length);
+    const reason = BUCKET_SLOTS.indexOf('reason');
+    expect(buckets.map((_, i) => slots[i * BUCKET_SLOTS.length + reason])).toEqual(LIMIT_REASONS);
+  });
+
+  it("the scripts read a bucket's slots where buckets.ts writes them", () => {
+    const lua = readFileSync(new URL('../../src/billing/lua/buckets.lua', import.meta.url), 'utf8');
+    expect(/^local SLOTS = (\d+)$/m.exec(lua)?.[1]).toBe(String(BUCKET_SLOTS.length));
+    const [, names = '', numbers = ''] = /^local (KIND, [A-Z0-9_, ]+) = ([\d, ]+)$/m.exec(lua) ?? [];
+    const camel = (name: string): string => name.toLowerCase().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    const positions = Object.fromEntries(names.split(', ').map((name, i) => [camel(name), Number(numbers.split(', ')[i])]));
+    expect(positions).toEqual(Object.fromEntries(BUCKET_SLOTS.map((slot, i) => [slot, i + 1])));
+  });
+
+  it("the declared buckets the scripts carry, completed with a request's ids, are the buckets of its path", () => {
+    const declared = [...declaredBucketsLua().matchAll(/'([^']*)'/g)].map((m) => m[1] as string);
+    const width = BUCKET_SLOTS.length;
+    const slot = (name: (typeof BUCKET_SLOTS)[number]): number => BUCKET_SLOTS.indexOf(name);
+    const names = [slot('at'), slot('limitAt'), slot('defaultAt')];
+    // What buckets.lua does: a bucket whose scope has no id is off the path; a name gets the id of the scope after it.
+    const complete = (ids: Record<string, string>): string[] => {
+      const out: string[] = [];
+      for (let o = 0; o < declared.length; o += width) {
+        const bucket = declared.slice(o, o + width);
+        const scope = bucket[slot('atId')] as string;
+        if (scope !== '' && ids[scope] === '') continue;
+        for (const at of names) {
+          bucket[at] = `${bucket[at] as string}${ids[bucket[at + 1] as string] as string}`;
+          bucket[at + 1] = '';
+        }
+        out.push(...bucket);
+      }
+      return out;
+    };
+    for (const path of [{ keyId: 'key_1' }, { keyId: 'key_1', teamId: 'team_1' }, { keyId: 'key_1', memberId: 'user_1' }, { keyId: 'key_1', teamId: 'team_1', memberId: 'user_1' }]) {
+      const ids = { '': '', key: path.keyId, team: path.teamId ?? '', member: path.memberId ?? '' };
+      expect(complete(ids)).toEqual(bucketsHeld(bucketsOf(path)).split(HELD_SEPARATOR));
+    }
   });
 
   it('admits by one rule: units in declaration order, the least left binds, the first declared on a tie', () => {

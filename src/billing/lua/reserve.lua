@@ -8,7 +8,9 @@
 --       6 '1' when the account's money comes from the record (it must be seeded first), 7 the highest
 --       `seq` of the account this gateway has been answered with (see common.lua), 8 the tokens the
 --       request counts against a token limit (its worst case: input bound + output limit), 9 the rate
---       limits' window (ms, 60000 for per-minute limits), 10 the buckets (JSON, see buckets.lua)
+--       limits' window (ms, 60000 for per-minute limits), 10 the request's buckets as the hold keeps them
+--       (names complete, one string: buckets.lua), 11 the key's id, 12 its team's and 13 its owner's ('' for
+--       none): the declared buckets on the request's path (DECLARED, buckets.lua) are what it draws from
 -- Returns (one decoder reads it: src/billing/script-replies.ts)
 --   {1, generation, seq, announce, resetMs, then per bucket: limit (-1: none), used}  admitted, where
 --     announce is 1 when this hold made its slot's reaper index non-empty (the gateway then names the slot
@@ -51,72 +53,70 @@ if not k[1] then return {0, 'unknown_key', amount, 0, 0} end
 if k[2] then return {0, 'key_revoked', amount, 0, 0} end
 
 local prefix = tagPrefix(KEYS[1])
-local buckets = cjson.decode(ARGV[10])
+local desc = declared(ARGV[11], ARGV[12], ARGV[13])
+local d, nb = desc.d, #desc.at
 local windowMs = tonumber(ARGV[9]) or 60000
 local win = math.floor(now / windowMs)
 local resetMs = (win + 1) * windowMs - now
 local need = {money = amount, requests = 1, tokens = num(ARGV[8]), concurrent_requests = 1}
 
--- A bucket's hash fields, read with its own limit when that is kept in the same hash (one call).
-local function readWith(b, ...)
-  local own = b.limit and b.limit[1]
-  if own and own[1] == b.at then
-    local v = redis.call('HMGET', b.h, own[2], ...)
-    return tonumber(v[1]) or limitOf(prefix, b, 2), v[2], v[3]
+-- A bucket's two hash fields, read with its own limit when that is kept in the same hash (one call).
+local function readWith(o, at, f1, f2)
+  if d[o + LIMIT_AT] == d[o + AT] and d[o + LIMIT_ID] == d[o + AT_ID] then
+    local v = redis.call('HMGET', at, d[o + LIMIT_FIELD], f1, f2)
+    return tonumber(v[1]) or limitOf(prefix, desc, o, 2), v[2], v[3]
   end
-  local v = redis.call('HMGET', b.h, ...)
-  return limitOf(prefix, b), v[1], v[2]
+  local v = redis.call('HMGET', at, f1, f2)
+  return limitOf(prefix, desc, o), v[1], v[2]
 end
 
 -- Each bucket as it stands: its limit (nil: none) and what is counted against it. Requests and tokens
 -- count in fixed windows of Redis's clock (every gateway shares them); requests in flight are a sorted
 -- set of request ids scored by hold deadline, so one whose settlement never came drops out when its hold
 -- would be reaped. Counts sharing a window field are kept together: all are counted when any is limited.
-local readings = {}
+-- Per bucket i: limits[i] (nil: none), used[i], hashes[i] (the full name, for the draws below too).
+local limits, used, hashes, groups = {}, {}, {}, {}
 local counted = {}
-for i, b in ipairs(buckets) do
-  -- The full name, once: the draws below use it too.
-  local at = prefix .. b.at
-  b.h = at
-  local limit, used
-  if b.kind == 'balance' then
-    local v = redis.call('HMGET', at, b.funds, b.held)
-    limit, used = num(v[1]), num(v[2])
-  elseif b.kind == 'cap' then
-    local spent, held
-    limit, spent, held = readWith(b, fieldFor(b, b.spent, month), fieldFor(b, b.held, month))
-    used = num(spent) + num(held)
-  elseif b.kind == 'window' then
-    local w, n
-    limit, w, n = readWith(b, b.window, b.count)
-    used = 0
-    if tonumber(w) == win then used = num(n) end
-    b.group = at .. '\0' .. b.window
-    if limit then counted[b.group] = true end
-  elseif b.kind == 'in_flight' then
-    limit = limitOf(prefix, b)
-    used = 0
+for i = 1, nb do
+  local o = desc.at[i]
+  local kind = d[o + KIND]
+  local at = nameOf(prefix, desc, o, AT)
+  hashes[i] = at
+  if kind == 'balance' then
+    local v = redis.call('HMGET', at, d[o + FIELD1], d[o + FIELD2])
+    limits[i], used[i] = num(v[1]), num(v[2])
+  elseif kind == 'cap' then
+    local limit, spent, held = readWith(o, at, fieldFor(d, o, FIELD1, month), fieldFor(d, o, FIELD2, month))
+    limits[i], used[i] = limit, num(spent) + num(held)
+  elseif kind == 'window' then
+    local limit, w, n = readWith(o, at, d[o + FIELD1], d[o + FIELD2])
+    limits[i], used[i] = limit, 0
+    if tonumber(w) == win then used[i] = num(n) end
+    groups[i] = at .. '\0' .. d[o + FIELD1]
+    if limit then counted[groups[i]] = true end
+  elseif kind == 'in_flight' then
+    local limit = limitOf(prefix, desc, o)
+    limits[i], used[i] = limit, 0
     if limit then
       redis.call('ZREMRANGEBYSCORE', at, '-inf', s(now))
-      used = redis.call('ZCARD', at)
+      used[i] = redis.call('ZCARD', at)
     end
   else
-    return redis.error_reply('unknown bucket kind ' .. tostring(b.kind))
+    return redis.error_reply('unknown bucket kind ' .. tostring(kind))
   end
-  if need[b.unit] == nil then return redis.error_reply('unknown bucket unit ' .. tostring(b.unit)) end
-  readings[i] = {limit = limit, used = used}
+  if need[d[o + UNIT]] == nil then return redis.error_reply('unknown bucket unit ' .. tostring(d[o + UNIT])) end
 end
 
-local function leftOf(r)
-  local l = r.limit - r.used
+local function leftOf(i)
+  local l = limits[i] - used[i]
   if l < 0 then l = 0 end
   return l
 end
 -- Figures of every bucket, for the reply: limit (-1 when none) and what is counted against it.
 local function withFigures(r)
-  for i = 1, #buckets do
-    r[#r + 1] = readings[i].limit or -1
-    r[#r + 1] = readings[i].used
+  for i = 1, nb do
+    r[#r + 1] = limits[i] or -1
+    r[#r + 1] = used[i]
   end
   return r
 end
@@ -125,25 +125,26 @@ end
 -- unit the binding limit is the one with the least left (the first on a tie), so a refusal names what
 -- actually stops the request; it refuses when the request needs more than that.
 local binding, units = {}, {}
-for i, b in ipairs(buckets) do
-  if not units[b.unit] then
-    units[b.unit] = true
-    units[#units + 1] = b.unit
+for i = 1, nb do
+  local unit = d[desc.at[i] + UNIT]
+  if not units[unit] then
+    units[unit] = true
+    units[#units + 1] = unit
   end
-  if readings[i].limit then
-    local j = binding[b.unit]
-    if not j or leftOf(readings[i]) < leftOf(readings[j]) then binding[b.unit] = i end
+  if limits[i] then
+    local j = binding[unit]
+    if not j or leftOf(i) < leftOf(j) then binding[unit] = i end
   end
 end
 local overall = 9007199254740991
-if binding.money then overall = leftOf(readings[binding.money]) end
+if binding.money then overall = leftOf(binding.money) end
 for _, unit in ipairs(units) do
   local j = binding[unit]
-  if j and need[unit] > leftOf(readings[j]) then
-    local r = withFigures({0, buckets[j].reason, need[unit], leftOf(readings[j]), overall, resetMs})
+  if j and need[unit] > leftOf(j) then
+    local r = withFigures({0, d[desc.at[j] + REASON], need[unit], leftOf(j), overall, resetMs})
     -- What the refusal names: the scope whose limit binds (its hash's `name`) and the account.
     local name = ''
-    if buckets[j].kind ~= 'in_flight' then name = redis.call('HGET', buckets[j].h, 'name') or '' end
+    if d[desc.at[j] + KIND] ~= 'in_flight' then name = redis.call('HGET', hashes[j], 'name') or '' end
     r[#r + 1] = name
     r[#r + 1] = redis.call('HGET', KEYS[1], 'name') or ''
     return r
@@ -151,30 +152,29 @@ for _, unit in ipairs(units) do
 end
 
 -- Admitted: the request draws from every bucket.
-local remembered = {'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline), 'b', ARGV[10]}
-for i, b in ipairs(buckets) do
-  local at, r = b.h, readings[i]
-  if b.kind == 'balance' then
-    redis.call('HINCRBY', at, b.held, s(amount))
-    r.used = r.used + amount
-  elseif b.kind == 'cap' then
-    redis.call('HINCRBY', at, fieldFor(b, b.held, month), s(amount))
-    r.used = r.used + amount
-  elseif b.kind == 'window' then
-    if counted[b.group] then
-      r.used = r.used + need[b.unit]
-      redis.call('HSET', at, b.window, s(win), b.count, s(r.used))
+local remembered = {'amount', s(amount), 'keyId', k[1], 'month', month, 'deadline', s(deadline), 'd', ARGV[10]}
+for i = 1, nb do
+  local o = desc.at[i]
+  local kind, at = d[o + KIND], hashes[i]
+  if kind == 'balance' or kind == 'cap' then
+    redis.call('HINCRBY', at, fieldFor(d, o, FIELD2, month), s(amount))
+    used[i] = used[i] + amount
+  elseif kind == 'window' then
+    if counted[groups[i]] then
+      local n = need[d[o + UNIT]]
+      used[i] = used[i] + n
+      redis.call('HSET', at, d[o + FIELD1], s(win), d[o + FIELD2], s(used[i]))
       -- What the window counted, so the settlement gives back the unused part in the same window.
-      if b.giveBack and r.limit then
+      if d[o + FLAG] == 'giveBack' and limits[i] then
         remembered[#remembered + 1] = 'win:' .. i
         remembered[#remembered + 1] = s(win)
         remembered[#remembered + 1] = 'cnt:' .. i
-        remembered[#remembered + 1] = s(need[b.unit])
+        remembered[#remembered + 1] = s(n)
       end
     end
-  elseif b.kind == 'in_flight' and r.limit then
+  elseif kind == 'in_flight' and limits[i] then
     redis.call('ZADD', at, s(deadline), ARGV[3])
-    r.used = r.used + 1
+    used[i] = used[i] + 1
     -- Gone by itself once its last hold's deadline passes, as the holds are (relative to `now`, which
     -- tests may set: an absolute time would be read against Redis's own clock).
     local last = redis.call('ZRANGE', at, -1, -1, 'WITHSCORES')

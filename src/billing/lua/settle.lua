@@ -13,9 +13,11 @@
 --       20 the request's detail for the usage record (request-detail.ts), when journaled,
 --       21 the tokens the request used against a token limit (input + output),
 --       22 input tokens written to a 5-minute prompt cache, 23 to a 1-hour one (both parts of `input`,
---       apart from `cachedInput`, the cache reads), 24 the key's buckets as the gateway describes them
---       now (JSON, buckets.lua): what a hold without its own description, or lost with a wipe, drew from,
---       25 the team and 26 the member the request is charged to ('' for none), for the journal entry
+--       apart from `cachedInput`, the cache reads), 24 the request's buckets as the gateway describes
+--       them now, as a hold keeps them (names complete, one string: buckets.lua), 25 the team and 26 the
+--       member the request is charged to ('' for none), for the journal entry and the declared buckets on
+--       its path (DECLARED, buckets.lua): what a hold that kept the same drew from, and one without its
+--       own description, or lost with a wipe
 -- One decoder reads the reply: src/billing/script-replies.ts.
 -- Returns {charged, released, duplicate (0/1), late (0/1)}, when journaled (ARGV 18) followed by the
 -- journal entry id, month, reserved, generation and the account's new seq;
@@ -38,22 +40,25 @@ end
 
 local charge, released, late, month, reserved
 local prefix = tagPrefix(KEYS[1])
--- The key's buckets as the gateway describes them now (ARGV 24): what a hold lost with a wipe, or one
--- that does not remember its own, drew from. Decoded only when needed: a hold remembers its own.
-local function described() return cjson.decode(ARGV[24]) end
+-- The buckets a hold or reaped marker kept (false: none): the declared ones on the request's path (as
+-- the gateway describes them now) when it kept the same, as nearly always, or none; else its own copy.
+local function keptOr(held)
+  if not held or held == ARGV[24] then return declared(ARGV[3], ARGV[25] or '', ARGV[26] or '') end
+  return kept(held)
+end
 -- The request is no longer in flight, whatever became of its hold.
-local function leaveFlight(buckets)
-  for _, b in ipairs(buckets) do
-    if b.kind == 'in_flight' then redis.call('ZREM', prefix .. b.at, ARGV[2]) end
+local function leaveFlight(desc)
+  for _, o in ipairs(desc.at) do
+    if desc.d[o + KIND] == 'in_flight' then redis.call('ZREM', nameOf(prefix, desc, o, AT), ARGV[2]) end
   end
 end
-local h = redis.call('HMGET', KEYS[2], 'amount', 'keyId', 'month', 'b')
+local h = redis.call('HMGET', KEYS[2], 'amount', 'keyId', 'month', 'd', 'b')
 if h[1] then
   if h[2] ~= ARGV[3] then return redis.error_reply('hold belongs to another key') end
   -- The buckets the hold drew from, as it remembers them.
-  local buckets
-  if h[4] then buckets = cjson.decode(h[4]) else buckets = described() end
-  leaveFlight(buckets)
+  local desc = keptOr(h[4] or h[5])
+  local d = desc.d
+  leaveFlight(desc)
   local held = num(h[1])
   reserved = held
   month = h[3]
@@ -61,20 +66,20 @@ if h[1] then
   if charge > held then charge = held end
   released = held - charge
   late = 0
-  releaseHeld(prefix, buckets, month, held)
-  chargeInto(prefix, buckets, month, charge)
-  for i, b in ipairs(buckets) do
-    local at = prefix .. b.at
-    if b.kind == 'window' and b.giveBack then
+  releaseHeld(prefix, desc, month, held)
+  chargeInto(prefix, desc, month, charge)
+  for i, o in ipairs(desc.at) do
+    if d[o + KIND] == 'window' and d[o + FLAG] == 'giveBack' then
+      local at = nameOf(prefix, desc, o, AT)
       -- The window counted the worst case: what the request did not use goes back, if the window is
       -- still the one it was counted in.
       local w = redis.call('HMGET', KEYS[2], 'win:' .. i, 'cnt:' .. i)
       if w[1] then
         local unused = num(w[2]) - num(ARGV[21])
-        if unused > 0 and redis.call('HGET', at, b.window) == w[1] then
-          local left = num(redis.call('HGET', at, b.count)) - unused
+        if unused > 0 and redis.call('HGET', at, d[o + FIELD1]) == w[1] then
+          local left = num(redis.call('HGET', at, d[o + FIELD2])) - unused
           if left < 0 then left = 0 end
-          redis.call('HSET', at, b.count, s(left))
+          redis.call('HSET', at, d[o + FIELD2], s(left))
         end
       end
     end
@@ -83,9 +88,8 @@ if h[1] then
   redis.call('ZREM', KEYS[3], ARGV[2])
 else
   -- No hold (reaped, lost with a wipe, or never taken): the key's places in flight as described now.
-  local current = described()
-  leaveFlight(current)
-  local r = redis.call('HMGET', KEYS[5], 'amount', 'keyId', 'month', 'b')
+  leaveFlight(keptOr(false))
+  local r = redis.call('HMGET', KEYS[5], 'amount', 'keyId', 'month', 'd', 'b')
   if not r[1] then
     -- Reserved in an earlier generation of this Redis (wiped and seeded again since): the hold was lost
     -- with the wipe, the seed did not count it, and the work was done. Charged as a late settlement.
@@ -104,8 +108,7 @@ else
     end
   end
   if r[2] ~= ARGV[3] then return redis.error_reply('reaped hold belongs to another key') end
-  local buckets = current
-  if r[4] then buckets = cjson.decode(r[4]) end
+  local desc = keptOr(r[4] or r[5])
   month = r[3]
   reserved = num(r[1])
   late = 1
@@ -114,12 +117,12 @@ else
   -- still has.
   charge = cost
   if num(r[1]) < charge then charge = num(r[1]) end
-  for _, b in ipairs(buckets) do
-    local room = roomOf(prefix, b, month)
+  for _, o in ipairs(desc.at) do
+    local room = roomOf(prefix, desc, o, month)
     if room and room < charge then charge = room end
   end
   if charge < 0 then charge = 0 end
-  chargeInto(prefix, buckets, month, charge)
+  chargeInto(prefix, desc, month, charge)
   redis.call('DEL', KEYS[5])
 end
 
