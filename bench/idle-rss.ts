@@ -29,6 +29,9 @@ const givenDatabase = option('--database') ?? (process.env.DATABASE_URL || undef
 const extraEnv = Object.fromEntries(
   args.flatMap((a, i) => (args[i - 1] === '--env' ? [a] : [])).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
+/** Also print VmRSS every second of the wait (`--series`), and the gateway's stdout (`--output`, e.g. with --trace-gc). */
+const series = args.includes('--series');
+const output = args.includes('--output');
 const entry = join(dir, 'dist/src/gateway-main.js');
 
 const mib = (bytes: number): number => Math.round((bytes / 1048576) * 10) / 10;
@@ -54,10 +57,11 @@ async function oneStart(database: string): Promise<{ rss: number; anonymous: num
       METRICS_PORT: String(await freePort()),
       ADMIN_PORT: String(await freePort()),
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', output ? 'inherit' : 'ignore', 'inherit'],
   });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   try {
+    if (series) void printSeries(child.pid ?? NaN, exited);
     const early = await Promise.race([exited.then((code) => ({ code })), sleep(waitSeconds * 1000).then(() => undefined)]);
     if (early !== undefined) throw new Error(`the gateway exited during the wait (code ${String(early.code)})`);
     const pid = child.pid ?? NaN;
@@ -66,6 +70,15 @@ async function oneStart(database: string): Promise<{ rss: number; anonymous: num
     child.kill('SIGTERM');
     await Promise.race([exited, sleep(10_000).then(() => child.kill('SIGKILL'))]);
     await redis.stop();
+  }
+}
+
+async function printSeries(pid: number, exited: Promise<unknown>): Promise<void> {
+  let done = false;
+  void exited.then(() => (done = true));
+  for (let second = 1; second < waitSeconds && !done; second++) {
+    await sleep(1000);
+    if (!done) console.log(`  ${second} s: RSS ${mib(procStats(pid).rss)} MiB`);
   }
 }
 
