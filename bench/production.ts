@@ -4,7 +4,7 @@
 // DATABASE_URL, its catalog pointing at the same simulator, its key made through the admin API), all
 // from one build and in interleaved rounds at 50 connections, with the production entry's log lines
 // going to /dev/null (as the bench's do) and to a pipe that is read (as a container runtime reads them).
-// `npx tsx bench/production.ts [rounds] [--format anthropic] [--seconds 4] [--profile] [--also <checkout>]…`;
+// `npx tsx bench/production.ts [rounds] [--format anthropic] [--seconds 4] [--profile] [--also <checkout>]… [--also-flags "<node flags>"]…`;
 // builds dist/ and .bench-build/ first. `--also <checkout>`: that checkout's built production entry
 // (its dist/, built beforehand) runs beside, e.g. the commit before a change. Every round starts every
 // target anew (one process of a build can sit 25% off another for its whole life).
@@ -67,10 +67,10 @@ interface Measured {
   stop(): Promise<void>;
 }
 
-async function productionEntry(name: string, logs: 'devnull' | 'pipe', env: Record<string, string>, tree = ROOT): Promise<Measured> {
+async function productionEntry(name: string, logs: 'devnull' | 'pipe', env: Record<string, string>, tree = ROOT, nodeFlags: readonly string[] = []): Promise<Measured> {
   const [port, metricsPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const token = 'bench-admin-token-0123456789abcdef';
-  const child: ChildProcess = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...profArgs(name), join(tree, 'dist/src/gateway-main.js')], {
+  const child: ChildProcess = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...nodeFlags, ...profArgs(name), join(tree, 'dist/src/gateway-main.js')], {
     env: { ...process.env, ...env, PORT: String(port), METRICS_PORT: String(metricsPort), ADMIN_PORT: String(adminPort), TOLLGATE_ADMIN_TOKEN: token },
     stdio: ['ignore', logs === 'pipe' ? 'pipe' : 'ignore', 'inherit'],
   });
@@ -131,15 +131,21 @@ const starts: Array<{ name: string; start: () => Promise<Measured> }> = [
   { name: 'bench composition (serve.ts), Redis only', start: () => composed('bench composition (serve.ts), Redis only') },
   { name: 'bench composition (serve.ts) + PostgreSQL', start: () => composed('bench composition (serve.ts) + PostgreSQL', benchDb.url) },
 ];
-const entryTarget = async (name: string, logs: 'devnull' | 'pipe', tree = ROOT): Promise<void> => {
+const entryTarget = async (name: string, logs: 'devnull' | 'pipe', tree = ROOT, nodeFlags: readonly string[] = []): Promise<void> => {
   const [r, d] = [await startRedisServer(), await benchDb.sibling()];
   prodRedis.push(r);
-  starts.push({ name, start: () => productionEntry(name, logs, { REDIS_URL: r.url, DATABASE_URL: d.url, TOLLGATE_CATALOG_FILE: catalog }, tree) });
+  starts.push({ name, start: () => productionEntry(name, logs, { REDIS_URL: r.url, DATABASE_URL: d.url, TOLLGATE_CATALOG_FILE: catalog }, tree, nodeFlags) });
 };
 await entryTarget('production entry, logs to /dev/null', 'devnull');
 await entryTarget('production entry, logs to a pipe', 'pipe');
 // `--also <checkout>` (repeatable): that checkout's built production entry too.
 for (let i = 0; i < args.length; i++) if (args[i] === '--also' && args[i + 1] !== undefined) await entryTarget(`production entry of ${args[i + 1]}, logs to /dev/null`, 'devnull', args[i + 1]);
+// `--also-flags "<node flags>"` (repeatable): this build's production entry with these flags after the
+// image's too, e.g. a V8 flag's price; `--also-flags ""` is a second copy of the entry, an A/A.
+for (let i = 0; i < args.length; i++) {
+  const extra = args[i] === '--also-flags' ? args[i + 1] : undefined;
+  if (extra !== undefined) await entryTarget(`production entry with [${extra}], logs to /dev/null`, 'devnull', ROOT, extra.split(/\s+/).filter((f) => f !== ''));
+}
 // `--only <text>`: only the targets whose name contains it.
 const only = flag('only');
 if (only !== undefined) starts.splice(0, starts.length, ...starts.filter((t) => t.name.includes(only)));

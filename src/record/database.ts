@@ -1,7 +1,7 @@
 // The handle to the system of record: a real PostgreSQL (node-postgres pool) when DATABASE_URL is set,
 // else an embedded PGlite for the one-machine run. Both speak the same SQL and the same small interface,
 // so every module of the record, the dashboard and payments is written once.
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { actorSetting, currentActor, mayWrite } from './change-actor.js';
@@ -122,6 +122,8 @@ export async function openPostgres(connectionString: string, opts: { max?: numbe
 
 /** `dataDir` undefined: in memory (tests); else persisted in that folder. */
 export async function openPglite(dataDir?: string): Promise<Database> {
+  // Loaded here only: a gateway on PostgreSQL does not carry PGlite's module (1 MB of heap at idle).
+  const { PGlite } = await import('@electric-sql/pglite');
   const db = await PGlite.create(dataDir === undefined ? {} : { dataDir });
   const parsers = { [INT8_OID]: parseInt8 };
   const run = async <R>(q: Pick<PGlite, 'query'>, text: string, params?: readonly SqlValue[]): Promise<QueryResult<R>> => {

@@ -20,7 +20,7 @@ import { checkCaps, checkImportedSecret, checkKeyChange } from '../accounts/vali
 import { checkRateLimits, compactRateLimits, type RateLimitField, type RateLimits } from '../accounts/rate-limits.js';
 import type { Database, SqlValue } from './database.js';
 import { LookupBudget } from './lookup-budget.js';
-import { RecordedTeams, type ScopeStateDifference } from './recorded-teams.js';
+import { RecordedTeams, SCOPES_BEHIND, type ScopeStateDifference } from './recorded-teams.js';
 import { TeamChangeRefused, type HasTeams } from '../accounts/teams.js';
 
 interface AccountRow {
@@ -153,6 +153,17 @@ const KEY_RETRY_FIRST_MS = 50;
 const KEY_RETRY_MAX_MS = 1_000;
 /** Keys one sweep pushes at most. */
 const KEY_SWEEP_BATCH = 500;
+
+const KEYS_BEHIND = 'api_keys WHERE hot_version < version';
+const ACCOUNTS_BEHIND = 'accounts WHERE limits_hot_version < limits_version';
+/**
+ * Whether anything is behind in the hot path: one boolean the sweeper reads twice a second, so an idle
+ * gateway runs one small query per pass instead of four wide ones (their rows' descriptions were most of
+ * what an idle gateway allocated, ~200 KB/s, which kept V8 from ever giving back its start's memory).
+ */
+const SWEEP_NEEDED = `SELECT ${[KEYS_BEHIND, ACCOUNTS_BEHIND, ...SCOPES_BEHIND]
+  .map((rows) => `EXISTS (SELECT 1 FROM ${rows})`)
+  .join(' OR ')} AS behind`;
 
 /** A rate limit that differs: a key's own, or (keyId '') the account's default for keys. */
 export type RateLimitDifference = 'key_rpm_limit' | 'key_tpm_limit' | 'key_concurrency_limit' | 'account_rpm_limit' | 'account_tpm_limit' | 'account_concurrency_limit';
@@ -532,11 +543,13 @@ export class RecordedAccountStore implements AccountStore, HasTeams {
    */
   sweepKeys(): Promise<number> {
     this.sweeping ??= (async () => {
-      const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE hot_version < version ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
+      const needed = await this.db.query<{ behind: boolean }>(SWEEP_NEEDED);
+      if (needed.rows[0]?.behind !== true) return 0;
+      const r = await this.db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM ${KEYS_BEHIND} ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
       let pushed = 0;
       for (const row of r.rows) if (await this.push({ record: toKey(row), hash: row.secret_hash, version: Number(row.version) })) pushed++;
       // Accounts' default rate limits take the same path.
-      const a = await this.db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE limits_hot_version < limits_version ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
+      const a = await this.db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM ${ACCOUNTS_BEHIND} ORDER BY id LIMIT $1`, [KEY_SWEEP_BATCH]);
       for (const row of a.rows) if (await this.pushAccount(row)) pushed++;
       // And teams' and members' budgets.
       pushed += await this.teams.sweep();

@@ -69,6 +69,9 @@ const isUniqueViolation = (err: unknown): boolean => typeof err === 'object' && 
 /** Teams' and members' budgets one sweep pushes at most. */
 const SCOPE_SWEEP_BATCH = 500;
 
+/** The rows `sweep` pushes, as `table WHERE condition`: the key sweeper asks whether any exist before it sweeps. */
+export const SCOPES_BEHIND: readonly string[] = ['teams WHERE hot_version < version', 'member_budgets WHERE hot_version < version'];
+
 /** A team's or member's budget as the hot path and the record each have it, where they differ (reconciliation). */
 export interface ScopeStateDifference {
   accountId: string;
