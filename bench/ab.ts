@@ -1,6 +1,6 @@
 // A/B of the gateway's CPU per request between two builds of the project (each a checkout whose
 // .bench-build/ was compiled by `npx tsx -e "import('./bench/build.ts').then(m => m.buildTargets())"`):
-// `npx tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--warm 8] [--keep] [--together] [--b-args "<node flags>"]`.
+// `npx tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream | --agent] [--seconds 4] [--warm 8] [--keep] [--together] [--b-args "<node flags>"]`.
 // The gateways share one simulator and are driven at 50 connections in interleaved
 // rounds whose order rotates. Each round starts fresh processes: A, B, and A again (A′), so every run
 // carries its own A/A. Two processes of one build differ by up to 25% here for their whole life
@@ -10,7 +10,7 @@
 // the median of the rounds' B/A and A′/A ratios, and their ranges. Each side has a Redis of its own, so
 // the CPU its Redis spent per request (the ledger's scripts) is reported beside the gateway's.
 import { startRedisServer, type OwnRedisProcess } from '../test/helpers/redis-server.js';
-import { requestShape, throughput, type BenchFormat } from './load.js';
+import { agentShape, requestShape, throughput, type BenchFormat } from './load.js';
 import { builtEntry, cpuSeconds, procStats, startTarget, type Target } from './targets.js';
 
 const args = process.argv.slice(2);
@@ -20,10 +20,13 @@ const flag = (name: string): string | undefined => {
 };
 const positional = args.filter((a, i) => !a.startsWith('--') && !['--format', '--seconds', '--warm', '--b-args'].includes(args[i - 1] ?? ''));
 const [dirA, dirB, roundsArg] = positional;
-if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream] [--seconds 4] [--warm 8] [--keep] [--together] [--b-args "<node flags>"]');
+if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic] [--stream | --agent] [--seconds 4] [--warm 8] [--keep] [--together] [--b-args "<node flags>"]');
 const rounds = Number(roundsArg ?? '7');
 const format = (flag('format') ?? 'openai') as BenchFormat;
 const stream = args.includes('--stream');
+// `--agent`: the format's agent-shaped body (bench/load.ts: 100 KB OpenAI, 300 KB Anthropic) instead of a small one.
+const agent = args.includes('--agent');
+if (agent && stream) throw new Error('--agent bodies are whole replies; drop --stream');
 const seconds = Number(flag('seconds') ?? '4');
 const keep = args.includes('--keep');
 // Every side's load runs at the same time, each at 50 / sides connections: the machine's drift (other
@@ -47,7 +50,7 @@ const sim = await startTarget({ role: 'simulator' }, [], entry(dirA));
 let started = 0;
 const start = (side: Side): Promise<Target> =>
   startTarget({ role: 'gateway', redisUrl: redisOf[side].url, upstream: sim.url, namespace: `ab-${side.toLowerCase()}-${started++}`, tracing: 'off' }, side === 'B' ? bArgs : [], entry(dirOf[side]));
-const shape = (t: Target) => requestShape(format, t.key, stream);
+const shape = (t: Target) => (agent ? agentShape(format, t.key) : requestShape(format, t.key, stream));
 const warm = (t: Target, connections = 50) => throughput(t.url, shape(t), connections, warmSeconds);
 
 const cpu: Record<Side, number[]> = { A: [], B: [], A2: [] };
@@ -105,6 +108,7 @@ console.log(
       rounds,
       format,
       stream,
+      agent,
       freshProcessesPerRound: !keep,
       together,
       warmSeconds,

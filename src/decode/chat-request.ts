@@ -1,8 +1,8 @@
-// Validates an OpenAI chat-completions request just enough to bill and route it, and measures
-// its footprint (the input of the worst-case cost). Every other field passes through unchanged.
+// Validates an OpenAI chat-completions request just enough to bill and route it. Every other field
+// passes through unchanged. The worst case is measured on the upstream bodies built from it
+// (reserve/upstream-bodies.ts), so no pass here measures the body's text.
 import { invalidRequest } from './invalid-request.js';
-import type { RequestFootprint } from '../reserve/worst-case.js';
-import { isRecord, jsonBytes, utf8Bytes, type JsonObject } from '../wire/json-shape.js';
+import { isRecord, type JsonObject } from '../wire/json-shape.js';
 
 export interface DecodedChatRequest {
   body: JsonObject;
@@ -10,10 +10,11 @@ export interface DecodedChatRequest {
   stream: boolean;
   /** The client asked for the usage chunk (stream_options.include_usage). */
   includeUsage: boolean;
-  footprint: RequestFootprint;
+  /** The client's output limit, when it gave one (see outputLimitField). */
+  maxOutputTokens: number | undefined;
   hasImages: boolean;
   /**
-   * The field that set `footprint.maxOutputTokens`; undefined when the client gave no limit. When a
+   * The field that set `maxOutputTokens`; undefined when the client gave no limit. When a
    * client sends both, max_completion_tokens wins (max_tokens is its deprecated predecessor) and is
    * the only one forwarded: OpenAI refuses the pair, and compatible servers disagree on which wins.
    */
@@ -34,15 +35,11 @@ function positiveInt(body: JsonObject, field: string): number | undefined {
 }
 
 interface Tally {
-  textBytes: number;
   images: number;
 }
 
 function tallyContent(content: unknown, path: string, role: string, tally: Tally): void {
-  if (typeof content === 'string') {
-    tally.textBytes += utf8Bytes(content);
-    return;
-  }
+  if (typeof content === 'string') return;
   if (content === null || content === undefined) {
     if (role === 'assistant') return;
     throw invalidRequest(`\`${path}\` is required for ${role} messages: a string or an array of content parts.`, path);
@@ -60,7 +57,6 @@ function tallyContent(content: unknown, path: string, role: string, tally: Tally
       case 'refusal': {
         const text = part.type === 'text' ? part.text : part.refusal;
         if (typeof text !== 'string') throw invalidRequest(`\`${partPath}.${part.type}\` must be a string.`, `${partPath}.${part.type}`);
-        tally.textBytes += utf8Bytes(text);
         return;
       }
       case 'image_url': {
@@ -73,8 +69,7 @@ function tallyContent(content: unknown, path: string, role: string, tally: Tally
         return;
       }
       default:
-        // Audio, files and future part types: their encoded size bounds their tokens.
-        tally.textBytes += jsonBytes(part);
+      // Audio, files and future part types: passed through as they are.
     }
   });
 }
@@ -103,7 +98,7 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
   if (n !== undefined && n !== null && n !== 1) {
     throw invalidRequest('`n` must be 1: Tollgate returns one choice per request (send several requests for several choices).', 'n', 'invalid_value');
   }
-  const tally: Tally = { textBytes: 0, images: 0 };
+  const tally: Tally = { images: 0 };
   messages.forEach((message: unknown, i) => {
     const path = `messages[${i}]`;
     if (!isRecord(message)) throw invalidRequest(`\`${path}\` must be an object with \`role\` and \`content\`.`, path);
@@ -116,16 +111,8 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
     }
     const hasToolCalls = Array.isArray(message.tool_calls) && message.tool_calls.length > 0;
     tallyContent(message.content, `${path}.content`, hasToolCalls || message.function_call ? 'assistant' : role, tally);
-    if (message.tool_calls !== undefined) tally.textBytes += jsonBytes(message.tool_calls);
-    if (message.function_call !== undefined) tally.textBytes += jsonBytes(message.function_call);
-    if (typeof message.name === 'string') tally.textBytes += utf8Bytes(message.name);
   });
-  if (body.tools !== undefined && body.tools !== null) {
-    if (!Array.isArray(body.tools)) throw invalidRequest('`tools` must be an array of tool definitions.', 'tools');
-    tally.textBytes += jsonBytes(body.tools);
-  }
-  if (body.functions !== undefined) tally.textBytes += jsonBytes(body.functions);
-  if (body.response_format !== undefined) tally.textBytes += jsonBytes(body.response_format);
+  if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) throw invalidRequest('`tools` must be an array of tool definitions.', 'tools');
   const maxCompletion = positiveInt(body, 'max_completion_tokens');
   const maxTokens = positiveInt(body, 'max_tokens');
   return {
@@ -133,12 +120,7 @@ export function decodeChatRequest(raw: unknown): DecodedChatRequest {
     model,
     stream: stream === true,
     includeUsage: isRecord(streamOptions) && streamOptions.include_usage === true,
-    footprint: {
-      textBytes: tally.textBytes,
-      messages: messages.length,
-      images: tally.images,
-      maxOutputTokens: maxCompletion ?? maxTokens,
-    },
+    maxOutputTokens: maxCompletion ?? maxTokens,
     hasImages: tally.images > 0,
     outputLimitField: maxCompletion !== undefined ? 'max_completion_tokens' : maxTokens !== undefined ? 'max_tokens' : undefined,
   };

@@ -7,6 +7,7 @@ import type { CatalogModel } from '../../src/catalog/snapshot.js';
 import { worstCase } from '../../src/reserve/worst-case.js';
 import { decodeChatRequest } from '../../src/decode/chat-request.js';
 import { openaiChatUpstreamRequest } from '../../src/translate/pairs/openai-to-openai.js';
+import { chatCompletionPlan } from '../../src/http/routes/chat-completions.js';
 
 const MODEL: CatalogModel = {
   id: 'm', displayName: 'M', kind: 'Abliterated', contextWindow: 100_000, contextDisplay: '100K',
@@ -20,7 +21,7 @@ type Body = Record<string, unknown>;
 /** What the gateway reserves for and what it sends upstream, for one client body. */
 function reserveAndForward(extra: Body): { reserved: number; amount: number; upstream: Body } {
   const decoded = decodeChatRequest({ model: 'm', messages: [{ role: 'user', content: 'hello' }], ...extra });
-  const bound = worstCase(decoded.footprint, MODEL);
+  const bound = worstCase(chatCompletionPlan(decoded, MODEL, 'req').footprint, MODEL);
   const upstream = openaiChatUpstreamRequest(decoded, 'upstream-m', bound.outputTokens) as Body;
   return { reserved: bound.outputTokens, amount: bound.amount, upstream };
 }
@@ -102,7 +103,7 @@ describe('chat-completions output limit: reserved = forwarded', () => {
 
   it('the upstream body is the same on a retry to a second upstream', () => {
     const decoded = decodeChatRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_completion_tokens: 50, max_tokens: 60 });
-    const bound = worstCase(decoded.footprint, MODEL);
+    const bound = worstCase(chatCompletionPlan(decoded, MODEL, 'req').footprint, MODEL);
     const first = openaiChatUpstreamRequest(decoded, 'a', bound.outputTokens) as Body;
     const second = openaiChatUpstreamRequest(decoded, 'b', bound.outputTokens) as Body;
     expect(first).toEqual({ ...second, model: 'a' });

@@ -17,7 +17,7 @@ export function chatCompletionPlan(decoded: DecodedChatRequest, model: CatalogMo
     clientFormat: 'openai',
     model,
     stream: decoded.stream,
-    maxOutputTokens: decoded.footprint.maxOutputTokens,
+    maxOutputTokens: decoded.maxOutputTokens,
     pairs: chatCompletionPairs({ decoded, clientBody, model, requestId, estimateInputTokens }),
     estimateInputTokens,
   });

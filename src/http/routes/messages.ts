@@ -7,17 +7,18 @@ import { messagesPairs } from '../../translate/index.js';
 import type { ClientProtocolHeaders } from '../../formats/index.js';
 import { decodeMessagesRequest, type DecodedMessagesRequest } from '../../decode/messages-request.js';
 import { countPromptTokens } from '../../wire/token-count.js';
+import { anthropicPromptParts } from '../../wire/anthropic/prompt-parts.js';
 import type { ClientBody } from '../../request/client-body.js';
 import type { GatewayContext } from '../../request/state.js';
 import { modelForRequest, modelNotFound } from './models.js';
 
 export function messagesPlan(decoded: DecodedMessagesRequest, model: CatalogModel, requestId: string, clientHeaders: ClientProtocolHeaders, clientBody?: ClientBody): ExchangePlan {
-  const estimateInputTokens = (): Promise<number> => countPromptTokens(decoded.prompt);
+  const estimateInputTokens = (): Promise<number> => countPromptTokens(anthropicPromptParts(decoded.body));
   return exchangePlan({
     clientFormat: 'anthropic',
     model,
     stream: decoded.stream,
-    maxOutputTokens: decoded.footprint.maxOutputTokens,
+    maxOutputTokens: decoded.maxOutputTokens,
     pairs: messagesPairs({ decoded, clientBody, model, requestId, clientHeaders, estimateInputTokens }),
     estimateInputTokens,
   });
@@ -50,6 +51,6 @@ export function countMessageTokens(catalog: CatalogSource) {
     const snapshot = catalog.current();
     if (!snapshot.byId.has(decoded.model)) throw modelNotFound(decoded.model, snapshot);
     ctx.type = 'application/json';
-    ctx.body = { input_tokens: await countPromptTokens(decoded.prompt) };
+    ctx.body = { input_tokens: await countPromptTokens(anthropicPromptParts(decoded.body)) };
   };
 }
