@@ -11,7 +11,7 @@ import { startDashboard } from '../../src/dashboard/server.js';
 import { DashboardService } from '../../src/dashboard/service.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
 import { Screenshots } from '../helpers/screenshots.js';
-import { DashboardClient } from '../helpers/dashboard-client.js';
+import { signUpAndConfirm, createOrganization, inviteMember } from '../helpers/dashboard-pages.js';
 import { startHarness, type Harness } from '../helpers/gateway-harness.js';
 import { useTestDatabase } from '../helpers/test-database.js';
 
@@ -47,27 +47,16 @@ describe.skipIf(browserMissing)('organizations in a browser', () => {
   it('an owner creates an organization and invites a member; the member joins through the mailed link, makes a key, and sees only their own and no controls', async () => {
     const ownerContext = await browser.newContext({ viewport: { width: 1100, height: 760 } });
     const owner = await ownerContext.newPage();
-    await owner.goto(`${dash.url}/sign-up`);
-    await owner.getByLabel('E-mail').fill('platform-owner@example.com');
-    await owner.getByLabel(/Password/).fill('an owner password');
-    await owner.getByRole('button', { name: 'Create account' }).click();
-    await owner.waitForURL(`${dash.url}/keys`);
-    await owner.goto(`${dash.url}${await DashboardClient.confirmationPath(tdb.db, 'platform-owner@example.com')}`);
+    await signUpAndConfirm(owner, dash.url, tdb.db, 'platform-owner@example.com', 'an owner password');
 
     // From the header: a new organization, which the session then acts on.
-    await owner.getByRole('link', { name: '+ Organization' }).click();
-    await owner.getByLabel('Name').fill('Platform Team');
-    await owner.getByRole('button', { name: 'Create organization' }).click();
-    await owner.waitForURL(`${dash.url}/members?created=1`);
+    await createOrganization(owner, dash.url, 'Platform Team');
     expect(await owner.getByRole('heading', { name: 'Members of Platform Team' }).count()).toBe(1);
     expect(await owner.getByLabel('Account').inputValue()).not.toBe('');
     expect(await owner.locator('#account-switch option:checked').textContent()).toBe('Platform Team · owner');
 
     // The owner invites a member and makes a key of their own.
-    await owner.getByLabel('E-mail').fill('platform-member@example.com');
-    await owner.locator('#invite select[name=role]').selectOption('member');
-    await owner.getByRole('button', { name: 'Send invitation' }).click();
-    await owner.waitForURL(`${dash.url}/members?invited=1`);
+    await inviteMember(owner, dash.url, 'platform-member@example.com', 'member');
     expect(await owner.getByRole('row').filter({ hasText: 'platform-member@example.com' }).count()).toBe(1);
     await shots.narrow(owner, 'members');
     await owner.getByRole('link', { name: 'Keys' }).click();

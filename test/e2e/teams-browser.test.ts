@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccountService } from '../../src/account-service/account-service.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
 import { Screenshots } from '../helpers/screenshots.js';
-import { DashboardClient } from '../helpers/dashboard-client.js';
+import { signUpAndConfirm, createOrganization, inviteMember } from '../helpers/dashboard-pages.js';
 import type { Harness } from '../helpers/gateway-harness.js';
 import { startGatewayDashboard, type GatewayDashboard } from '../helpers/gateway-dashboard.js';
 import { useTestDatabase } from '../helpers/test-database.js';
@@ -53,22 +53,11 @@ describe.skipIf(browserMissing)('teams and budgets in a browser', () => {
   it('an owner sets a team budget and a member budget; the member, with a key in the team, is refused at each with its words through the openai SDK; the owner sees the spend per member and per team', async () => {
     const ownerContext = await browser.newContext({ viewport: { width: 1100, height: 760 } });
     const owner = await ownerContext.newPage();
-    await owner.goto(`${dash.url}/sign-up`);
-    await owner.getByLabel('E-mail').fill('acme-owner@example.com');
-    await owner.getByLabel(/Password/).fill('an owner password');
-    await owner.getByRole('button', { name: 'Create account' }).click();
-    await owner.waitForURL(`${dash.url}/keys`);
-    await owner.goto(`${dash.url}${await DashboardClient.confirmationPath(tdb.db, 'acme-owner@example.com')}`);
-    await owner.getByRole('link', { name: '+ Organization' }).click();
-    await owner.getByLabel('Name').fill('Acme');
-    await owner.getByRole('button', { name: 'Create organization' }).click();
-    await owner.waitForURL(`${dash.url}/members?created=1`);
+    await signUpAndConfirm(owner, dash.url, tdb.db, 'acme-owner@example.com', 'an owner password');
+    await createOrganization(owner, dash.url, 'Acme');
     const acme = (await tdb.db.query<{ account_id: string }>("SELECT account_id FROM organizations WHERE name = 'Acme'")).rows[0]?.account_id ?? '';
     await accounts.credit(acme, 5_000_000, `seed-${acme}`);
-    await owner.getByLabel('E-mail').fill('acme-dev@example.com');
-    await owner.locator('#invite select[name=role]').selectOption('member');
-    await owner.getByRole('button', { name: 'Send invitation' }).click();
-    await owner.waitForURL(`${dash.url}/members?invited=1`);
+    await inviteMember(owner, dash.url, 'acme-dev@example.com', 'member');
 
     const memberContext = await browser.newContext({ viewport: { width: 1100, height: 760 } });
     const member = await memberContext.newPage();

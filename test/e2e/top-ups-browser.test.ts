@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DashboardClient } from '../helpers/dashboard-client.js';
+import { signUpAndConfirm, createOrganization, inviteMember } from '../helpers/dashboard-pages.js';
 import { recordMovement } from '../../src/record/money-movement.js';
 import { until } from './e2e-support.js';
 import { browserMissing, launchChromium } from '../helpers/browser.js';
@@ -43,12 +43,7 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
 
   it('card, then crypto: the total is shown before paying, and the balance rises by exactly the credit', async () => {
     const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-    await page.goto(`${w.url}/sign-up`);
-    await page.getByLabel('E-mail').fill('payer@example.com');
-    await page.getByLabel(/Password/).fill('a payer password');
-    await page.getByRole('button', { name: 'Create account' }).click();
-    await page.waitForURL(`${w.url}/keys`);
-    await page.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'payer@example.com')}`);
+    await signUpAndConfirm(page, w.url, w.db, 'payer@example.com', 'a payer password');
     const accountId = (await w.backend.accounts.listAccounts()).find((a) => a.name === 'payer@example.com')?.id ?? '';
     expect(accountId).not.toBe('');
 
@@ -99,20 +94,9 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
   it('a billing member of an organization, invited by mail, tops up the organization and sees no keys', async () => {
     // The owner makes the organization and invites a billing member from the Members page.
     const owner = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-    await owner.goto(`${w.url}/sign-up`);
-    await owner.getByLabel('E-mail').fill('acme-owner@example.com');
-    await owner.getByLabel(/Password/).fill('an owner password');
-    await owner.getByRole('button', { name: 'Create account' }).click();
-    await owner.waitForURL(`${w.url}/keys`);
-    await owner.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'acme-owner@example.com')}`);
-    await owner.getByRole('link', { name: '+ Organization' }).click();
-    await owner.getByLabel('Name').fill('Acme Billing');
-    await owner.getByRole('button', { name: 'Create organization' }).click();
-    await owner.waitForURL(`${w.url}/members?created=1`);
-    await owner.getByLabel('E-mail').fill('acme-billing@example.com');
-    await owner.locator('#invite select[name=role]').selectOption('billing');
-    await owner.getByRole('button', { name: 'Send invitation' }).click();
-    await owner.waitForURL(`${w.url}/members?invited=1`);
+    await signUpAndConfirm(owner, w.url, w.db, 'acme-owner@example.com', 'an owner password');
+    await createOrganization(owner, w.url, 'Acme Billing');
+    await inviteMember(owner, w.url, 'acme-billing@example.com', 'billing');
     const org = (await w.db.query<{ account_id: string }>("SELECT account_id FROM organizations WHERE name = 'Acme Billing'")).rows[0]?.account_id ?? '';
     expect(org).not.toBe('');
 
@@ -150,12 +134,7 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
 
   it('automatic top-up: save a card on the provider\'s page, set a threshold, spend past it, and the balance is recharged', async () => {
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
-    await page.goto(`${w.url}/sign-up`);
-    await page.getByLabel('E-mail').fill('auto@example.com');
-    await page.getByLabel(/Password/).fill('an auto payer password');
-    await page.getByRole('button', { name: 'Create account' }).click();
-    await page.waitForURL(`${w.url}/keys`);
-    await page.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'auto@example.com')}`);
+    await signUpAndConfirm(page, w.url, w.db, 'auto@example.com', 'an auto payer password');
     const accountId = (await w.backend.accounts.listAccounts()).find((a) => a.name === 'auto@example.com')?.id ?? '';
     await w.ledger.credit(accountId, 9_000_000, `auto-start-${accountId}`);
 
@@ -189,12 +168,7 @@ describe.skipIf(browserMissing)('top-ups in a browser', () => {
 
   it('the payer leaves the card checkout: back on the Balance page nothing is cancelled until the button POSTs it, and then the checkout is closed', async () => {
     const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-    await page.goto(`${w.url}/sign-up`);
-    await page.getByLabel('E-mail').fill('leaver@example.com');
-    await page.getByLabel(/Password/).fill('a leaving payer password');
-    await page.getByRole('button', { name: 'Create account' }).click();
-    await page.waitForURL(`${w.url}/keys`);
-    await page.goto(`${w.url}${await DashboardClient.confirmationPath(w.db, 'leaver@example.com')}`);
+    await signUpAndConfirm(page, w.url, w.db, 'leaver@example.com', 'a leaving payer password');
     await quote(page, '10');
     await page.getByRole('button', { name: /by card/ }).click();
     await page.waitForURL(new RegExp(`^${w.stripe.url}/pay/`));
