@@ -4,6 +4,7 @@
 // of the same code, so a change to the stream's path is judged here, against A again (A′).
 import { startRedisServer } from '../test/helpers/redis-server.js';
 import { requestShape, streamLatency, type BenchFormat } from './load.js';
+import { median } from './report.js';
 import { builtEntry, startTarget, type Target } from './targets.js';
 
 const args = process.argv.slice(2);
@@ -13,7 +14,6 @@ const [dirA, dirB, roundsArg] = args.filter((a, i) => !a.startsWith('--') && (fo
 if (dirA === undefined || dirB === undefined) throw new Error('usage: tsx bench/ttft-ab.ts <dirA> <dirB> [rounds] [--format openai|anthropic]');
 const rounds = Number(roundsArg ?? '5');
 const entry = (dir: string) => builtEntry(`${dir}/.bench-build/bench/serve.js`);
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
 const redis = await startRedisServer();
 const paced = await startTarget({ role: 'simulator', firstTokenDelayMs: 5, tokenDelayMs: 2, replyTokens: 16 }, [], entry(dirA));
@@ -33,8 +33,11 @@ for (let i = 0; i < rounds; i++) {
     ttft.get(name)?.push((await streamLatency(t.url, requestShape(format, t.key, true), format, 100)).ttftP50);
   }
 }
-const floorP50 = median(ttft.get('floor') ?? []);
-for (const [name, xs] of ttft) console.log(`${name}: TTFT p50 ${median(xs).toFixed(3)} ms (rounds ${xs.map((x) => x.toFixed(3)).join(', ')}), added over the floor ${(median(xs) - floorP50).toFixed(3)} ms`);
+const floorP50 = median(ttft.get('floor') ?? []) ?? NaN;
+for (const [name, xs] of ttft) {
+  const p50 = median(xs) ?? NaN;
+  console.log(`${name}: TTFT p50 ${p50.toFixed(3)} ms (rounds ${xs.map((x) => x.toFixed(3)).join(', ')}), added over the floor ${(p50 - floorP50).toFixed(3)} ms`);
+}
 for (const [, t] of sides) await t.stop();
 await paced.stop();
 await redis.stop();
