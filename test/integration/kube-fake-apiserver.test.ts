@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchStrategy, Watch, setHeaderOptions } from '@kubernetes/client-node';
 import type { ModelCatalogResource } from '../../src/catalog/types.js';
 import { FakeKubeApiServer } from '../helpers/fake-kube-apiserver.js';
-import { GROUP, PLURAL, VERSION, apis, catalog, model, upstream, waitFor } from './kube-fixtures.js';
+import { GROUP, PLURAL, VERSION, apis, catalog, model, upstream, waitFor } from '../helpers/kube-fixtures.js';
 
 const NS = 'fake-ns';
 const ref = { group: GROUP, version: VERSION, namespace: NS, plural: PLURAL };

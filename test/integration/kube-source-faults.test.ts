@@ -8,7 +8,7 @@ import { createKubeCatalogSource } from '../../src/catalog/kube-source.js';
 import { createKubeSecretResolver } from '../../src/catalog/kube-secrets.js';
 import type { ModelCatalogResource } from '../../src/catalog/types.js';
 import { FakeKubeApiServer } from '../helpers/fake-kube-apiserver.js';
-import { GROUP, PLURAL, VERSION, apis, applyCatalog, catalog, model, putSecret, upstream, waitFor } from './kube-fixtures.js';
+import { GROUP, PLURAL, VERSION, apis, applyCatalog, catalog, model, putSecret, upstream, waitFor } from '../helpers/kube-fixtures.js';
 
 const NS = 'src-ns';
 

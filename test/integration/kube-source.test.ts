@@ -9,7 +9,7 @@ import type { ModelCatalogResource } from '../../src/catalog/types.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { startKubeApi, type KubeApi } from '../k8s/harness/kube-api.js';
 import { TOOLS_TIMEOUT_MS, ensureTools } from '../k8s/harness/tools.js';
-import { GROUP, PLURAL, VERSION, apis, applyCatalog, catalog, model, upstream, waitFor } from './kube-fixtures.js';
+import { GROUP, PLURAL, VERSION, apis, applyCatalog, catalog, model, upstream, waitFor } from '../helpers/kube-fixtures.js';
 
 
 /** Writes the catalog's status as the operator would, computed from the object and its generation. */

@@ -22,7 +22,7 @@ import {
   upstream,
   waitFor,
   type FakeUpstream,
-} from './kube-fixtures.js';
+} from '../helpers/kube-fixtures.js';
 
 const NS = 'tollgate';
 

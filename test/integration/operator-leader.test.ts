@@ -6,7 +6,7 @@ import { CoordinationV1Api } from '@kubernetes/client-node';
 import { startOperator, type OperatorHandle, type OperatorOptions } from '../../operator/controller.js';
 import { startKubeApi, type KubeApi } from '../k8s/harness/kube-api.js';
 import { TOOLS_TIMEOUT_MS, ensureTools } from '../k8s/harness/tools.js';
-import { applyCatalog, catalog, getCatalog, model, startFakeUpstream, upstream, waitFor, type FakeUpstream } from './kube-fixtures.js';
+import { applyCatalog, catalog, getCatalog, model, startFakeUpstream, upstream, waitFor, type FakeUpstream } from '../helpers/kube-fixtures.js';
 
 const NS = 'leader-ns';
 

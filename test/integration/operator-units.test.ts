@@ -8,7 +8,7 @@ import { WorkQueue } from '../../operator/queue.js';
 import { setCondition, statusNeedsWrite } from '../../operator/status.js';
 import type { ModelCatalogStatus } from '../../src/catalog/types.js';
 import { freePort } from '../helpers/redis-server.js';
-import { waitFor } from './kube-fixtures.js';
+import { waitFor } from '../helpers/kube-fixtures.js';
 
 describe('WorkQueue', () => {
   it('deduplicates waiting keys and never runs one key twice at once', async () => {

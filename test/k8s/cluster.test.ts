@@ -11,15 +11,13 @@ import { AuthorizationV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, typ
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ModelCatalogResource, ModelSpec } from '../../src/catalog/types.js';
 import { startSimulator, type Simulator } from '../../src/simulator/server.js';
+import { GROUP, PLURAL, VERSION, applyCatalog as applyCatalogObject, catalog, getCatalog as getCatalogObject } from '../helpers/kube-fixtures.js';
 import { startRedisServer, type OwnRedisProcess } from '../helpers/redis-server.js';
 import { freePort, startControlPlane, type ControlPlane } from './harness/control-plane.js';
 import { CHART, helm } from './harness/helm.js';
 import { ROOT, TOOLS_TIMEOUT_MS, ensureTools } from './harness/tools.js';
 
 const NS = 'tollgate';
-const GROUP = 'tollgate.dev';
-const VERSION = 'v1alpha1';
-const PLURAL = 'modelcatalogs';
 const OPERATOR_SA = `system:serviceaccount:${NS}:tollgate-operator`;
 const GATEWAY_SA = `system:serviceaccount:${NS}:tollgate-gateway`;
 const UPSTREAM_KEY = 'sk-upstream-test';
@@ -82,7 +80,6 @@ function model(id: string, baseUrl: string, pricing = { input: '1.00', output: '
 describe('operator and gateway processes against a real API server', () => {
   let cp: ControlPlane;
   let admin: KubeConfig;
-  let custom: CustomObjectsApi;
   let core: CoreV1Api;
   let sim: Simulator;
   const operators = new Map<string, Proc>();
@@ -102,20 +99,9 @@ describe('operator and gateway processes against a real API server', () => {
     return proc;
   };
 
-  const catalogObj = (models: ModelSpec[]): ModelCatalogResource => ({ apiVersion: `${GROUP}/${VERSION}`, kind: 'ModelCatalog', metadata: { name: 'models' }, spec: { models } });
-  const getCatalog = async (): Promise<ModelCatalogResource> => (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: 'models' })) as ModelCatalogResource;
-  const applyCatalog = async (models: ModelSpec[]): Promise<number> => {
-    const body = catalogObj(models);
-    try {
-      const current = await getCatalog();
-      const written = (await custom.replaceNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, name: 'models', body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata.resourceVersion } } })) as ModelCatalogResource;
-      return written.metadata.generation ?? 0;
-    } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
-      const created = (await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: PLURAL, body })) as ModelCatalogResource;
-      return created.metadata.generation ?? 0;
-    }
-  };
+  // Retries on 409: the operator writes status between our read and our write (as kubectl would).
+  const applyCatalog = async (models: ModelSpec[]): Promise<number> => (await applyCatalogObject(admin, NS, catalog('models', models))).metadata.generation ?? 0;
+  const getCatalog = (): Promise<ModelCatalogResource> => getCatalogObject(admin, NS, 'models');
   const validAt = async (generation: number) => {
     const obj = await getCatalog();
     const valid = obj.status?.conditions?.find((c) => c.type === 'Valid');
@@ -132,7 +118,6 @@ describe('operator and gateway processes against a real API server', () => {
     ensureTools();
     cp = await startControlPlane();
     admin = cp.kubeConfig();
-    custom = admin.makeApiClient(CustomObjectsApi);
     core = admin.makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: NS } } });
     await core.createNamespace({ body: { metadata: { name: 'elsewhere' } } });
