@@ -72,6 +72,8 @@ export interface SignInEvent {
   userAgent?: string;
   /** Why it was refused, in words (failures only). */
   reason?: string;
+  /** Why the audit log has no entry for this refusal (its write failed; the refusal stands). */
+  auditEntryNotWritten?: string;
 }
 
 export type SignInEvents = (event: SignInEvent) => void;

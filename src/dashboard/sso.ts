@@ -77,14 +77,24 @@ export class SingleSignOn {
       const opened = await this.opts.sessions.open(user, false, { method: 'sso', ttlMs: this.opts.config.sessionTtlMs });
       await this.opts.sessions.choose(opened.sessionId, accountId);
       const session = (await this.opts.sessions.load(opened.sessionId)) ?? opened.session;
+      // On record in the organization the provider admitted them to, so its owners read it there. No
+      // sign-in goes unrecorded: when its entry cannot be written, the session just opened is ended.
+      try {
+        await recordSignIn(this.opts.db, { succeeded: true, method: 'sso', user: { id: user.id, email: user.email, accountId } });
+      } catch (err) {
+        await this.opts.sessions.signOut(opened.sessionId);
+        throw err;
+      }
       this.opts.events({ outcome: 'success', method: 'sso', email: user.email, userId: user.id, sso: { issuer: claims.issuer, subject: claims.subject }, ...where });
-      // On record in the organization the provider admitted them to, so its owners read it there.
-      await recordSignIn(this.opts.db, { succeeded: true, method: 'sso', user: { id: user.id, email: user.email, accountId } });
       return { sessionId: opened.sessionId, session };
     } catch (err) {
       const reason = err instanceof SsoRefusal ? err.message : err instanceof Error ? err.message : String(err);
-      this.opts.events({ outcome: 'failure', method: 'sso', ...(email === undefined ? {} : { email }), sso: { issuer, ...(subject === undefined ? {} : { subject }) }, ...where, reason });
-      await recordSignIn(this.opts.db, { succeeded: false, method: 'sso', reason: 'sso_refused', why: reason }).catch(() => undefined);
+      // The refusal's entry; when it cannot be written either, the log line says so (the refusal stands).
+      const notRecorded = await recordSignIn(this.opts.db, { succeeded: false, method: 'sso', reason: 'sso_refused', why: reason }).then(
+        () => undefined,
+        (auditErr: unknown) => (auditErr instanceof Error ? auditErr.message : String(auditErr)),
+      );
+      this.opts.events({ outcome: 'failure', method: 'sso', ...(email === undefined ? {} : { email }), sso: { issuer, ...(subject === undefined ? {} : { subject }) }, ...where, reason, ...(notRecorded === undefined ? {} : { auditEntryNotWritten: notRecorded }) });
       throw err;
     }
   }

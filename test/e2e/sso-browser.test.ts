@@ -252,6 +252,38 @@ describe.skipIf(browserMissing)('single sign-on in a browser against a real Open
     expect(await sessionCookie(b)).toBeUndefined();
   }, 90_000);
 
+  it('a sign-in the audit log cannot take is not made (the session just opened is ended), and a refusal it cannot take says so in its log line', async () => {
+    issuer.people.set('ada', { email: 'ada@acme.test', groups: [] });
+    const entriesBefore = (await tdb.db.query("SELECT 1 FROM audit_log WHERE action LIKE 'sign_in.%'")).rowCount;
+    const adaSessions = async (): Promise<number> =>
+      (await tdb.db.query("SELECT 1 FROM dashboard_sessions s JOIN dashboard_users u ON u.id = s.user_id WHERE u.email = 'ada@acme.test'")).rowCount;
+    const sessionsBefore = await adaSessions();
+    await tdb.db.query("CREATE FUNCTION refuse_sign_in_entries() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'the audit log refused this entry (test)'; END $$");
+    await tdb.db.query("CREATE TRIGGER refuse_sign_in_entries BEFORE INSERT ON audit_log FOR EACH ROW WHEN (NEW.action LIKE 'sign_in.%') EXECUTE FUNCTION refuse_sign_in_entries()");
+    try {
+      const page = await freshPage();
+      const response = await signInThroughProvider(page, 'ada');
+      expect(response.status()).toBeGreaterThanOrEqual(500);
+      expect(await sessionCookie(page)).toBeUndefined();
+      expect(await adaSessions()).toBe(sessionsBefore);
+      expect(lastEvent()).toMatchObject({ outcome: 'failure', method: 'sso', auditEntryNotWritten: expect.stringContaining('the audit log refused this entry') });
+
+      const forged = await page.goto(`${dash.url}/sso/callback?code=made-up&state=${'f'.repeat(43)}`);
+      expect(forged?.status()).toBe(400);
+      expect(await page.getByRole('alert').textContent()).toContain('not started on this Tollgate');
+      expect(lastEvent()?.reason).toContain('not started on this Tollgate');
+      expect(lastEvent()?.auditEntryNotWritten).toContain('the audit log refused this entry');
+      expect((await tdb.db.query("SELECT 1 FROM audit_log WHERE action LIKE 'sign_in.%'")).rowCount).toBe(entriesBefore);
+    } finally {
+      await tdb.db.query('DROP TRIGGER refuse_sign_in_entries ON audit_log');
+      await tdb.db.query('DROP FUNCTION refuse_sign_in_entries()');
+    }
+    // With the log writable again, the same person signs in.
+    const page = await freshPage();
+    expect((await signInThroughProvider(page, 'ada')).status()).toBe(302);
+    expect(await lastSignInEntry()).toMatchObject({ action: 'sign_in.succeeded', after: { method: 'sso' } });
+  }, 90_000);
+
   it('the provider rotates its signing key (a new kid) seconds after the dashboard read its keys: sign-in still works', async () => {
     issuer.people.set('ada', { email: 'ada@acme.test', groups: [] });
     const before = await freshPage();
