@@ -23,10 +23,12 @@ typecheck:
 build:
 	npm run build
 
-# The main bench, then the same build on Node 24 beside the machine's older Node (bench/node-versions.ts).
+# The main bench, then the same build on Node 24 beside the machine's older Node (bench/node-versions.ts),
+# then the production entry's idle RSS (bench/idle-rss.ts, 5 starts).
 bench:
 	npm run bench
 	npm run bench:node
+	npm run bench:idle-rss
 
 bench-smoke:
 	npm run bench -- --smoke

@@ -8,7 +8,7 @@
 // uncounted start migrates it, so every counted start finds the schema current (as a restarted pod does).
 // The flags default to the image's (GATEWAY_NODE_FLAGS, which a test keeps equal to the Dockerfile's).
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { startThrowaway } from '../test/helpers/postgres-server.js';
@@ -33,6 +33,7 @@ const extraEnv = Object.fromEntries(
 const series = args.includes('--series');
 const output = args.includes('--output');
 const entry = join(dir, 'dist/src/gateway-main.js');
+const ROOT = new URL('..', import.meta.url).pathname;
 
 const mib = (bytes: number): number => Math.round((bytes / 1048576) * 10) / 10;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -104,6 +105,11 @@ for (let i = 0; i < starts; i++) {
 await database.stop();
 const rss = samples.map((s) => s.rss).sort((a, b) => a - b);
 const median = rss[Math.floor(rss.length / 2)];
-console.log(
-  `idle RSS, ${waitSeconds} s after start, node ${process.version} ${flags.join(' ')} ${entry}: median ${median} MiB (${rss[0]}–${rss[rss.length - 1]}, ${starts} starts)`,
+const summary = `idle RSS, ${waitSeconds} s after start, node ${process.version} ${flags.join(' ')} ${entry}: median ${median} MiB (${rss[0]}–${rss[rss.length - 1]}, ${starts} starts)`;
+console.log(summary);
+// `make bench` runs this after the main bench; its figure is kept beside the run's other results.
+mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+writeFileSync(
+  join(ROOT, 'bench/results/idle-rss.md'),
+  `# Idle RSS of the production entry (issue 41: at most 100 MB)\n\n${summary}\n\n${samples.map((s, i) => `- start ${i + 1}: ${s.rss} MiB (anonymous ${s.anonymous}, file-backed ${s.file})`).join('\n')}\n`,
 );

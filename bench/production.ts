@@ -4,7 +4,7 @@
 // DATABASE_URL, its catalog pointing at the same simulator, its key made through the admin API), all
 // from one build and in interleaved rounds at 50 connections, with the production entry's log lines
 // going to /dev/null (as the bench's do) and to a pipe that is read (as a container runtime reads them).
-// `npx tsx bench/production.ts [rounds] [--format anthropic] [--seconds 4] [--profile] [--also <checkout>]… [--also-flags "<node flags>"]…`;
+// `npx tsx bench/production.ts [rounds] [--format anthropic] [--seconds 4] [--warm 8] [--idle <s>] [--windows <n>] [--profile] [--also <checkout>]… [--also-flags "<node flags>"]… [--also-env "NAME=value"]… [--only <text>]`;
 // builds dist/ and .bench-build/ first. `--also <checkout>`: that checkout's built production entry
 // (its dist/, built beforehand) runs beside, e.g. the commit before a change. Every round starts every
 // target anew (one process of a build can sit 25% off another for its whole life).
@@ -33,6 +33,12 @@ const format = (flag('format') ?? 'openai') as BenchFormat;
 const seconds = Number(flag('seconds') ?? '4');
 /** Warm-up of each fresh process before its measured load (see bench/ab.ts). */
 const warmSeconds = Number(flag('warm') ?? '8');
+/**
+ * `--idle <s>`: every target of a round is started first and left idle this long before its warm-up
+ * and load (a pod that waited before traffic, e.g. after the idle memory reduction); by default each
+ * target is loaded as soon as it is ready.
+ */
+const idleSeconds = Number(flag('idle') ?? '0');
 // `--profile`: every gateway runs with --cpu-prof; its self time per request by function is printed
 // for the functions that differ most between the bench composition with PostgreSQL and the entry.
 const profileDir = args.includes('--profile') ? mkdtempSync(join(tmpdir(), 'tollgate-production-prof-')) : undefined;
@@ -131,10 +137,10 @@ const starts: Array<{ name: string; start: () => Promise<Measured> }> = [
   { name: 'bench composition (serve.ts), Redis only', start: () => composed('bench composition (serve.ts), Redis only') },
   { name: 'bench composition (serve.ts) + PostgreSQL', start: () => composed('bench composition (serve.ts) + PostgreSQL', benchDb.url) },
 ];
-const entryTarget = async (name: string, logs: 'devnull' | 'pipe', tree = ROOT, nodeFlags: readonly string[] = []): Promise<void> => {
+const entryTarget = async (name: string, logs: 'devnull' | 'pipe', tree = ROOT, nodeFlags: readonly string[] = [], env: Record<string, string> = {}): Promise<void> => {
   const [r, d] = [await startRedisServer(), await benchDb.sibling()];
   prodRedis.push(r);
-  starts.push({ name, start: () => productionEntry(name, logs, { REDIS_URL: r.url, DATABASE_URL: d.url, TOLLGATE_CATALOG_FILE: catalog }, tree, nodeFlags) });
+  starts.push({ name, start: () => productionEntry(name, logs, { ...env, REDIS_URL: r.url, DATABASE_URL: d.url, TOLLGATE_CATALOG_FILE: catalog }, tree, nodeFlags) });
 };
 await entryTarget('production entry, logs to /dev/null', 'devnull');
 await entryTarget('production entry, logs to a pipe', 'pipe');
@@ -145,6 +151,14 @@ for (let i = 0; i < args.length; i++) if (args[i] === '--also' && args[i + 1] !=
 for (let i = 0; i < args.length; i++) {
   const extra = args[i] === '--also-flags' ? args[i + 1] : undefined;
   if (extra !== undefined) await entryTarget(`production entry with [${extra}], logs to /dev/null`, 'devnull', ROOT, extra.split(/\s+/).filter((f) => f !== ''));
+}
+// `--also-env "NAME=value ..."` (repeatable): this build's production entry with these variables too,
+// e.g. a feature turned off (`TOLLGATE_MEMORY_REDUCER_INTERVAL_MS=0`).
+for (let i = 0; i < args.length; i++) {
+  const extra = args[i] === '--also-env' ? args[i + 1] : undefined;
+  if (extra === undefined) continue;
+  const env = Object.fromEntries(extra.split(/\s+/).filter((kv) => kv.includes('=')).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  await entryTarget(`production entry with env [${extra}], logs to /dev/null`, 'devnull', ROOT, [], env);
 }
 // `--only <text>`: only the targets whose name contains it.
 const only = flag('only');
@@ -165,9 +179,11 @@ try {
     for (const s of order) {
       const t = await s.start();
       running.push(t);
-      await throughput(t.url, requestShape(format, t.key), 50, warmSeconds);
+      if (idleSeconds === 0) await throughput(t.url, requestShape(format, t.key), 50, warmSeconds);
     }
+    if (idleSeconds > 0) await new Promise((r) => setTimeout(r, idleSeconds * 1000));
     for (const t of running) {
+      if (idleSeconds > 0 && warmSeconds > 0) await throughput(t.url, requestShape(format, t.key), 50, warmSeconds);
       for (let w = 0; w < windows; w++) {
         const before = cpuSeconds(t.pid);
         const r = await throughput(t.url, requestShape(format, t.key), 50, seconds);

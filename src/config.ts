@@ -87,6 +87,11 @@ export interface GatewayConfig {
    * format and settled for what was generated. The chart's grace period must exceed it plus preStop.
    */
   drainTimeoutMs: number;
+  /**
+   * How often the production entry checks whether it has gone idle and may give back the heap pages
+   * its start or its last burst of load grew (0: never; src/runtime/memory-reducer.ts).
+   */
+  memoryReducerIntervalMs: number;
 }
 
 function atLeast(min: number, value: number, name: string): number {
@@ -131,6 +136,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     rebuildWindowMs: int(env, 'TOLLGATE_REBUILD_WINDOW_MS', 2000),
     reasoningKey: env.TOLLGATE_REASONING_KEY ?? '',
     reconcileIntervalMs: int(env, 'TOLLGATE_RECONCILE_INTERVAL_MS', 15 * 60 * 1000),
+    memoryReducerIntervalMs: int(env, 'TOLLGATE_MEMORY_REDUCER_INTERVAL_MS', 8000),
     auditRetentionDays: int(env, 'TOLLGATE_AUDIT_RETENTION_DAYS', 400),
     keyCacheTtlMs: int(env, 'TOLLGATE_KEY_CACHE_TTL_MS', 1000),
     keyRefusalsPerMinute: int(env, 'TOLLGATE_KEY_REFUSALS_PER_MINUTE', 60),

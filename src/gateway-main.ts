@@ -18,6 +18,7 @@ import { recordedBackend } from './record/recorded-backend.js';
 import { reconcileSources, startReconciler } from './record/reconcile-job.js';
 import { createLogger, type TollgateLogger } from './telemetry/logger.js';
 import { initTracing } from './telemetry/tracing.js';
+import { startMemoryReducer } from './runtime/memory-reducer.js';
 
 /** The catalog and upstream credentials: a ModelCatalog in Kubernetes (TOLLGATE_CATALOG_SOURCE=kubernetes), else the catalog file and the environment. */
 async function openCatalog(catalogFile: string, logger: TollgateLogger): Promise<{ catalog: CatalogSource; secrets: SecretResolver }> {
@@ -129,7 +130,15 @@ async function main(): Promise<void> {
           config.host,
         );
   logger.log.info({ url: gateway.url, ledger: owned.kind, admin: admin !== undefined, dashboard: dashboard?.url, payments: topUps?.payments }, 'tollgate gateway started');
+  const mib = (bytes: number): number => Math.round(bytes / 104857.6) / 10;
+  const memoryReducer =
+    config.memoryReducerIntervalMs === 0
+      ? undefined
+      : startMemoryReducer(config.memoryReducerIntervalMs, (r) =>
+          logger.log.info({ event: 'memory_reduced', rss_before_mib: mib(r.rssBeforeBytes), rss_after_mib: mib(r.rssAfterBytes), pause_ms: Math.round(r.pauseMs) }, 'idle: heap pages given back'),
+        );
   const stop = async (): Promise<void> => {
+    memoryReducer?.stop();
     reconciler?.stop();
     retention?.stop();
     await gateway.close();
