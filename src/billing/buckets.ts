@@ -274,11 +274,24 @@ function slotsOf(b: Bucket, templates: boolean): string[] {
 
 const NO_IDS: BucketPath = { keyId: '', teamId: '', memberId: '' };
 
-/** Every declared limit's bucket, in declaration order, as the Lua table DECLARED the scripts start with (scripts.ts). */
+/** A slot's name in the scripts: `atId` is AT_ID, `field1` FIELD1. */
+export function luaSlotName(slot: (typeof BUCKET_SLOTS)[number]): string {
+  return slot.replace(/([A-Z])/g, '_$1').toUpperCase();
+}
+
+/**
+ * What the scripts start with (scripts.ts writes it above lua/buckets.lua): the slots' positions by
+ * name (SLOTS, KIND = 1 … DEFAULT_FIELD), and every declared limit's bucket, in declaration order, as
+ * the Lua table DECLARED. Both from here, so the slots are declared once.
+ */
 export function declaredBucketsLua(): string {
   const slots = LIMIT_REASONS.flatMap((reason) => slotsOf(bucketOf(reason, NO_IDS), true));
   for (const slot of slots) if (!/^[\w:.-]*$/.test(slot)) throw new Error(`a bucket slot the scripts cannot quote: ${JSON.stringify(slot)}`);
-  return `local DECLARED = {${slots.map((slot) => `'${slot}'`).join(', ')}}`;
+  return [
+    `local SLOTS = ${BUCKET_SLOTS.length}`,
+    `local ${BUCKET_SLOTS.map(luaSlotName).join(', ')} = ${BUCKET_SLOTS.map((_, i) => i + 1).join(', ')}`,
+    `local DECLARED = {${slots.map((slot) => `'${slot}'`).join(', ')}}`,
+  ].join('\n');
 }
 
 /** The copy of its buckets a hold keeps: their slots with complete names, in one string. */

@@ -2,9 +2,9 @@
 // itself in every place that names refusals (metrics, dashboard, client wording), the buckets the
 // ledgers draw from follow it in order and never leave the account's hash tag, and the reserve script's
 // reply is read by name, refusing a reason nobody declared.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { bucketHashes, bucketsHeld, bucketsOf, BUCKET_SLOTS, declaredBucketsLua, HELD_SEPARATOR } from '../../src/billing/buckets.js';
+import { bucketHashes, bucketsHeld, bucketsOf, BUCKET_SLOTS, declaredBucketsLua, HELD_SEPARATOR, luaSlotName } from '../../src/billing/buckets.js';
 import { decodeReserveReply } from '../../src/billing/script-replies.js';
 import { admit } from '../../src/limits/admission.js';
 import { KEY_REFUSALS, LIMIT_REASONS, LIMITS, REFUSAL_REASONS, refusalMetricLabel, type LimitSpec } from '../../src/limits/limits.js';
@@ -53,13 +53,25 @@ describe('the limits declaration', () => {
     expect(buckets.map((_, i) => slots[i * BUCKET_SLOTS.length + reason])).toEqual(LIMIT_REASONS);
   });
 
-  it("the scripts read a bucket's slots where buckets.ts writes them", () => {
-    const lua = readFileSync(new URL('../../src/billing/lua/buckets.lua', import.meta.url), 'utf8');
-    expect(/^local SLOTS = (\d+)$/m.exec(lua)?.[1]).toBe(String(BUCKET_SLOTS.length));
-    const [, names = '', numbers = ''] = /^local (KIND, [A-Z0-9_, ]+) = ([\d, ]+)$/m.exec(lua) ?? [];
-    const camel = (name: string): string => name.toLowerCase().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+  it("the scripts read a bucket's slots where buckets.ts writes them, by names declared once", () => {
+    const prelude = declaredBucketsLua();
+    expect(/^local SLOTS = (\d+)$/m.exec(prelude)?.[1]).toBe(String(BUCKET_SLOTS.length));
+    const [, names = '', numbers = ''] = /^local (KIND, [A-Z0-9_, ]+) = ([\d, ]+)$/m.exec(prelude) ?? [];
+    const camel = (name: string): string => name.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
     const positions = Object.fromEntries(names.split(', ').map((name, i) => [camel(name), Number(numbers.split(', ')[i])]));
     expect(positions).toEqual(Object.fromEntries(BUCKET_SLOTS.map((slot, i) => [slot, i + 1])));
+    // The scripts name no slot of their own: every `d[o + NAME]` they read is one of these, and none
+    // declares SLOTS or a slot's position again.
+    const luaDir = new URL('../../src/billing/lua/', import.meta.url);
+    const declaredNames = new Set(BUCKET_SLOTS.map(luaSlotName));
+    const read = new Set<string>();
+    for (const file of readdirSync(luaDir).filter((f) => f.endsWith('.lua'))) {
+      const lua = readFileSync(new URL(file, luaDir), 'utf8');
+      expect(lua, file).not.toMatch(/^local (SLOTS|KIND)\b/m);
+      for (const m of lua.matchAll(/\+ ([A-Z][A-Z0-9_]*)\]/g)) read.add(m[1] as string);
+    }
+    expect(read.size).toBeGreaterThan(10);
+    expect([...read].filter((name) => !declaredNames.has(name))).toEqual([]);
   });
 
   it("the declared buckets the scripts carry, completed with a request's ids, are the buckets of its path", () => {

@@ -12,13 +12,13 @@
 -- (DEFAULT_AT, DEFAULT_FIELD), the first set one in force, '' for none. A name (AT, LIMIT_AT,
 -- DEFAULT_AT) is completed by the id of the scope named in the slot after it ('' : complete), and is
 -- relative to the account's hash tag: every bucket lives in the account's slot, whatever is sent.
--- DECLARED (scripts.ts writes it above this file from buckets.ts) holds every declared limit's bucket,
--- its names to complete with the request's ids; a bucket whose scope has no id ('') is not on the path.
+-- SLOTS, the slots' positions (KIND .. DEFAULT_FIELD) and DECLARED are written above this file by
+-- scripts.ts from buckets.ts (BUCKET_SLOTS, declaredBucketsLua). DECLARED holds every declared limit's
+-- bucket, its names to complete with the request's ids; a bucket whose scope has no id ('') is not on
+-- the path.
 -- A hold keeps its buckets with complete names as one string, the slots joined by '\n'; holds written
 -- before kept them as JSON (field `b`), still read here.
 -- scripts.ts prepends this file (after common.lua) to reserve, settle, settle-batch and reap.
-local SLOTS = 14
-local KIND, UNIT, REASON, AT, AT_ID, FIELD1, FIELD2, FLAG, LIMIT_AT, LIMIT_ID, LIMIT_FIELD, DEFAULT_AT, DEFAULT_ID, DEFAULT_FIELD = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
 
 -- The account's key prefix `<ns>:{<accountId>}:`, from the account hash's name.
 local function tagPrefix(accountKey)
