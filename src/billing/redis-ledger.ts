@@ -292,11 +292,6 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
     return bucketHashes(buckets).map((at) => this.k.scoped(accountId, at));
   }
 
-  /** A script's own keys, in their places, then every bucket hash not among them. */
-  private withBucketKeys(accountId: string, buckets: readonly Bucket[], own: string[]): string[] {
-    return withHashKeys(own, this.bucketKeys(accountId, buckets));
-  }
-
   /**
    * A request path's buckets, the copy a hold keeps of them and their hashes' keys: the same for every
    * request of an account on that path (the limits are declared in code), so made on its first request
@@ -468,16 +463,16 @@ export class RedisLedger implements Ledger, SeededLedger, JournalingLedger, HotP
       const keyIds = (await Promise.all(rids.map((rid) => this.redis.hget(this.k.hold(a, rid), 'keyId')))).map((v) => v ?? '');
       const own = [this.k.account(a), this.k.holds(a)];
       const args: string[] = [String(now), String(this.opts.markerTtlSeconds), String(rids.length)];
-      const described: Bucket[] = [];
+      const hashKeys = new Set<string>();
       rids.forEach((rid, i) => {
         const keyId = keyIds[i] ?? '';
         // What the hold drew from, if it does not remember it itself (one taken before holds did).
-        const buckets = bucketsOf({ keyId });
+        const described = this.describe(a, { keyId });
         own.push(this.k.hold(a, rid), this.k.reaped(a, rid));
-        args.push(rid, keyId, bucketsHeld(buckets));
-        described.push(...buckets);
+        args.push(rid, keyId, described.held);
+        for (const key of described.hashKeys) hashKeys.add(key);
       });
-      const keys = this.withBucketKeys(a, described, own);
+      const keys = withHashKeys(own, [...hashKeys]);
       const [n, nextDeadline, released] = await this.scripts.run<[number, number, number]>('reap', keys, args);
       total.count += n;
       total.released += released;
