@@ -118,6 +118,19 @@ function reserve(k: Key, unit: LimitUnit, n: number, opts: { now?: number; ttl?:
   });
 }
 
+/**
+ * Two holds of a key of the Redis ledger, for the cases that rewrite holds as an older version kept
+ * them: one of 3,000 to settle and one of 2,000 to reap (it expires at T0 + 1,000), with the namespace
+ * their hashes live in.
+ */
+async function twoHolds(k: Key): Promise<{ ns: string; settled: string; reaped: string }> {
+  const settled = rid();
+  const reaped = rid();
+  expect(await reserve(k, 'money', 3_000, { requestId: settled })).toMatchObject({ admitted: true });
+  expect(await reserve(k, 'money', 2_000, { requestId: reaped, ttl: 1_000 })).toMatchObject({ admitted: true });
+  return { ns: `${testRedis.namespace}-${fixtureNo}`, settled, reaped };
+}
+
 /** What `reason` has left, read by a probe no limit can admit (it draws nothing). */
 async function leftOf(k: Key, reason: LimitReason, now = T0): Promise<number> {
   const probe = await k.b.ledger.reserve({ requestId: rid(), accountId: k.accountId, keyId: k.keyId, teamId: k.teamId, memberId: k.memberId, amount: Number.MAX_SAFE_INTEGER, holdTtlMs: 1, now, rateLimitTokens: 0, rateLimitWindowMs: WINDOW });
@@ -329,11 +342,7 @@ describe('holds remember their buckets (redis ledger)', () => {
 
   it('a hold kept as JSON by the scripts before is settled and reaped from the buckets it names, not those described now', async () => {
     const k = await keyWith(redisBackend, { team_monthly_budget_reached: 10_000, member_lifetime_budget_reached: 10_000, rate_limit_concurrency: 2 });
-    const ns = `${testRedis.namespace}-${fixtureNo}`;
-    const settled = rid();
-    const reaped = rid();
-    expect(await reserve(k, 'money', 3_000, { requestId: settled })).toMatchObject({ admitted: true });
-    expect(await reserve(k, 'money', 2_000, { requestId: reaped, ttl: 1_000 })).toMatchObject({ admitted: true });
+    const { ns, settled, reaped } = await twoHolds(k);
     // As the scripts before wrote a hold's buckets: JSON in `b`, its limit as [hash, field] pairs.
     const json = JSON.stringify(
       bucketsOf({ keyId: k.keyId, teamId: k.teamId, memberId: k.memberId }).map(({ limit, ...rest }) => ({ ...rest, limit: limit.map((source) => [source.at, source.field]) })),
@@ -358,11 +367,7 @@ describe('holds remember their buckets (redis ledger)', () => {
 
   it("a hold taken before holds kept their buckets is settled and reaped from its key's buckets", async () => {
     const k = await keyWith(redisBackend, { key_lifetime_cap_reached: 10_000, key_monthly_cap_reached: 10_000, rate_limit_concurrency: 2 });
-    const ns = `${testRedis.namespace}-${fixtureNo}`;
-    const settled = rid();
-    const reaped = rid();
-    expect(await reserve(k, 'money', 3_000, { requestId: settled })).toMatchObject({ admitted: true });
-    expect(await reserve(k, 'money', 2_000, { requestId: reaped, ttl: 1_000 })).toMatchObject({ admitted: true });
+    const { ns, settled, reaped } = await twoHolds(k);
     // As the version before wrote them: amount, keyId, month, deadline, no description.
     for (const r of [settled, reaped]) await testRedis.redis.hdel(`${ns}:{${k.accountId}}:hold:${r}`, 'd');
     expect(await spend(k)).toEqual({ lifetimeSpent: 0, lifetimeHeld: 5_000, monthSpent: 0, monthHeld: 5_000 });
